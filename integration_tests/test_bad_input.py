@@ -1,0 +1,85 @@
+"""Bad input: a clear error naming the file, a non-zero exit, and nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from integration_tests.conftest import catalog, config_for, run_main, write_json
+
+
+@pytest.fixture
+def files(tmp_path, demo_api):
+    warehouse = tmp_path / "warehouse"
+    return {
+        "warehouse": warehouse,
+        "config": write_json(tmp_path / "config.json", config_for(demo_api, warehouse)),
+        "catalog": write_json(tmp_path / "catalog.json", catalog("users", "stores")),
+        "tmp": tmp_path,
+    }
+
+
+def read_fails(files, *, config=None, catalog_path=None, state=None):
+    args = ["read", "--config", config or files["config"], "--catalog", catalog_path or files["catalog"]]
+    if state:
+        args += ["--state", state]
+    run = run_main(*args)
+    assert run.returncode == 2, run.stderr
+    assert not files["warehouse"].exists(), "bad input must not write anything"
+    assert not run.of_type("STATE") and not run.of_type("RECORD")
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert errors and errors[0]["failure_type"] == "config_error"
+    return run.stderr
+
+
+def test_malformed_config(files):
+    bad = files["tmp"] / "broken.json"
+    bad.write_text('{"api_key": "x",')
+    stderr = read_fails(files, config=str(bad))
+    assert "config file" in stderr and "broken.json" in stderr and "not valid JSON" in stderr
+
+
+def test_missing_config(files):
+    stderr = read_fails(files, config=str(files["tmp"] / "absent.json"))
+    assert "absent.json" in stderr and "does not exist" in stderr
+
+
+def test_config_that_does_not_match_the_spec(files, demo_api):
+    config = config_for(demo_api, files["warehouse"])
+    config["page_size"] = "lots"
+    stderr = read_fails(files, config=write_json(files["tmp"] / "typed.json", config))
+    assert "page_size" in stderr or "lots" in stderr
+
+
+def test_malformed_catalog(files):
+    bad = files["tmp"] / "catalog_bad.json"
+    bad.write_text("[]")
+    stderr = read_fails(files, catalog_path=str(bad))
+    assert "catalog_bad.json" in stderr and "streams" in stderr
+
+
+def test_unknown_stream_in_catalog(files):
+    entry = catalog("users")["streams"][0]
+    entry["stream"]["name"] = "invoices"
+    stderr = read_fails(files, catalog_path=write_json(files["tmp"] / "k.json", {"streams": [entry]}))
+    assert "invoices" in stderr and "k.json" in stderr
+
+
+def test_malformed_state(files):
+    bad = files["tmp"] / "state_bad.json"
+    bad.write_text("[{]")
+    stderr = read_fails(files, state=str(bad))
+    assert "state_bad.json" in stderr and "not valid JSON" in stderr
+
+
+def test_state_of_the_wrong_shape_for_the_stream(files):
+    state = write_json(files["tmp"] / "shape.json", {"users": {"states": [1, 2]}})
+    stderr = read_fails(files, state=state)
+    assert "users" in stderr and "updatedAt" in stderr
+
+
+def test_cursor_that_cannot_be_parsed(files):
+    state = write_json(files["tmp"] / "cursor.json", {"users": {"updatedAt": "yesterday-ish"}})
+    stderr = read_fails(files, state=state)
+    assert "yesterday-ish" in stderr and "cursor.json" in stderr

@@ -1,0 +1,149 @@
+"""End-to-end syncs: ``main.py read`` against the real demo API into real Spark tables."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from integration_tests.conftest import all_records, catalog, config_for, run_main, write_json
+
+STREAMS = ["users", "orders", "stores", "store_orders", "products"]
+
+
+def table(spark, warehouse, name):
+    return spark.read.parquet(os.path.join(str(warehouse), "demo", name))
+
+
+def ids(frame):
+    return sorted(row["id"] for row in frame.select("id").collect())
+
+
+@pytest.fixture
+def full_sync(tmp_path, demo_api):
+    warehouse = tmp_path / "warehouse"
+    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog())
+    run = run_main("read", "--config", config, "--catalog", catalog_path)
+    assert run.returncode == 0, run.stderr
+    return run, warehouse, config, catalog_path
+
+
+def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
+    run, warehouse, _, _ = full_sync
+    expected = {
+        "users": all_records(demo_api, "users"),
+        "orders": all_records(demo_api, "orders"),
+        "stores": all_records(demo_api, "stores"),
+        "products": all_records(demo_api, "products", {"limit": 1000}),
+    }
+    for name, records in expected.items():
+        assert ids(table(spark, warehouse, name)) == sorted(r["id"] for r in records), name
+    store_orders = table(spark, warehouse, "store_orders")
+    assert ids(store_orders) == sorted(r["id"] for r in expected["orders"])
+
+    users = table(spark, warehouse, "users")
+    types = dict(users.dtypes)
+    assert types["updatedAt"] == "timestamp" and types["id"] == "bigint"
+    assert {"_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint"} <= set(types)
+    assert users.select("_sf_sync_id").distinct().count() == 1
+    # Several checkpoints, each a numbered commit.
+    assert users.select("_sf_checkpoint").distinct().count() == len(
+        [m for m in run.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == "users"]
+    )
+
+    statuses = [
+        (m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])
+        for m in run.of_type("TRACE")
+        if m["trace"]["type"] == "STREAM_STATUS"
+    ]
+    for name in STREAMS:
+        assert [s for n, s in statuses if n == name] == ["STARTED", "RUNNING", "COMPLETE"]
+    # Every stdout line is a protocol message; records went to Spark, not stdout.
+    assert {m["type"] for m in run.messages} <= {"STATE", "TRACE", "LOG"}
+    counted = sum(int(m["state"]["sourceStats"]["recordCount"]) for m in run.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == "users")
+    assert counted == len(expected["users"])
+
+
+def test_second_sync_from_the_final_state_reads_only_what_changed(spark, demo_api, full_sync, tmp_path):
+    first, warehouse, config, catalog_path = full_sync
+    state = first.state_file(str(tmp_path / "state.json"))
+    before = {name: table(spark, warehouse, name).count() for name in ("users", "orders", "store_orders")}
+
+    second = run_main("read", "--config", config, "--catalog", catalog_path, "--state", state)
+    assert second.returncode == 0, second.stderr
+    for name in ("users", "orders", "store_orders"):
+        assert table(spark, warehouse, name).count() == before[name], f"{name}: an unchanged API added rows"
+
+    touched_users = demo_api.touch("users", 7)
+    touched_orders = demo_api.touch("orders", 5)
+    state = second.state_file(str(tmp_path / "state2.json"))
+    third = run_main("read", "--config", config, "--catalog", catalog_path, "--state", state)
+    assert third.returncode == 0, third.stderr
+
+    users = table(spark, warehouse, "users")
+    new_users = users.where(users["_sf_sync_id"] != users.select("_sf_sync_id").first()[0])
+    newest_sync = sorted(r[0] for r in users.select("_sf_sync_id").distinct().collect())[-1]
+    picked_up = sorted(r["id"] for r in users.where(users["_sf_sync_id"] == newest_sync).select("id").collect())
+    assert picked_up == sorted(touched_users)
+    assert new_users.count() >= len(touched_users)
+
+    for name in ("orders", "store_orders"):
+        frame = table(spark, warehouse, name)
+        newest = sorted(r[0] for r in frame.select("_sf_sync_id").distinct().collect())[-1]
+        assert sorted(r["id"] for r in frame.where(frame["_sf_sync_id"] == newest).select("id").collect()) == sorted(touched_orders), name
+
+    # The touched records moved forward, and the state with them.
+    assert third.states["users"]["stream"]["stream_state"]["updatedAt"] > second.states["users"]["stream"]["stream_state"]["updatedAt"]
+
+
+def test_stdout_destination_prints_records_and_writes_no_table(demo_api, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
+    run = run_main("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users", "stores")), "--destination", "stdout")
+    assert run.returncode == 0, run.stderr
+    records = run.of_type("RECORD")
+    assert len([r for r in records if r["record"]["stream"] == "users"]) == 1500
+    assert len([r for r in records if r["record"]["stream"] == "stores"]) == 10
+    assert not warehouse.exists()
+    # Each STATE comes after the records it covers.
+    seen = 0
+    for message in run.messages:
+        if message["type"] == "RECORD" and message["record"]["stream"] == "users":
+            seen += 1
+        if message["type"] == "STATE" and message["state"]["stream"]["stream_descriptor"]["name"] == "users":
+            cursor = message["state"]["stream"]["stream_state"]["updatedAt"]
+            before = [m["record"]["data"]["updatedAt"] for m in run.messages[: run.messages.index(message)] if m["type"] == "RECORD" and m["record"]["stream"] == "users"]
+            assert max(before) == cursor
+
+
+def test_spec_check_and_discover(demo_api, tmp_path):
+    spec = run_main("spec")
+    assert spec.returncode == 0
+    assert spec.of_type("SPEC")[0]["spec"]["connectionSpecification"]["properties"]["api_key"]["airbyte_secret"] is True
+
+    good = write_json(tmp_path / "good.json", config_for(demo_api, tmp_path / "w"))
+    check = run_main("check", "--config", good)
+    assert check.of_type("CONNECTION_STATUS")[0]["connectionStatus"]["status"] == "SUCCEEDED"
+    bad = write_json(tmp_path / "bad.json", config_for(demo_api, tmp_path / "w", api_key="wrong-key"))
+    check = run_main("check", "--config", bad)
+    status = check.of_type("CONNECTION_STATUS")[0]["connectionStatus"]
+    assert status["status"] == "FAILED" and "wrong-key" not in check.stdout.decode()
+
+    discover = run_main("discover", "--config", good)
+    streams = {s["name"]: s for s in discover.of_type("CATALOG")[0]["catalog"]["streams"]}
+    assert sorted(streams) == sorted(STREAMS)
+    assert streams["users"]["default_cursor_field"] == ["updatedAt"]
+    assert "incremental" in streams["store_orders"]["supported_sync_modes"]
+    assert streams["products"]["supported_sync_modes"] == ["full_refresh"]
+    assert streams["users"]["source_defined_primary_key"] == [["id"]]
+
+
+def test_auth_failure_fails_the_streams_with_a_config_error_and_no_secret(demo_api, tmp_path):
+    config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "w", api_key="nope-not-the-key"))
+    run = run_main("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users")))
+    assert run.returncode != 0
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert errors and errors[0]["failure_type"] == "config_error"
+    assert "nope-not-the-key" not in run.stdout.decode() and "nope-not-the-key" not in run.stderr
+    assert not run.of_type("STATE")

@@ -1,0 +1,73 @@
+"""Injected misbehaviour for the demo API: rate limits, server errors, latency, page disorder.
+
+Why: a connector's retry, back-off and state logic only gets exercised when the source
+misbehaves, and tests need it to misbehave on a predictable schedule. Faults are counted
+over data requests only (never /_admin), starting from the moment they were set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What to break, and how often.
+
+    rate_limit_every: every Nth data request answers 429 with ``Retry-After`` (0 = never).
+    retry_after: seconds advertised in ``Retry-After``.
+    error_every: every Nth data request answers 500, then 503, alternating (0 = never).
+    delay_ms: sleep this long before answering each data request.
+    unsorted_pages: /users pages list their records in reverse order (cursors are unaffected).
+    """
+
+    rate_limit_every: int = 0
+    retry_after: float = 1
+    error_every: int = 0
+    delay_ms: int = 0
+    unsorted_pages: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("rate_limit_every", "error_every", "delay_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0")
+        if isinstance(self.retry_after, bool) or not isinstance(self.retry_after, (int, float)):
+            raise ValueError("retry_after must be a number >= 0")
+        if not self.retry_after >= 0:  # also rejects NaN
+            raise ValueError("retry_after must be a number >= 0")
+        if not isinstance(self.unsorted_pages, bool):
+            raise ValueError("unsorted_pages must be a boolean")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def updated(self, changes: Mapping[str, Any]) -> "Faults":
+        """A copy with the given fields replaced; unknown fields are an error, not ignored."""
+        unknown = set(changes) - {field.name for field in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"unknown fault fields: {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def retry_after_header(self) -> str:
+        """``Retry-After`` value: an integer string when whole (the HTTP form), else a decimal."""
+        seconds = float(self.retry_after)
+        return str(int(seconds)) if seconds.is_integer() else repr(seconds)
+
+    def fault_for(self, request_number: int) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+        """The (status, body, headers) that data request number ``request_number`` (from 1)
+        must answer with instead of its data, or None to serve it normally.
+
+        A rate limit wins when both schedules hit the same request.
+        """
+        if self.rate_limit_every and request_number % self.rate_limit_every == 0:
+            return 429, {"error": "rate limit exceeded"}, {"Retry-After": self.retry_after_header}
+        if self.error_every and request_number % self.error_every == 0:
+            nth_error = request_number // self.error_every
+            if nth_error % 2:
+                return 500, {"error": "internal server error (injected)"}, {}
+            return 503, {"error": "service unavailable (injected)"}, {}
+        return None

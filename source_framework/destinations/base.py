@@ -1,0 +1,83 @@
+"""The boundary between the runtime and whatever stores records.
+
+The runtime pulls records from streams and hands them to a ``StreamSink``; at each checkpoint
+it calls ``commit(state)`` and gets a ``Future``. The runtime writes the STATE line only after
+that future has completed, in the order the commits were asked for. A sink may commit at once
+(and return a finished future) or in the background; either way the barrier holds::
+
+    sink = destination.open_stream(target)
+    for record in records:
+        sink.write(record)
+    future = sink.commit({"updatedAt": "2025-02-01T00:00:00Z"})
+    future.result()          # committed: now the STATE may be printed
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, List, Mapping, Optional
+
+#: destination sync modes from the configured catalog
+APPEND, OVERWRITE, APPEND_DEDUP = "append", "overwrite", "append_dedup"
+
+
+@dataclass
+class StreamTarget:
+    """What a destination needs to know about one configured stream."""
+
+    name: str
+    namespace: Optional[str]
+    json_schema: Mapping[str, Any]
+    incremental: bool
+    destination_sync_mode: str = APPEND
+    primary_key: List[List[str]] = field(default_factory=list)
+    cursor_field: List[str] = field(default_factory=list)
+
+
+def done(value: Any = None) -> "Future[Any]":
+    """A future that has already completed with ``value``."""
+    future: "Future[Any]" = Future()
+    future.set_result(value)
+    return future
+
+
+class StreamSink(ABC):
+    """Receives one stream's records and commits them at checkpoints."""
+
+    @abstractmethod
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Take one record; it becomes visible only with the next commit."""
+
+    @abstractmethod
+    def commit(self, state: Optional[Mapping[str, Any]], boundary: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+        """Commit every record written so far, together with the state that covers them.
+
+        ``boundary`` (see ``runtime.boundary``) is kept with the commit, for ``last_commit``.
+        """
+
+    def last_commit(self) -> Optional[Mapping[str, Any]]:
+        """``{"state": ..., "boundary": ...}`` of the newest commit of an earlier run, if kept."""
+        return None
+
+    @abstractmethod
+    def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":
+        """The stream completed: commit what is left and publish (overwrite switches tables here)."""
+
+    def abort(self) -> None:
+        """The stream failed: drop what is not committed. Committed data stays."""
+
+
+class Destination(ABC):
+    """Opens one sink per stream; closed once at the end of ``read``."""
+
+    @abstractmethod
+    def open_stream(self, target: StreamTarget) -> StreamSink: ...
+
+    def close(self) -> None:
+        """Wait for outstanding work and release resources."""
+
+    def describe(self) -> str:
+        """A one-line description for logs, e.g. where the tables are."""
+        return type(self).__name__

@@ -1,0 +1,85 @@
+"""Crash-safe small-file writes: a reader sees the old file, the new file, or none; never half.
+
+Why: the table's commit point is the appearance of one metadata file, and our checkpoint
+records must never be read half-written after a SIGKILL or power loss. The recipe is the
+classic one: write a temporary file in the same folder, fsync it, rename it into place
+(atomic on POSIX within one file system), then fsync the folder so the rename is durable.
+
+Temporary names start with ``.`` and end with ``.tmp``; Spark's metadata-log reader only
+looks at names that parse as batch ids, so it never mistakes one for a batch.
+
+Usage::
+
+    write_atomically("/t/_checkpoints/00000003.json", b'{"seq": 3}')
+    write_atomically("/t/_spark_metadata/7", data, overwrite=False)  # FileExistsError if taken
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+TEMP_SUFFIX = ".tmp"
+
+
+def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
+    """Atomically create (or, with ``overwrite=True``, replace) ``path`` holding ``data``.
+
+    With ``overwrite=False`` the file is published with a hard link, which fails with
+    ``FileExistsError`` instead of silently replacing a file another writer created.
+    """
+    directory = os.path.dirname(path) or "."
+    temp_path = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
+    try:
+        with open(temp_path, "wb") as temp:
+            temp.write(data)
+            temp.flush()
+            os.fsync(temp.fileno())
+        if overwrite:
+            os.replace(temp_path, path)
+        else:
+            _publish_exclusively(temp_path, path)
+    finally:
+        if os.path.exists(temp_path):
+            os.remove(temp_path)
+    fsync_directory(directory)
+
+
+def _publish_exclusively(temp_path: str, path: str) -> None:
+    try:
+        os.link(temp_path, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        # File systems without hard links: a check-then-rename is the best we can do.
+        if os.path.exists(path):
+            raise FileExistsError(path) from None
+        os.rename(temp_path, path)
+
+
+def fsync_file(path: str) -> None:
+    """Flush a file's contents to disk (e.g. a data file before it is committed)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_directory(directory: str) -> None:
+    """Make renames/creations inside ``directory`` durable (no-op where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def is_temp_file(name: str) -> bool:
+    """True for leftovers of an interrupted :func:`write_atomically`."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)

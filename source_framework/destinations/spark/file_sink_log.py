@@ -1,0 +1,199 @@
+"""Read and append Spark's file-sink metadata log (``<table>/_spark_metadata/``) from Python.
+
+Why: when a folder holds ``_spark_metadata``, ``spark.read.parquet(folder)`` reads exactly
+the files this log lists and ignores every other file in the folder. Writing the log
+ourselves therefore gives plain Spark readers all-or-nothing commits with no extra jars.
+This module knows the log's format and Spark's rules for reading it; it knows nothing
+about checkpoints or DataFrames (see ``table.py``).
+
+Usage::
+
+    log = FileSinkLog("/warehouse/demo/users")
+    batch_id = log.next_batch_id(replace=False)
+    log.write_batch(batch_id, [SinkFileStatus.for_local_file("/warehouse/demo/users/c1.parquet")])
+    [status.path for status in log.live_files()]   # what Spark will read
+
+Format, as written by a real pyspark 4.3 streaming query to a parquet sink: a batch file
+is named by its batch id (``0``, ``1``, ...); its first line is ``v1``; then one compact
+JSON object per file, lines separated by ``\\n`` with no trailing newline::
+
+    v1
+    {"path":"file:///t/part-0.parquet","size":392,"isDir":false,"modificationTime":1795424493530,"blockReplication":1,"blockSize":33554432,"action":"add"}
+
+``path`` is an absolute, percent-encoded ``file:`` URI; ``modificationTime`` is epoch ms.
+
+How Spark 4.3 reads it (``CompactibleFileStreamLog``, checked empirically):
+
+* The latest batch id is the largest file name that parses as ``<id>`` or ``<id>.compact``;
+  other names (our ``.<id>.<uuid>.tmp`` temporaries, ``.crc`` files) are ignored.
+* With compact interval ``k`` (``spark.sql.streaming.fileSink.log.compactInterval``,
+  default 10), ids where ``(id + 1) % k == 0`` are *compaction batches* and must be named
+  ``<id>.compact``; each lists every live file. A reader loads the latest compaction batch
+  at or below the latest id, plus every batch after it; each of those must exist. With
+  ten plain batches ``0``..``9`` a reader fails with ``FileNotFoundException: .../9.compact
+  doesn't exist (latestId: 9, compactInterval: 10)``, so this writer produces the
+  compaction batches itself.
+* ``"action": "delete"`` is NOT honoured: such entries are read like ``add`` (the rows
+  appear twice), so a delete cannot make files disappear.
+* Ids need not be contiguous *before* a compaction batch: only the range from the latest
+  compaction batch onwards is read. A replace therefore jumps to the next compaction id
+  and writes a compaction batch listing only the new files; older batches are never read
+  again. Jumping at most one interval keeps consecutive ``.compact`` ids exactly ``k``
+  apart, which matters because a reader infers ``k`` from the gap between the two newest
+  ``.compact`` files.
+* Writers and readers must agree on ``k``; Spark's default (10) is ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from source_framework.destinations.spark.atomic_files import write_atomically
+
+METADATA_DIR = "_spark_metadata"
+VERSION_LINE = "v1"
+COMPACT_SUFFIX = ".compact"
+DEFAULT_COMPACT_INTERVAL = 10
+ADD_ACTION = "add"
+#: What Hadoop's local file system reports, and so what Spark's own sink writes.
+LOCAL_BLOCK_SIZE = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SinkFileStatus:
+    """One line of a batch file (Spark's ``SinkFileStatus``)."""
+
+    path: str
+    size: int
+    modification_time: int
+    is_dir: bool = False
+    block_replication: int = 1
+    block_size: int = LOCAL_BLOCK_SIZE
+    action: str = ADD_ACTION
+
+    @classmethod
+    def for_local_file(cls, path: str) -> "SinkFileStatus":
+        """Status of an existing local file, with its path as an absolute ``file:`` URI."""
+        absolute = Path(os.path.abspath(path))
+        stat = absolute.stat()
+        return cls(path=absolute.as_uri(), size=stat.st_size, modification_time=stat.st_mtime_ns // 1_000_000)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "path": self.path,
+                "size": self.size,
+                "isDir": self.is_dir,
+                "modificationTime": self.modification_time,
+                "blockReplication": self.block_replication,
+                "blockSize": self.block_size,
+                "action": self.action,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> "SinkFileStatus":
+        entry = json.loads(line)
+        return cls(
+            path=entry["path"],
+            size=entry["size"],
+            modification_time=entry["modificationTime"],
+            is_dir=entry.get("isDir", False),
+            block_replication=entry.get("blockReplication", 1),
+            block_size=entry.get("blockSize", LOCAL_BLOCK_SIZE),
+            action=entry.get("action", ADD_ACTION),
+        )
+
+
+class FileSinkLog:
+    """The ``_spark_metadata`` log of one table folder. One writer at a time."""
+
+    def __init__(self, table_dir: str, compact_interval: int = DEFAULT_COMPACT_INTERVAL):
+        if compact_interval < 1:
+            raise ValueError("compact_interval must be positive")
+        self.directory = os.path.join(os.path.abspath(table_dir), METADATA_DIR)
+        self.compact_interval = compact_interval
+
+    # --- naming ------------------------------------------------------------------
+
+    def is_compact_batch(self, batch_id: int) -> bool:
+        return (batch_id + 1) % self.compact_interval == 0
+
+    def batch_path(self, batch_id: int) -> str:
+        suffix = COMPACT_SUFFIX if self.is_compact_batch(batch_id) else ""
+        return os.path.join(self.directory, f"{batch_id}{suffix}")
+
+    def batch_ids(self) -> list[int]:
+        """Ids of the batch files present, ascending (as Spark lists them)."""
+        if not os.path.isdir(self.directory):
+            return []
+        ids = []
+        for name in os.listdir(self.directory):
+            stem = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
+            if stem.isascii() and stem.isdigit():
+                ids.append(int(stem))
+        return sorted(ids)
+
+    def latest_batch_id(self) -> int | None:
+        ids = self.batch_ids()
+        return ids[-1] if ids else None
+
+    # --- reading -----------------------------------------------------------------
+
+    def read_batch(self, batch_id: int) -> list[SinkFileStatus] | None:
+        """The entries of one batch, or None if that batch was never written."""
+        try:
+            with open(self.batch_path(batch_id), encoding="utf-8") as batch:
+                lines = batch.read().split("\n")
+        except FileNotFoundError:
+            return None
+        if lines[0] != VERSION_LINE:
+            raise ValueError(f"{self.batch_path(batch_id)}: unsupported log version {lines[0]!r}")
+        return [SinkFileStatus.from_json(line) for line in lines[1:] if line.strip()]
+
+    def live_files(self) -> list[SinkFileStatus]:
+        """The files a Spark reader sees now, computed exactly as Spark does."""
+        latest = self.latest_batch_id()
+        if latest is None:
+            return []
+        first = max(0, (latest + 1) // self.compact_interval * self.compact_interval - 1)
+        files: list[SinkFileStatus] = []
+        for batch_id in range(first, latest + 1):
+            entries = self.read_batch(batch_id)
+            if entries is None:  # Spark would fail the same way
+                raise FileNotFoundError(f"{self.batch_path(batch_id)} is missing (latest batch: {latest})")
+            files.extend(entries)
+        return files
+
+    # --- writing -----------------------------------------------------------------
+
+    def next_batch_id(self, *, replace: bool) -> int:
+        """Id for the next batch; for a replace, the next compaction id (see module doc)."""
+        latest = self.latest_batch_id()
+        next_id = 0 if latest is None else latest + 1
+        if replace:
+            interval = self.compact_interval
+            next_id = -(-(next_id + 1) // interval) * interval - 1  # round up to a compaction id
+        return next_id
+
+    def write_batch(self, batch_id: int, added: list[SinkFileStatus], *, replace: bool) -> None:
+        """Publish ``added`` atomically; the batch file's appearance is the commit.
+
+        ``replace=True`` makes ``added`` the only live files. ``batch_id`` must come from
+        :meth:`next_batch_id` with the same ``replace``; a batch that already exists raises
+        ``FileExistsError``.
+        """
+        expected = self.next_batch_id(replace=replace)
+        if batch_id != expected:
+            raise ValueError(f"batch {batch_id} is not the next batch ({expected}); was the log changed?")
+        if replace or not self.is_compact_batch(batch_id):
+            entries = list(added)
+        else:
+            entries = self.live_files() + list(added)
+        content = "\n".join([VERSION_LINE, *(entry.to_json() for entry in entries)])
+        os.makedirs(self.directory, exist_ok=True)
+        write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)

@@ -1,0 +1,84 @@
+"""Create the SparkSession the destination writes with, configured once and quietly.
+
+Why a helper: every table commit relies on the same settings (UTC timestamps written as
+TIMESTAMP_MICROS, Arrow hand-off, tiny shuffles for small local jobs), and the CLI's
+stdout is reserved for protocol messages, so nothing from Spark may print there.
+
+Usage::
+
+    spark = get_spark()                                   # local[*], 1g driver
+    spark = get_spark("local[2]", conf={"spark.driver.memory": "4g"})
+    spark = get_spark("sc://spark-connect:15002")         # Spark Connect client
+
+Keeping stdout clean: pyspark starts the JVM with ``spark-submit`` as a child process
+that inherits the Python process's stdout. Anything the JVM prints with
+``System.out`` (and the Python workers Spark forks, e.g. ``print`` in a UDF) would
+land in the protocol stream. So when this module is the one that starts the JVM it
+uses pyspark's ``launch_gateway(popen_kwargs=...)`` hook to give the JVM our stderr as
+its stdout. Spark's own log4j console output already goes to stderr. If a JVM is
+already running in this process (someone else started Spark first), it is reused as is.
+
+Spark Connect (``master`` starting with ``sc://``): the session is a thin client, so
+only ``spark.sql.*`` settings can be applied; JVM settings such as
+``spark.driver.memory`` belong to the server and are ignored here. The client needs
+pyspark's Connect extras (``grpcio``, ``zstandard``, ...); this path is not exercised by
+the tests here because ``zstandard`` is not installed.
+"""
+
+from __future__ import annotations
+
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import SparkSession
+
+_STDERR_FD = 2
+
+#: Settings applied unless ``conf`` overrides them.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.driver.memory": "1g",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",  # progress bars are noise in the logs
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
+
+LOG_LEVEL = "WARN"
+
+
+def get_spark(
+    master: str = "local[*]",
+    app_name: str = "source_framework",
+    conf: dict | None = None,
+) -> SparkSession:
+    """Return a configured SparkSession (the existing one if Spark already runs here).
+
+    ``conf`` entries override :data:`DEFAULT_CONF`; values are passed as strings.
+    """
+    settings = {**DEFAULT_CONF, **{key: _conf_value(value) for key, value in (conf or {}).items()}}
+    if master.startswith("sc://"):
+        return _connect_session(master, app_name, settings)
+
+    spark_conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
+    # pyspark keeps one JVM gateway per process (``SparkContext._gateway``), even after
+    # ``stop()``. Only launch one ourselves when none exists, or we would leak a JVM.
+    if SparkContext._gateway is None:
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": _STDERR_FD})
+        SparkContext(conf=spark_conf, gateway=gateway)
+    spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
+    spark.sparkContext.setLogLevel(LOG_LEVEL)
+    return spark
+
+
+def _conf_value(value: object) -> str:
+    """Spark expects ``true``/``false``, not Python's ``True``/``False``."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> SparkSession:
+    builder = SparkSession.builder.remote(url).appName(app_name)
+    for key, value in settings.items():
+        if key.startswith("spark.sql."):
+            builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -1,0 +1,167 @@
+"""Loading the command line's input files, with errors that name the file and the problem.
+
+Everything here runs before the first byte is written anywhere, so bad input never leaves a
+half-written table or state behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Mapping, Optional
+
+from airbyte_cdk.models import ConfiguredAirbyteCatalog, ConfiguredAirbyteCatalogSerializer
+
+MAX_STATE_BYTES = 10 * 1024 * 1024
+
+
+class InputError(Exception):
+    """Bad input from the user: a file that is missing, malformed or of the wrong shape."""
+
+
+def load_json_file(path: str, what: str) -> Any:
+    """Read a JSON file or raise an ``InputError`` that says which file and what is wrong."""
+    if not os.path.exists(path):
+        raise InputError(f"{what} file '{path}' does not exist")
+    if os.path.isdir(path):
+        raise InputError(f"{what} file '{path}' is a directory, not a JSON file")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError as error:
+        raise InputError(f"{what} file '{path}' cannot be read: {error.strerror}") from None
+    if what == "state" and len(raw) > MAX_STATE_BYTES:
+        raise InputError(
+            f"state file '{path}' is {len(raw) / 1e6:.1f} MB, over the {MAX_STATE_BYTES // 2**20} MB limit"
+        )
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{what} file '{path}' is not valid JSON: {error}") from None
+
+
+def load_config(path: str) -> Dict[str, Any]:
+    config = load_json_file(path, "config")
+    if not isinstance(config, dict):
+        raise InputError(f"config file '{path}' must hold a JSON object, got {type(config).__name__}")
+    return config
+
+
+def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
+    raw = load_json_file(path, "catalog")
+    if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list):
+        raise InputError(f"catalog file '{path}' must be an object with a 'streams' list")
+    for index, entry in enumerate(raw["streams"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("stream"), dict):
+            raise InputError(f"catalog file '{path}': streams[{index}] must be an object with a 'stream' object")
+        for key in ("sync_mode", "destination_sync_mode"):
+            if key not in entry:
+                raise InputError(f"catalog file '{path}': streams[{index}] has no '{key}'")
+        if not isinstance(entry["stream"].get("name"), str):
+            raise InputError(f"catalog file '{path}': streams[{index}].stream has no 'name'")
+    try:
+        return ConfiguredAirbyteCatalogSerializer.load(raw)
+    except Exception as error:  # the serializer's errors are long; keep the first line
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise InputError(f"catalog file '{path}' is not a valid configured catalog: {first_line}") from None
+
+
+def load_state(path: Optional[str]) -> Dict[str, Any]:
+    """Read a state file into ``{stream_name: stream_state}``.
+
+    Accepts the three shapes users meet in the field:
+
+    - Airbyte's per-stream list: ``[{"type": "STREAM", "stream": {"stream_descriptor": {...},
+      "stream_state": {...}}}, ...]`` (the STATE messages ``read`` prints);
+    - the legacy dict: ``{"users": {"updatedAt": "..."}}``;
+    - Singer's ``{"bookmarks": {"users": {...}}}``; a Singer bookmark with ``partitions``
+      becomes the per-partition ``{"states": [...]}`` form.
+    """
+    if not path:
+        return {}
+    raw = load_json_file(path, "state")
+    if raw in (None, {}, []):
+        return {}
+    if isinstance(raw, list):
+        return _from_state_messages(raw, path)
+    if isinstance(raw, dict) and "bookmarks" in raw:
+        return _from_singer(raw["bookmarks"], path)
+    if isinstance(raw, dict) and raw.get("type") in ("STREAM", "GLOBAL", "LEGACY") or (
+        isinstance(raw, dict) and "stream" in raw and "type" in raw
+    ):
+        return _from_state_messages([raw], path)
+    if isinstance(raw, dict):
+        for name, value in raw.items():
+            if not isinstance(value, dict):
+                raise InputError(
+                    f"state file '{path}': the state of stream '{name}' must be a JSON object, "
+                    f"got {type(value).__name__}"
+                )
+        return dict(raw)
+    raise InputError(f"state file '{path}' must hold a list of per-stream states or an object")
+
+
+def _from_state_messages(messages: list, path: str) -> Dict[str, Any]:
+    states: Dict[str, Any] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, dict) and message.get("type") == "STATE" and "state" in message:
+            message = message["state"]  # a whole protocol line copied from stdout
+        if not isinstance(message, dict):
+            raise InputError(f"state file '{path}': entry {index} is not an object")
+        kind = message.get("type", "STREAM")
+        if kind == "LEGACY":
+            data = message.get("data")
+            if isinstance(data, dict):
+                states.update(data)
+                continue
+        if kind == "GLOBAL":
+            global_state = message.get("global") or {}
+            for stream_state in global_state.get("stream_states", []):
+                name = (stream_state.get("stream_descriptor") or {}).get("name")
+                if name:
+                    states[name] = stream_state.get("stream_state") or {}
+            continue
+        stream = message.get("stream")
+        if not isinstance(stream, dict) or not isinstance(stream.get("stream_descriptor"), dict):
+            raise InputError(
+                f"state file '{path}': entry {index} has no 'stream.stream_descriptor' "
+                "(expected Airbyte per-stream state messages)"
+            )
+        name = stream["stream_descriptor"].get("name")
+        if not isinstance(name, str):
+            raise InputError(f"state file '{path}': entry {index} has a stream_descriptor without a name")
+        value = stream.get("stream_state") or {}
+        if not isinstance(value, dict):
+            raise InputError(f"state file '{path}': the stream_state of '{name}' must be an object")
+        states[name] = value
+    return states
+
+
+def _from_singer(bookmarks: Any, path: str) -> Dict[str, Any]:
+    if not isinstance(bookmarks, dict):
+        raise InputError(f"state file '{path}': 'bookmarks' must be an object of stream bookmarks")
+    states: Dict[str, Any] = {}
+    for name, bookmark in bookmarks.items():
+        if not isinstance(bookmark, dict):
+            raise InputError(f"state file '{path}': the bookmark of stream '{name}' must be an object")
+        if "partitions" in bookmark:
+            states[name] = {"states": [_singer_partition(p, name, path) for p in bookmark["partitions"]]}
+            continue
+        if "replication_key" in bookmark and "replication_key_value" in bookmark:
+            states[name] = {bookmark["replication_key"]: bookmark["replication_key_value"]}
+        else:
+            states[name] = dict(bookmark)
+    return states
+
+
+def _singer_partition(entry: Mapping[str, Any], name: str, path: str) -> Dict[str, Any]:
+    if not isinstance(entry, dict) or not isinstance(entry.get("context"), dict):
+        raise InputError(f"state file '{path}': partitions of stream '{name}' need a 'context' object")
+    if "replication_key" not in entry or "replication_key_value" not in entry:
+        raise InputError(
+            f"state file '{path}': a partition of stream '{name}' has no replication_key/replication_key_value"
+        )
+    return {
+        "partition": dict(entry["context"]),
+        "cursor": {entry["replication_key"]: entry["replication_key_value"]},
+    }

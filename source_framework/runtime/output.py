@@ -1,0 +1,100 @@
+"""Airbyte protocol messages on stdout: one JSON object per line, and nothing else there.
+
+Messages are built as plain dicts in the protocol's shape and written with orjson; building the
+CDK's dataclasses for every record would cost more than reading it. STATE lines are flushed at
+once, because whoever reads our stdout acts on them (saves them, or checks the table).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from typing import Any, BinaryIO, Mapping, Optional
+
+import orjson
+
+from source_framework.runtime.secrets import SecretFilter
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ProtocolOutput:
+    """Writes protocol messages to a binary stream (stdout by default)."""
+
+    def __init__(self, stream: Optional[BinaryIO] = None, secrets: Optional[SecretFilter] = None) -> None:
+        self._out = stream or sys.stdout.buffer
+        self._secrets = secrets or SecretFilter(())
+
+    def _write(self, message: Mapping[str, Any], flush: bool = False) -> None:
+        self._out.write(orjson.dumps(message) + b"\n")
+        if flush:
+            self._out.flush()
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def record(self, stream: str, namespace: Optional[str], data: Mapping[str, Any], emitted_at: int) -> None:
+        record: dict = {"stream": stream, "data": data, "emitted_at": emitted_at}
+        if namespace:
+            record["namespace"] = namespace
+        self._write({"type": "RECORD", "record": record})
+
+    def state(self, stream: str, namespace: Optional[str], state: Mapping[str, Any], record_count: int) -> None:
+        descriptor: dict = {"name": stream}
+        if namespace:
+            descriptor["namespace"] = namespace
+        self._write(
+            {
+                "type": "STATE",
+                "state": {
+                    "type": "STREAM",
+                    "stream": {"stream_descriptor": descriptor, "stream_state": state},
+                    "sourceStats": {"recordCount": float(record_count)},
+                },
+            },
+            flush=True,
+        )
+
+    def log(self, level: str, message: str) -> None:
+        self._write({"type": "LOG", "log": {"level": level, "message": self._secrets.mask(message)}}, flush=True)
+
+    def stream_status(self, stream: str, namespace: Optional[str], status: str) -> None:
+        descriptor: dict = {"name": stream}
+        if namespace:
+            descriptor["namespace"] = namespace
+        self._write(
+            {
+                "type": "TRACE",
+                "trace": {
+                    "type": "STREAM_STATUS",
+                    "emitted_at": float(now_ms()),
+                    "stream_status": {"stream_descriptor": descriptor, "status": status},
+                },
+            },
+            flush=True,
+        )
+
+    def error(
+        self,
+        message: str,
+        error: BaseException,
+        failure_type: str = "system_error",
+        stream: Optional[str] = None,
+        namespace: Optional[str] = None,
+    ) -> None:
+        stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        payload: dict = {
+            "message": self._secrets.mask(message),
+            "internal_message": self._secrets.mask(f"{type(error).__name__}: {error}"),
+            "stack_trace": self._secrets.mask(stack),
+            "failure_type": failure_type,
+        }
+        if stream:
+            descriptor: dict = {"name": stream}
+            if namespace:
+                descriptor["namespace"] = namespace
+            payload["stream_descriptor"] = descriptor
+        self._write({"type": "TRACE", "trace": {"type": "ERROR", "emitted_at": float(now_ms()), "error": payload}}, flush=True)

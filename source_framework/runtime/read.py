@@ -1,0 +1,234 @@
+"""``read``: pull records from each configured stream, hand them to the sink, checkpoint.
+
+The schedule (SPEC.md, "Checkpoint rules"), for incremental streams:
+
+- a checkpoint after every slice, and every ``state_checkpoint_interval`` records *within* a
+  slice; the counter restarts with each slice. (airbyte-cdk 7's ``Stream.read`` counts across
+  the whole stream and can print the same state twice; we do neither.)
+- a STATE is printed only when the state differs from the last one printed (or given as input);
+- one final STATE per stream, even when nothing changed, so a run always ends with a state.
+
+Full-refresh streams have no checkpoints: their sink publishes the data when the stream ends.
+
+The barrier: a checkpoint asks the sink to ``commit(state)`` and queues the STATE line behind the
+returned future; lines leave the queue strictly in order, each only after its commit finished.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+
+from airbyte_cdk.models import ConfiguredAirbyteCatalog, ConfiguredAirbyteStream, SyncMode
+from airbyte_cdk.sources.streams import Stream
+from airbyte_cdk.sources.streams.checkpoint import ResumableFullRefreshCursor
+
+from source_framework.destinations.base import OVERWRITE, Destination, StreamSink, StreamTarget
+from source_framework.runtime.boundary import Boundary
+from source_framework.runtime.output import ProtocolOutput
+
+logger = logging.getLogger("source_framework.read")
+
+
+@dataclass
+class StreamResult:
+    """What happened to one stream, for the end-of-run summary."""
+
+    name: str
+    records: int = 0
+    states: int = 0
+    slices: int = 0
+    final_state: Optional[Mapping[str, Any]] = None
+    error: Optional[BaseException] = None
+
+
+@dataclass
+class ReadResult:
+    streams: List[StreamResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> List[StreamResult]:
+        return [s for s in self.streams if s.error is not None]
+
+
+class StreamSync:
+    """Reads one stream into its sink and prints its STATEs behind the barrier."""
+
+    def __init__(
+        self,
+        stream: Stream,
+        configured: ConfiguredAirbyteStream,
+        target: StreamTarget,
+        sink: StreamSink,
+        output: ProtocolOutput,
+        input_state: Optional[Mapping[str, Any]],
+    ) -> None:
+        self.stream = stream
+        self.configured = configured
+        self.sink = sink
+        self.output = output
+        self.incremental = configured.sync_mode == SyncMode.incremental
+        # An overwrite stream's data is published only when it completes, so a STATE in the
+        # middle would claim records that no reader can see yet: it checkpoints once, at the end.
+        self.checkpoints = self.incremental and configured.destination_sync_mode.value != OVERWRITE
+        self.result = StreamResult(name=stream.name)
+        self._last_state: Optional[Dict[str, Any]] = copy.deepcopy(dict(input_state)) if input_state else {}
+        self._printed_any = False
+        self._uncovered = 0  # records read since the last checkpoint was asked for
+        self._queue: Deque[Tuple[Any, Dict[str, Any], int]] = deque()
+        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, self._resumed_boundary())
+
+    def _resumed_boundary(self) -> Optional[Mapping[str, Any]]:
+        """The boundary of the sink's last commit, if this run resumes from exactly its state."""
+        last = self.sink.last_commit() if self.checkpoints else None
+        if last and last.get("state") == self._last_state and self._last_state:
+            return last.get("boundary")
+        return None
+
+    def run(self) -> StreamResult:
+        stream, sync_mode = self.stream, self.configured.sync_mode
+        cursor_field = self.configured.cursor_field or None
+        interval = self._interval()
+        if not self.incremental and isinstance(stream.get_cursor(), ResumableFullRefreshCursor):
+            # The CDK reads such streams one page per call and keeps a page token as state; a
+            # full refresh here reads everything and replaces the table, so plain paging it is.
+            stream.cursor = None
+        stream_state = self._current_state() if self.incremental else {}
+        boundary = self.boundary
+        for stream_slice in stream.stream_slices(
+            sync_mode=sync_mode, cursor_field=cursor_field, stream_state=stream_state
+        ):
+            in_slice = 0
+            boundary.start_slice(stream_slice)
+            for item in stream.read_records(
+                sync_mode=sync_mode,
+                cursor_field=cursor_field,
+                stream_slice=stream_slice,
+                stream_state=stream_state,
+            ):
+                if not isinstance(item, Mapping):
+                    self._forward(item)
+                    continue
+                if boundary.already_committed(item):
+                    continue
+                self.sink.write(item)
+                self._uncovered += 1
+                self.result.records += 1
+                in_slice += 1
+                if interval and in_slice % interval == 0:
+                    self.checkpoint()
+            self.result.slices += 1
+            if self.checkpoints:
+                self.checkpoint()
+        if self.checkpoints:
+            self.checkpoint(final=True)
+            self._enqueue(self.sink.finish(self._last_state), None)
+        else:
+            state = self._current_state() if self.incremental else None
+            self._enqueue(self.sink.finish(state), state)
+        self._print_ready(wait=True)
+        return self.result
+
+    def _interval(self) -> Optional[int]:
+        if not self.checkpoints:
+            return None
+        interval = getattr(self.stream, "state_checkpoint_interval", None)
+        if interval is not None and (not isinstance(interval, int) or interval <= 0):
+            raise ValueError(f"stream '{self.stream.name}': state_checkpoint_interval must be a positive int or None")
+        return interval
+
+    def _current_state(self) -> Dict[str, Any]:
+        return copy.deepcopy(dict(self.stream.state or {}))
+
+    def checkpoint(self, final: bool = False) -> None:
+        """Commit what was read and queue its STATE, unless the state has not moved."""
+        state = self._current_state()
+        if state != self._last_state or (final and not self._printed_any):
+            self._enqueue(self.sink.commit(state, self.boundary.snapshot()), state)
+            self._last_state, self._printed_any = state, True
+        # Records that did not move the state (cursor ties, no cursor value) wait for the next
+        # checkpoint, or for finish(), which commits them under the state already printed.
+        self._print_ready(wait=False)
+
+    def _enqueue(self, future: Any, state: Optional[Dict[str, Any]]) -> None:
+        self._queue.append((future, state, self._uncovered))
+        self._uncovered = 0
+
+    def _print_ready(self, wait: bool) -> None:
+        while self._queue and (wait or self._queue[0][0].done()):
+            future, state, count = self._queue.popleft()
+            future.result()  # a failed commit raises here, and its STATE is never printed
+            if state is None:
+                continue
+            self.output.state(self.stream.name, self.stream.namespace, state, count)
+            self.result.states += 1
+            self.result.final_state = state
+
+    def _forward(self, message: Any) -> None:
+        """Pass on LOG and TRACE messages a stream yields between its records."""
+        log = getattr(message, "log", None)
+        if log is not None:
+            self.output.log(str(getattr(log.level, "value", log.level)), log.message)
+
+
+def read_streams(
+    streams: Mapping[str, Stream],
+    catalog: ConfiguredAirbyteCatalog,
+    states: Mapping[str, Any],
+    destination: Destination,
+    output: ProtocolOutput,
+) -> ReadResult:
+    """Sync every configured stream in catalog order; a failing stream does not stop the others.
+
+    ``streams`` must hold every stream the catalog names, with input state already applied
+    (see ``runtime.entrypoint``), so nothing here can fail on bad input.
+    """
+    result = ReadResult()
+    for configured in catalog.streams:
+        stream = streams[configured.stream.name]
+        namespace = stream.namespace
+        output.stream_status(stream.name, namespace, "STARTED")
+        target = StreamTarget(
+            name=stream.name,
+            namespace=namespace,
+            json_schema=stream.get_json_schema(),
+            incremental=configured.sync_mode == SyncMode.incremental,
+            destination_sync_mode=configured.destination_sync_mode.value,
+            primary_key=[list(k) for k in (configured.primary_key or _wrap_keys(stream.primary_key))],
+            cursor_field=list(configured.cursor_field or _wrap_cursor(stream.cursor_field)),
+        )
+        sink = destination.open_stream(target)
+        sync = StreamSync(stream, configured, target, sink, output, states.get(stream.name))
+        output.stream_status(stream.name, namespace, "RUNNING")
+        try:
+            stream_result = sync.run()
+        except Exception as error:  # one stream's failure is reported, then the next stream runs
+            sink.abort()
+            stream_result = sync.result
+            stream_result.error = error
+            failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
+            message = getattr(error, "message", None) or f"stream '{stream.name}' failed: {error}"
+            output.error(message, error, failure_type=failure_type, stream=stream.name, namespace=namespace)
+            output.stream_status(stream.name, namespace, "INCOMPLETE")
+            logger.error("stream %s failed after %d records: %s", stream.name, stream_result.records, error)
+        else:
+            output.stream_status(stream.name, namespace, "COMPLETE")
+        result.streams.append(stream_result)
+    return result
+
+
+def _wrap_keys(keys: Any) -> List[List[str]]:
+    if not keys:
+        return []
+    if isinstance(keys, str):
+        return [[keys]]
+    return [[k] if isinstance(k, str) else list(k) for k in keys]
+
+
+def _wrap_cursor(cursor: Any) -> List[str]:
+    if not cursor:
+        return []
+    return [cursor] if isinstance(cursor, str) else list(cursor)

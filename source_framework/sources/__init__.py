@@ -1,0 +1,3 @@
+from source_framework.sources.source import Source
+
+__all__ = ["Source"]

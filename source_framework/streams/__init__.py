@@ -1,0 +1,13 @@
+"""Stream base classes connector authors subclass."""
+
+from source_framework.streams.cursor import CursorValueError
+from source_framework.streams.incremental import IncrementalHttpStream
+from source_framework.streams.slicing import DateWindowStream, PartitionedIncrementalStream, date_windows
+
+__all__ = [
+    "CursorValueError",
+    "DateWindowStream",
+    "IncrementalHttpStream",
+    "PartitionedIncrementalStream",
+    "date_windows",
+]

@@ -1,0 +1,49 @@
+"""Ordering cursor values, whatever their type, without crashing on mixed input."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Tuple
+
+
+class CursorValueError(ValueError):
+    """A cursor value (usually from a state file) that cannot be used."""
+
+
+def parse_datetime(value: str) -> dt.datetime:
+    """Parse an ISO 8601 string (``Z`` allowed); naive values are taken as UTC."""
+    parsed = dt.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def format_datetime(value: dt.datetime) -> str:
+    """The API-style form ``2025-01-02T03:04:05Z`` (UTC, whole seconds)."""
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cursor_sort_key(value: Any, stream: str = "") -> Tuple[int, Any]:
+    """A key that orders cursor values: numbers, then date-times (by instant), then other strings.
+
+    Date-time strings compare by the instant they name, so ``2025-01-01T01:00:00+01:00`` equals
+    ``2025-01-01T00:00:00Z``; plain string comparison would get that wrong.
+    """
+    if isinstance(value, bool) or value is None:
+        raise CursorValueError(f"stream '{stream}': cursor value {value!r} is not a number or a string")
+    if isinstance(value, (int, float)):
+        return (0, value)
+    if isinstance(value, str):
+        try:
+            return (1, parse_datetime(value))
+        except ValueError:
+            return (2, value)
+    raise CursorValueError(f"stream '{stream}': cursor value {value!r} is not a number or a string")
+
+
+def is_datetime_key(key: Tuple[int, Any]) -> bool:
+    return key[0] == 1
+
+
+def short_repr(value: Any, limit: int = 120) -> str:
+    """``repr`` cut to ``limit`` characters, for error messages about user input."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,200 @@
+"""Slice helpers: date windows and per-parent substreams with partitioned state.
+
+Date windows::
+
+    class Orders(DateWindowStream):
+        cursor_field = "updatedAt"
+        window_step = datetime.timedelta(days=30)
+        lookback = datetime.timedelta(hours=1)   # re-read the last hour on each sync
+
+        def request_params(self, stream_slice=None, **kwargs):
+            return {"start": stream_slice["start"], "end": stream_slice["end"]}
+
+Each slice is ``{"start": iso, "end": iso}``, half-open, from the state's cursor (less the
+lookback) or ``start_date`` up to now. The runtime checkpoints after every slice.
+
+Substreams with one cursor per parent::
+
+    class StoreOrders(PartitionedIncrementalStream):
+        cursor_field = "updatedAt"
+
+        def partitions(self):
+            for store in self.parent.read_only_records():
+                yield {"store_id": store["id"]}
+
+The state looks like airbyte-cdk's per-partition state::
+
+    {"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "2025-03-01T00:00:00Z"}}]}
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from abc import ABC, abstractmethod
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, MutableMapping, Optional
+
+from airbyte_cdk.models import SyncMode
+
+from source_framework.streams.cursor import (
+    CursorValueError,
+    cursor_sort_key,
+    format_datetime,
+    is_datetime_key,
+    parse_datetime,
+    short_repr,
+)
+from source_framework.streams.incremental import IncrementalHttpStream
+
+
+def date_windows(
+    start: dt.datetime,
+    end: dt.datetime,
+    step: dt.timedelta,
+) -> Iterator[Dict[str, str]]:
+    """Yield half-open windows ``{"start", "end"}`` covering ``[start, end)`` in ``step`` pieces.
+
+    >>> list(date_windows(parse_datetime("2025-01-01"), parse_datetime("2025-01-03"), dt.timedelta(days=1)))
+    [{'start': '2025-01-01T00:00:00Z', 'end': '2025-01-02T00:00:00Z'}, {'start': '2025-01-02T00:00:00Z', 'end': '2025-01-03T00:00:00Z'}]
+    """
+    if step <= dt.timedelta(0):
+        raise ValueError(f"window step must be positive, got {step}")
+    cursor = start
+    while cursor < end:
+        window_end = min(cursor + step, end)
+        yield {"start": format_datetime(cursor), "end": format_datetime(window_end)}
+        cursor = window_end
+
+
+class DateWindowStream(IncrementalHttpStream, ABC):
+    """An incremental stream sliced into date windows from its cursor (or ``start_date``) to now.
+
+    Override ``window_step`` and ``lookback``; pass ``start_date`` (ISO 8601) to the constructor.
+    ``end_date`` defaults to the moment slicing starts.
+    """
+
+    window_step: dt.timedelta = dt.timedelta(days=30)
+    lookback: dt.timedelta = dt.timedelta(0)
+
+    def __init__(self, start_date: str, end_date: Optional[str] = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_date = parse_datetime(start_date)
+        self.end_date = parse_datetime(end_date) if end_date else None
+
+    def stream_slices(
+        self,
+        *,
+        sync_mode: SyncMode,
+        cursor_field: Optional[List[str]] = None,
+        stream_state: Optional[Mapping[str, Any]] = None,
+    ) -> Iterable[Optional[Mapping[str, Any]]]:
+        start = self.start_date
+        if sync_mode == SyncMode.incremental and self.cursor_value is not None:
+            start = max(start, parse_datetime(str(self.cursor_value)) - self.lookback)
+        end = self.end_date or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        yield from date_windows(start, end, self.window_step)
+
+
+class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
+    """An incremental stream read once per partition (usually per parent record), one cursor each.
+
+    Implement ``partitions()``; each slice is ``{"partition": {...}, "cursor_start": value}`` and
+    ``cursor_for(slice)`` gives the value the partition's requests start from.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cursors: Dict[str, Dict[str, Any]] = {}  # partition key -> {"partition", "value", "key"}
+        self._current: Optional[Dict[str, Any]] = None
+
+    @abstractmethod
+    def partitions(self) -> Iterable[Mapping[str, Any]]:
+        """Yield one mapping per partition, e.g. ``{"store_id": 7}``."""
+
+    def stream_slices(
+        self,
+        *,
+        sync_mode: SyncMode,
+        cursor_field: Optional[List[str]] = None,
+        stream_state: Optional[Mapping[str, Any]] = None,
+    ) -> Iterable[Optional[Mapping[str, Any]]]:
+        for partition in self.partitions():
+            entry = self._cursors.get(_partition_key(partition))
+            yield {"partition": dict(partition), "cursor_start": entry["value"] if entry else None}
+
+    def cursor_for(self, stream_slice: Optional[Mapping[str, Any]]) -> Any:
+        """Where the slice's partition starts: its cursor when the slice began (``None`` if none).
+
+        Fixed for the whole slice, so offset or page-number pagination stays consistent while
+        the partition's cursor moves on with the records read.
+        """
+        return (stream_slice or {}).get("cursor_start")
+
+    @property
+    def state(self) -> MutableMapping[str, Any]:
+        if not self._cursors:
+            return {}
+        return {
+            "states": [
+                {"partition": entry["partition"], "cursor": {self.cursor_field: entry["value"]}}
+                for entry in self._cursors.values()
+            ]
+        }
+
+    @state.setter
+    def state(self, value: Mapping[str, Any]) -> None:
+        self._cursors = {}
+        if not value:
+            return
+        states = value.get("states") if isinstance(value, Mapping) else None
+        if not isinstance(states, list):
+            raise CursorValueError(
+                f"state for stream '{self.name}' must look like "
+                '{"states": [{"partition": {...}, "cursor": {...}}]}, got ' + short_repr(value)
+            )
+        for item in states:
+            if (
+                not isinstance(item, Mapping)
+                or not isinstance(item.get("partition"), Mapping)
+                or not isinstance(item.get("cursor"), Mapping)
+                or self.cursor_field not in item["cursor"]
+            ):
+                raise CursorValueError(
+                    f"state for stream '{self.name}': each entry of 'states' needs a 'partition' "
+                    f"object and a 'cursor' object with '{self.cursor_field}', got {short_repr(item)}"
+                )
+            raw = item["cursor"][self.cursor_field]
+            key = cursor_sort_key(raw, stream=self.name)
+            if self._cursor_is_datetime() and not is_datetime_key(key):
+                raise CursorValueError(
+                    f"state for stream '{self.name}': cursor {short_repr(raw)} of partition "
+                    f"{short_repr(item['partition'])} cannot be parsed as an ISO 8601 date-time"
+                )
+            partition = dict(item["partition"])
+            self._cursors[_partition_key(partition)] = {"partition": partition, "value": raw, "key": key}
+
+    def read_records(
+        self,
+        sync_mode: SyncMode,
+        cursor_field: Optional[List[str]] = None,
+        stream_slice: Optional[Mapping[str, Any]] = None,
+        stream_state: Optional[Mapping[str, Any]] = None,
+    ) -> Iterable[Mapping[str, Any]]:
+        partition = dict((stream_slice or {}).get("partition", {}))
+        self._current = self._cursors.get(_partition_key(partition)) or {
+            "partition": partition, "value": None, "key": None,
+        }
+        yield from super().read_records(sync_mode, cursor_field, stream_slice, stream_state)
+
+    def _observe(self, value: Any) -> None:
+        entry = self._current
+        if entry is None or value == entry["value"]:
+            return
+        key = cursor_sort_key(value, stream=self.name)
+        if entry["key"] is None or key > entry["key"]:
+            entry["value"], entry["key"] = value, key
+            self._cursors.setdefault(_partition_key(entry["partition"]), entry)
+
+
+def _partition_key(partition: Mapping[str, Any]) -> str:
+    return json.dumps(partition, sort_keys=True, default=str)

@@ -1,0 +1,238 @@
+"""The checkpoint schedule of ``read``: when STATEs come out, and that each waits for its commit."""
+
+from __future__ import annotations
+
+import io
+import threading
+from concurrent.futures import Future
+from typing import Any, Iterable, List, Mapping, Optional
+
+import orjson
+import pytest
+from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer, SyncMode
+from airbyte_cdk.sources.streams import CheckpointMixin, Stream
+
+from source_framework.destinations.base import Destination, StreamSink, StreamTarget, done
+from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.read import read_streams
+
+
+class ListStream(Stream, CheckpointMixin):
+    """A stream over in-memory slices of cursor values; state is the highest value seen."""
+
+    primary_key = "id"
+    cursor_field = "n"
+
+    def __init__(self, slices: List[List[int]], interval: Optional[int] = None, name: str = "numbers") -> None:
+        self._slices = slices
+        self._interval = interval
+        self._name = name
+        self._cursor: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def state_checkpoint_interval(self) -> Optional[int]:
+        return self._interval
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        return {"n": self._cursor} if self._cursor is not None else {}
+
+    @state.setter
+    def state(self, value: Mapping[str, Any]) -> None:
+        self._cursor = value.get("n")
+
+    def get_json_schema(self) -> Mapping[str, Any]:
+        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+
+    def stream_slices(self, **kwargs: Any) -> Iterable[Optional[Mapping[str, Any]]]:
+        for index in range(len(self._slices)):
+            yield {"index": index}
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for value in self._slices[stream_slice["index"]]:
+            self._cursor = max(self._cursor or 0, value)
+            yield {"id": value, "n": value}
+
+
+class Event:
+    def __init__(self) -> None:
+        self.log: List[Any] = []
+
+
+class RecordingSink(StreamSink):
+    """Keeps what was committed; can hold commits back to test that STATEs wait for them."""
+
+    def __init__(self, events: Event, hold: bool = False, fail_at: Optional[int] = None) -> None:
+        self.events, self.hold, self.fail_at = events, hold, fail_at
+        self.buffer: List[Mapping[str, Any]] = []
+        self.committed: List[Mapping[str, Any]] = []
+        self.pending: List[Future] = []
+        self.commits = 0
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self.buffer.append(record)
+
+    def commit(self, state: Optional[Mapping[str, Any]], boundary=None) -> Future:
+        self.commits += 1
+        if self.fail_at == self.commits:
+            future: Future = Future()
+            future.set_exception(RuntimeError("disk full"))
+            return future
+        batch, self.buffer = self.buffer, []
+        if not self.hold:
+            self.committed.extend(batch)
+            self.events.log.append(("commit", dict(state or {})))
+            return done()
+        future = Future()
+
+        def finish_later() -> None:
+            self.committed.extend(batch)
+            self.events.log.append(("commit", dict(state or {})))
+            future.set_result(None)
+
+        timer = threading.Timer(0.01, finish_later)
+        timer.start()
+        self.pending.append(future)
+        return future
+
+    def finish(self, state: Optional[Mapping[str, Any]]) -> Future:
+        self.committed.extend(self.buffer)
+        self.buffer = []
+        return done()
+
+
+class RecordingDestination(Destination):
+    def __init__(self, **sink_options: Any) -> None:
+        self.events = Event()
+        self.sinks: dict = {}
+        self.sink_options = sink_options
+
+    def open_stream(self, target: StreamTarget) -> StreamSink:
+        self.sinks[target.name] = RecordingSink(self.events, **self.sink_options)
+        return self.sinks[target.name]
+
+
+class EventOutput(io.RawIOBase):
+    """A stdout stand-in that logs each STATE line into the shared event log as it is written."""
+
+    def __init__(self, events: Event) -> None:
+        self.events = events
+        self.lines: List[dict] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:
+        for line in bytes(data).splitlines():
+            message = orjson.loads(line)
+            self.lines.append(message)
+            if message["type"] == "STATE":
+                self.events.log.append(("STATE", message["state"]["stream"]["stream_state"]))
+        return len(data)
+
+
+def run(stream: ListStream, input_state: Optional[dict] = None, **sink_options: Any):
+    destination = RecordingDestination(**sink_options)
+    out = EventOutput(destination.events)
+    catalog = ConfiguredAirbyteCatalogSerializer.load(
+        {
+            "streams": [
+                {
+                    "stream": {"name": stream.name, "json_schema": {}, "supported_sync_modes": ["incremental"]},
+                    "sync_mode": "incremental",
+                    "destination_sync_mode": "append",
+                    "cursor_field": ["n"],
+                }
+            ]
+        }
+    )
+    if input_state:
+        stream.state = input_state
+    result = read_streams({stream.name: stream}, catalog, {stream.name: input_state} if input_state else {}, destination, ProtocolOutput(out))
+    states = [m["state"] for m in out.lines if m["type"] == "STATE"]
+    return result, states, destination, out
+
+
+def cursors(states: List[dict]) -> List[int]:
+    return [s["stream"]["stream_state"]["n"] for s in states]
+
+
+def counts(states: List[dict]) -> List[int]:
+    return [int(s["sourceStats"]["recordCount"]) for s in states]
+
+
+def test_slices_only_checkpoint_after_each_slice():
+    _, states, _, _ = run(ListStream([[1, 2, 3], [4, 5], [6]]))
+    assert cursors(states) == [3, 5, 6]
+    assert counts(states) == [3, 2, 1]
+
+
+def test_interval_only_checkpoints_every_n_records_then_at_the_end():
+    _, states, _, _ = run(ListStream([list(range(1, 11))], interval=3))
+    assert cursors(states) == [3, 6, 9, 10]
+    assert counts(states) == [3, 3, 3, 1]
+
+
+def test_interval_counter_restarts_with_each_slice():
+    _, states, _, _ = run(ListStream([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]], interval=2))
+    # CDK 7 counts across the stream and would checkpoint at 6 and 8 in the second slice.
+    assert cursors(states) == [2, 4, 5, 7, 9, 10]
+    assert sum(counts(states)) == 10
+
+
+def test_interval_equal_to_slice_size_gives_no_duplicate_state():
+    _, states, _, _ = run(ListStream([[1, 2, 3, 4], [5, 6, 7, 8]], interval=4))
+    assert cursors(states) == [4, 8]
+    assert all(a != b for a, b in zip(states, states[1:]))
+
+
+def test_empty_slices_emit_nothing_but_the_stream_still_ends_with_a_state():
+    _, states, _, _ = run(ListStream([[], [1, 2], [], []]))
+    assert cursors(states) == [2]
+    _, states, _, _ = run(ListStream([[], []]), input_state={"n": 99})
+    assert cursors(states) == [99]
+    assert counts(states) == [0]
+
+
+def test_no_two_consecutive_identical_states_when_cursor_ties():
+    _, states, destination, _ = run(ListStream([[1, 1, 1, 1], [1, 1]], interval=2))
+    assert cursors(states) == [1]
+    # the tied records still reached the table, covered by the one state
+    assert len(destination.sinks["numbers"].committed) == 6
+
+
+def test_state_waits_for_its_commit_and_states_keep_their_order():
+    _, states, destination, _ = run(ListStream([[1, 2, 3], [4, 5, 6], [7]], interval=2), hold=True)
+    log = destination.events.log
+    assert [entry for entry in log if entry[0] == "STATE"] == [("STATE", {"n": n}) for n in (2, 3, 5, 6, 7)]
+    for index, (kind, state) in enumerate(log):
+        if kind == "STATE":
+            assert ("commit", state) in log[:index], f"STATE {state} printed before its commit"
+
+
+def test_failed_commit_prints_no_state_and_marks_stream_incomplete():
+    result, states, _, out = run(ListStream([[1, 2], [3, 4], [5]]), fail_at=2)
+    assert cursors(states) == [2]
+    assert result.failed and "disk full" in str(result.failed[0].error)
+    statuses = [m["trace"]["stream_status"]["status"] for m in out.lines if m["type"] == "TRACE" and m["trace"]["type"] == "STREAM_STATUS"]
+    assert statuses == ["STARTED", "RUNNING", "INCOMPLETE"]
+    errors = [m for m in out.lines if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
+    assert errors and errors[0]["trace"]["error"]["stream_descriptor"]["name"] == "numbers"
+
+
+def test_every_record_is_covered_by_the_final_state():
+    result, states, destination, _ = run(ListStream([[1, 2, 3], [4], [5, 6, 7, 8, 9]], interval=2))
+    assert result.streams[0].records == 9
+    assert len(destination.sinks["numbers"].committed) == 9
+    assert sum(counts(states)) == 9
+    assert cursors(states)[-1] == 9
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5])
+def test_a_bad_interval_fails_the_stream_with_a_clear_error(bad):
+    result, states, _, _ = run(ListStream([[1]], interval=bad))
+    assert result.failed and "state_checkpoint_interval" in str(result.failed[0].error)

@@ -1,0 +1,107 @@
+"""Reading config, catalog and state files: the accepted shapes and the errors for bad ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from source_framework.runtime.inputs import InputError, load_catalog, load_config, load_state
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return str(path)
+
+
+def test_per_stream_state_list_as_printed_by_read(tmp_path):
+    state = [
+        {"type": "STREAM", "stream": {"stream_descriptor": {"name": "users"}, "stream_state": {"updatedAt": "2025-01-01T00:00:00Z"}}},
+        {"type": "STATE", "state": {"type": "STREAM", "stream": {"stream_descriptor": {"name": "orders"}, "stream_state": {"updatedAt": "x"}}}},
+    ]
+    assert load_state(write(tmp_path, "s.json", state)) == {
+        "users": {"updatedAt": "2025-01-01T00:00:00Z"},
+        "orders": {"updatedAt": "x"},
+    }
+
+
+def test_legacy_dict_state(tmp_path):
+    assert load_state(write(tmp_path, "s.json", {"users": {"updatedAt": "a"}})) == {"users": {"updatedAt": "a"}}
+
+
+def test_singer_bookmarks_with_and_without_partitions(tmp_path):
+    singer = {
+        "bookmarks": {
+            "users": {"replication_key": "updatedAt", "replication_key_value": "2025-02-01T00:00:00Z"},
+            "store_orders": {
+                "partitions": [
+                    {"context": {"store_id": 1}, "replication_key": "updatedAt", "replication_key_value": "2025-03-01T00:00:00Z"}
+                ]
+            },
+        }
+    }
+    assert load_state(write(tmp_path, "s.json", singer)) == {
+        "users": {"updatedAt": "2025-02-01T00:00:00Z"},
+        "store_orders": {"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "2025-03-01T00:00:00Z"}}]},
+    }
+
+
+def test_empty_state_files_mean_no_state(tmp_path):
+    assert load_state(None) == {}
+    assert load_state(write(tmp_path, "a.json", [])) == {}
+    assert load_state(write(tmp_path, "b.json", {})) == {}
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "is not valid JSON"),
+        ('"a string"', "must hold a list"),
+        ('{"users": 5}', "state of stream 'users' must be a JSON object"),
+        ('[{"type": "STREAM", "stream": {}}]', "stream_descriptor"),
+        ('{"bookmarks": {"users": {"partitions": [{"replication_key": "u"}]}}}', "context"),
+    ],
+)
+def test_bad_state_files_name_the_file_and_the_problem(tmp_path, content, message):
+    path = write(tmp_path, "state.json", content)
+    with pytest.raises(InputError, match=message) as error:
+        load_state(path)
+    assert path in str(error.value)
+
+
+def test_state_over_the_size_limit_is_refused(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({"users": {"updatedAt": "x" * (11 * 1024 * 1024)}}))
+    with pytest.raises(InputError, match="over the 10 MB limit"):
+        load_state(str(path))
+
+
+def test_missing_and_malformed_config(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        load_config(str(tmp_path / "nope.json"))
+    with pytest.raises(InputError, match="is not valid JSON"):
+        load_config(write(tmp_path, "c.json", "{'single': 'quotes'}"))
+    with pytest.raises(InputError, match="JSON object"):
+        load_config(write(tmp_path, "c2.json", "[1, 2]"))
+
+
+def test_catalog_shapes(tmp_path):
+    good = {
+        "streams": [
+            {
+                "stream": {"name": "users", "json_schema": {}, "supported_sync_modes": ["incremental"]},
+                "sync_mode": "incremental",
+                "destination_sync_mode": "append",
+            }
+        ]
+    }
+    assert load_catalog(write(tmp_path, "k.json", good)).streams[0].stream.name == "users"
+    with pytest.raises(InputError, match="'streams' list"):
+        load_catalog(write(tmp_path, "k1.json", {"stream": []}))
+    with pytest.raises(InputError, match="no 'destination_sync_mode'"):
+        load_catalog(write(tmp_path, "k2.json", {"streams": [{"stream": {"name": "u"}, "sync_mode": "incremental"}]}))
+    bad_mode = json.loads(json.dumps(good))
+    bad_mode["streams"][0]["sync_mode"] = "sometimes"
+    with pytest.raises(InputError, match="not a valid configured catalog"):
+        load_catalog(write(tmp_path, "k3.json", bad_mode))

@@ -1,0 +1,229 @@
+"""Stream bases: the managed cursor state, date windows and partitioned state."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Iterable, List, Mapping
+
+import pytest
+from airbyte_cdk.models import SyncMode
+from airbyte_cdk.sources.streams.http import HttpStream
+
+from source_framework import (
+    CursorValueError,
+    DateWindowStream,
+    IncrementalHttpStream,
+    PartitionedIncrementalStream,
+    date_windows,
+)
+from source_framework.streams.cursor import parse_datetime
+
+SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "updatedAt": {"type": "string", "format": "date-time"}}}
+
+
+class Pages:
+    """Stands in for the HTTP layer: ``HttpStream.read_records`` yields these records."""
+
+    records: List[Mapping[str, Any]] = []
+
+
+@pytest.fixture(autouse=True)
+def no_http(monkeypatch):
+    def fake_read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        yield from Pages.records
+
+    monkeypatch.setattr(HttpStream, "read_records", fake_read_records)
+
+
+class Users(IncrementalHttpStream):
+    url_base = "http://127.0.0.1:1/"
+    cursor_field = "updatedAt"
+    primary_key = "id"
+
+    def path(self, **kwargs: Any) -> str:
+        return "users"
+
+    def parse_response(self, response, **kwargs):
+        yield from ()
+
+    def next_page_token(self, response):
+        return None
+
+    def get_json_schema(self):
+        return SCHEMA
+
+
+def read_all(stream, stream_slice=None) -> List[Mapping[str, Any]]:
+    return list(stream.read_records(SyncMode.incremental, stream_slice=stream_slice))
+
+
+def test_state_is_empty_before_any_record_and_tracks_the_highest_cursor():
+    users = Users()
+    assert users.state == {}
+    Pages.records = [
+        {"id": 1, "updatedAt": "2025-01-02T00:00:00Z"},
+        {"id": 2, "updatedAt": "2025-01-03T00:00:00Z"},
+        {"id": 3, "updatedAt": "2025-01-01T00:00:00Z"},  # older: does not move the cursor back
+        {"id": 4, "updatedAt": None},
+    ]
+    read_all(users)
+    assert users.state == {"updatedAt": "2025-01-03T00:00:00Z"}
+
+
+def test_state_is_updated_before_the_record_is_handed_on():
+    users = Users()
+    Pages.records = [{"id": 1, "updatedAt": "2025-01-02T00:00:00Z"}, {"id": 2, "updatedAt": "2025-01-05T00:00:00Z"}]
+    seen = []
+    for record in users.read_records(SyncMode.incremental):
+        seen.append((record["id"], dict(users.state)))
+    assert seen == [(1, {"updatedAt": "2025-01-02T00:00:00Z"}), (2, {"updatedAt": "2025-01-05T00:00:00Z"})]
+
+
+def test_date_times_compare_by_instant_not_by_text():
+    users = Users()
+    users.state = {"updatedAt": "2025-01-01T10:00:00+02:00"}  # 08:00 UTC
+    Pages.records = [{"id": 1, "updatedAt": "2025-01-01T09:00:00Z"}]
+    read_all(users)
+    assert users.state == {"updatedAt": "2025-01-01T09:00:00Z"}
+
+
+def test_state_setter_round_trips_and_rejects_bad_shapes():
+    users = Users()
+    users.state = {"updatedAt": "2025-02-01T00:00:00Z"}
+    assert users.state == {"updatedAt": "2025-02-01T00:00:00Z"}
+    assert users.cursor_value == "2025-02-01T00:00:00Z"
+    users.state = {}
+    assert users.state == {}
+    with pytest.raises(CursorValueError, match="updatedAt"):
+        users.state = {"createdAt": "2025-01-01T00:00:00Z"}
+    with pytest.raises(CursorValueError, match="cannot be parsed"):
+        users.state = {"updatedAt": "last tuesday"}
+    with pytest.raises(CursorValueError):
+        users.state = {"updatedAt": True}
+
+
+def test_date_windows_cover_the_range_half_open():
+    windows = list(date_windows(parse_datetime("2025-01-01T00:00:00Z"), parse_datetime("2025-01-08T12:00:00Z"), dt.timedelta(days=3)))
+    assert windows == [
+        {"start": "2025-01-01T00:00:00Z", "end": "2025-01-04T00:00:00Z"},
+        {"start": "2025-01-04T00:00:00Z", "end": "2025-01-07T00:00:00Z"},
+        {"start": "2025-01-07T00:00:00Z", "end": "2025-01-08T12:00:00Z"},
+    ]
+    assert list(date_windows(parse_datetime("2025-01-02"), parse_datetime("2025-01-01"), dt.timedelta(days=1))) == []
+    with pytest.raises(ValueError):
+        list(date_windows(parse_datetime("2025-01-01"), parse_datetime("2025-01-02"), dt.timedelta(0)))
+
+
+class Orders(DateWindowStream):
+    url_base = "http://127.0.0.1:1/"
+    cursor_field = "updatedAt"
+    primary_key = "id"
+    window_step = dt.timedelta(days=10)
+    lookback = dt.timedelta(days=1)
+
+    def path(self, **kwargs: Any) -> str:
+        return "orders"
+
+    def parse_response(self, response, **kwargs):
+        yield from ()
+
+    def next_page_token(self, response):
+        return None
+
+    def get_json_schema(self):
+        return SCHEMA
+
+
+def test_date_window_stream_starts_at_start_date_without_state():
+    orders = Orders(start_date="2025-01-01T00:00:00Z", end_date="2025-01-25T00:00:00Z")
+    slices = list(orders.stream_slices(sync_mode=SyncMode.incremental))
+    assert [s["start"] for s in slices] == ["2025-01-01T00:00:00Z", "2025-01-11T00:00:00Z", "2025-01-21T00:00:00Z"]
+    assert slices[-1]["end"] == "2025-01-25T00:00:00Z"
+
+
+def test_date_window_stream_resumes_from_the_cursor_less_the_lookback():
+    orders = Orders(start_date="2025-01-01T00:00:00Z", end_date="2025-01-25T00:00:00Z")
+    orders.state = {"updatedAt": "2025-01-15T06:00:00Z"}
+    slices = list(orders.stream_slices(sync_mode=SyncMode.incremental))
+    assert slices[0] == {"start": "2025-01-14T06:00:00Z", "end": "2025-01-24T06:00:00Z"}
+    # a full refresh ignores the cursor
+    assert list(orders.stream_slices(sync_mode=SyncMode.full_refresh))[0]["start"] == "2025-01-01T00:00:00Z"
+
+
+def test_date_window_stream_ends_now_by_default():
+    orders = Orders(start_date=(dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=25)).isoformat())
+    slices = list(orders.stream_slices(sync_mode=SyncMode.incremental))
+    assert len(slices) == 3
+    assert parse_datetime(slices[-1]["end"]) <= dt.datetime.now(dt.timezone.utc)
+
+
+class StoreOrders(PartitionedIncrementalStream):
+    url_base = "http://127.0.0.1:1/"
+    cursor_field = "updatedAt"
+    primary_key = "id"
+
+    def partitions(self) -> Iterable[Mapping[str, Any]]:
+        return [{"store_id": 1}, {"store_id": 2}, {"store_id": 3}]
+
+    def path(self, **kwargs: Any) -> str:
+        return "orders"
+
+    def parse_response(self, response, **kwargs):
+        yield from ()
+
+    def next_page_token(self, response):
+        return None
+
+    def get_json_schema(self):
+        return SCHEMA
+
+
+def test_partitioned_state_keeps_one_cursor_per_partition():
+    stream = StoreOrders()
+    slices = list(stream.stream_slices(sync_mode=SyncMode.incremental))
+    assert [s["partition"] for s in slices] == [{"store_id": 1}, {"store_id": 2}, {"store_id": 3}]
+    assert all(s["cursor_start"] is None for s in slices)
+    Pages.records = [{"id": 1, "updatedAt": "2025-01-05T00:00:00Z"}, {"id": 2, "updatedAt": "2025-01-07T00:00:00Z"}]
+    read_all(stream, slices[0])
+    Pages.records = [{"id": 3, "updatedAt": "2025-01-02T00:00:00Z"}]
+    read_all(stream, slices[1])
+    Pages.records = []
+    read_all(stream, slices[2])
+    assert stream.state == {
+        "states": [
+            {"partition": {"store_id": 1}, "cursor": {"updatedAt": "2025-01-07T00:00:00Z"}},
+            {"partition": {"store_id": 2}, "cursor": {"updatedAt": "2025-01-02T00:00:00Z"}},
+        ]
+    }
+    # A slice keeps the cursor it started from; the next sync's slices start where this one ended.
+    assert stream.cursor_for(slices[0]) is None
+    next_slices = list(stream.stream_slices(sync_mode=SyncMode.incremental))
+    assert stream.cursor_for(next_slices[0]) == "2025-01-07T00:00:00Z"
+    assert stream.cursor_for(next_slices[2]) is None
+
+
+def test_partitioned_state_round_trips_and_moves_only_its_partition():
+    stream = StoreOrders()
+    stream.state = {"states": [{"partition": {"store_id": 2}, "cursor": {"updatedAt": "2025-03-01T00:00:00Z"}}]}
+    store_2 = list(stream.stream_slices(sync_mode=SyncMode.incremental))[1]
+    assert stream.cursor_for(store_2) == "2025-03-01T00:00:00Z"
+    Pages.records = [{"id": 9, "updatedAt": "2025-02-01T00:00:00Z"}]  # older than the partition's cursor
+    read_all(stream, store_2)
+    assert stream.state["states"][0]["cursor"] == {"updatedAt": "2025-03-01T00:00:00Z"}
+    Pages.records = [{"id": 10, "updatedAt": "2025-04-01T00:00:00Z"}]
+    read_all(stream, {"partition": {"store_id": 1}})
+    assert len(stream.state["states"]) == 2
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"updatedAt": "2025-01-01T00:00:00Z"},
+        {"states": {"store_id": 1}},
+        {"states": [{"partition": {"store_id": 1}}]},
+        {"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "not a date"}}]},
+    ],
+)
+def test_partitioned_state_rejects_the_wrong_shape(bad):
+    with pytest.raises(CursorValueError):
+        StoreOrders().state = bad
