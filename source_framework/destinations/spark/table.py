@@ -249,8 +249,9 @@ class SparkTable:
         removed = []
         staging = os.path.join(self.path, STAGING_DIR)
         if os.path.isdir(staging):
+            leftovers = os.listdir(staging)
             shutil.rmtree(staging)
-            removed.append(staging)
+            removed += [os.path.join(staging, name) for name in leftovers]  # an empty folder is no news
         for directory in (self._log.directory, self._checkpoints.directory):
             removed += [_remove(path) for path in _children(directory) if is_temp_file(os.path.basename(path))]
         return removed
