@@ -2,8 +2,8 @@
 
 import sys
 
-from source_framework.demo import DemoSource
 from source_framework import launch
+from source_framework.demo import DemoSource
 
 if __name__ == "__main__":
     launch(DemoSource(), sys.argv[1:])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from integration_tests.conftest import catalog, config_for, run_main, write_json

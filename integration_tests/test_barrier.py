@@ -13,8 +13,15 @@ import signal
 import subprocess
 import sys
 
+from integration_tests.conftest import (
+    API_KEY,
+    MAIN,
+    all_records,
+    catalog,
+    config_for,
+    write_json,
+)
 from source_framework.demo.api import DemoApi, Faults
-from integration_tests.conftest import API_KEY, MAIN, all_records, catalog, config_for, write_json
 
 
 def test_every_state_is_backed_by_committed_records(spark, tmp_path):

@@ -18,9 +18,11 @@ from urllib.request import url2pathname
 import pyarrow as pa
 import pytest
 
-from source_framework.destinations.spark.arrow_conversion import arrow_schema, records_to_arrow
+from source_framework.destinations.spark.arrow_conversion import (
+    arrow_schema,
+    records_to_arrow,
+)
 from source_framework.destinations.spark.file_sink_log import FileSinkLog
-from source_framework.destinations.spark.session import get_spark
 from source_framework.destinations.spark.table import SparkTable
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,13 +63,6 @@ class SimulatedCrash(Exception):
 def rows(ids, checkpoint: int = 1) -> pa.Table:
     records = [{"id": i, "name": f"user {i}", "seen": "2024-01-01T10:00:00+02:00", "tags": [i, "x"]} for i in ids]
     return records_to_arrow(records, SCHEMA, extracted_at_ms=1_700_000_000_000, sync_id="test", checkpoint=checkpoint)
-
-
-@pytest.fixture(scope="session")
-def spark():
-    session = get_spark("local[2]")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,13 @@ import os
 
 import pytest
 
-from integration_tests.conftest import all_records, catalog, config_for, run_main, write_json
+from integration_tests.conftest import (
+    all_records,
+    catalog,
+    config_for,
+    run_main,
+    write_json,
+)
 
 STREAMS = ["users", "orders", "stores", "store_orders", "products"]
 

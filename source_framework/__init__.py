@@ -15,8 +15,10 @@ A connector in a few lines::
         def path(self, **kwargs):
             return "users"
 
-        def request_params(self, next_page_token=None, **kwargs):
-            return {"since": self.cursor_value or "2025-01-01T00:00:00Z", **(next_page_token or {})}
+        def request_params(self, stream_state=None, next_page_token=None, **kwargs):
+            # stream_state is the state the stream started from: fixed while pages are followed
+            since = (stream_state or {}).get("updatedAt", "2025-01-01T00:00:00Z")
+            return {"since": since, **(next_page_token or {})}
 
         def next_page_token(self, response):
             token = response.json()["next_cursor"]

@@ -9,10 +9,15 @@ from typing import Any, Iterable, List, Mapping, Optional
 
 import orjson
 import pytest
-from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer, SyncMode
+from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from source_framework.destinations.base import Destination, StreamSink, StreamTarget, done
+from source_framework.destinations.base import (
+    Destination,
+    StreamSink,
+    StreamTarget,
+    done,
+)
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import read_streams
 

@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from source_framework.runtime.inputs import InputError, load_catalog, load_config, load_state
+from source_framework.runtime.inputs import (
+    InputError,
+    load_catalog,
+    load_config,
+    load_state,
+)
 
 
 def write(tmp_path, name, content):

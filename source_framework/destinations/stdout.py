@@ -5,7 +5,12 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Mapping, Optional
 
-from source_framework.destinations.base import Destination, StreamSink, StreamTarget, done
+from source_framework.destinations.base import (
+    Destination,
+    StreamSink,
+    StreamTarget,
+    done,
+)
 from source_framework.runtime.output import ProtocolOutput, now_ms
 
 

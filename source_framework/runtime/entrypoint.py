@@ -28,11 +28,25 @@ from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
 from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
 
-from source_framework.destinations.base import APPEND, APPEND_DEDUP, OVERWRITE, Destination
-from source_framework.runtime.inputs import InputError, load_catalog, load_config, load_state
+from source_framework.destinations.base import (
+    APPEND,
+    APPEND_DEDUP,
+    OVERWRITE,
+    Destination,
+)
+from source_framework.runtime.inputs import (
+    InputError,
+    load_catalog,
+    load_config,
+    load_state,
+)
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import ReadResult, read_streams
-from source_framework.runtime.secrets import MaskingLogFilter, SecretFilter, find_secrets
+from source_framework.runtime.secrets import (
+    MaskingLogFilter,
+    SecretFilter,
+    find_secrets,
+)
 from source_framework.sources.source import Source
 from source_framework.streams.cursor import CursorValueError
 

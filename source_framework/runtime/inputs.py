@@ -10,7 +10,10 @@ import json
 import os
 from typing import Any, Dict, Mapping, Optional
 
-from airbyte_cdk.models import ConfiguredAirbyteCatalog, ConfiguredAirbyteCatalogSerializer
+from airbyte_cdk.models import (
+    ConfiguredAirbyteCatalog,
+    ConfiguredAirbyteCatalogSerializer,
+)
 
 MAX_STATE_BYTES = 10 * 1024 * 1024
 

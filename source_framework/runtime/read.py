@@ -22,11 +22,20 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
 
-from airbyte_cdk.models import ConfiguredAirbyteCatalog, ConfiguredAirbyteStream, SyncMode
+from airbyte_cdk.models import (
+    ConfiguredAirbyteCatalog,
+    ConfiguredAirbyteStream,
+    SyncMode,
+)
 from airbyte_cdk.sources.streams import Stream
 from airbyte_cdk.sources.streams.checkpoint import ResumableFullRefreshCursor
 
-from source_framework.destinations.base import OVERWRITE, Destination, StreamSink, StreamTarget
+from source_framework.destinations.base import (
+    OVERWRITE,
+    Destination,
+    StreamSink,
+    StreamTarget,
+)
 from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.output import ProtocolOutput
 

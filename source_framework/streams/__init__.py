@@ -2,7 +2,11 @@
 
 from source_framework.streams.cursor import CursorValueError
 from source_framework.streams.incremental import IncrementalHttpStream
-from source_framework.streams.slicing import DateWindowStream, PartitionedIncrementalStream, date_windows
+from source_framework.streams.slicing import (
+    DateWindowStream,
+    PartitionedIncrementalStream,
+    date_windows,
+)
 
 __all__ = [
     "CursorValueError",

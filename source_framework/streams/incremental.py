@@ -13,7 +13,9 @@ record already covers it::
             return "users"
 
         def request_params(self, stream_state=None, stream_slice=None, next_page_token=None):
-            return {"since": self.cursor_value or "2025-01-01T00:00:00Z", **(next_page_token or {})}
+            # stream_state: the state when the stream started, fixed while pages are followed
+            since = (stream_state or {}).get("updatedAt", "2025-01-01T00:00:00Z")
+            return {"since": since, **(next_page_token or {})}
 
         def parse_response(self, response, **kwargs):
             yield from response.json()["data"]

@@ -32,7 +32,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 from abc import ABC, abstractmethod
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, MutableMapping, Optional
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    MutableMapping,
+    Optional,
+)
 
 from airbyte_cdk.models import SyncMode
 

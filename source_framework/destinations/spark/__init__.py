@@ -8,6 +8,7 @@ Modules, one job each:
 * ``file_sink_log``    - Spark's ``_spark_metadata`` log format and read rules.
 * ``checkpoint_records`` - our per-commit records (state, files, rows).
 * ``atomic_files``     - crash-safe small-file writes.
+* ``writer``           - ``SparkDestination``: the runtime's sinks, one table per stream.
 
 Usage::
 
@@ -20,7 +21,10 @@ Usage::
     table.commit(batch, state={"updatedAt": "2025-02-01T00:00:00Z"}, seq=3)
 """
 
-from source_framework.destinations.spark.arrow_conversion import arrow_schema, records_to_arrow
+from source_framework.destinations.spark.arrow_conversion import (
+    arrow_schema,
+    records_to_arrow,
+)
 from source_framework.destinations.spark.session import get_spark
 from source_framework.destinations.spark.table import CommitInfo, SparkTable
 

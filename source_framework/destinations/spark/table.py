@@ -74,7 +74,11 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import pyarrow as pa
 
-from source_framework.destinations.spark.atomic_files import fsync_directory, fsync_file, is_temp_file
+from source_framework.destinations.spark.atomic_files import (
+    fsync_directory,
+    fsync_file,
+    is_temp_file,
+)
 from source_framework.destinations.spark.checkpoint_records import CheckpointRecords
 from source_framework.destinations.spark.file_sink_log import (
     DEFAULT_COMPACT_INTERVAL,

@@ -20,8 +20,17 @@ import uuid
 from concurrent.futures import Future
 from typing import Any, Dict, List, Mapping, Optional
 
-from source_framework.destinations.base import OVERWRITE, Destination, StreamSink, StreamTarget, done
-from source_framework.destinations.spark.arrow_conversion import arrow_schema, records_to_arrow
+from source_framework.destinations.base import (
+    OVERWRITE,
+    Destination,
+    StreamSink,
+    StreamTarget,
+    done,
+)
+from source_framework.destinations.spark.arrow_conversion import (
+    arrow_schema,
+    records_to_arrow,
+)
 from source_framework.destinations.spark.session import get_spark
 from source_framework.destinations.spark.table import SparkTable
 
