@@ -74,14 +74,14 @@ class RecordingSink(StreamSink):
     def __init__(self, events: Event, hold: bool = False, fail_at: Optional[int] = None) -> None:
         self.events, self.hold, self.fail_at = events, hold, fail_at
         self.buffer: List[Mapping[str, Any]] = []
-        self.committed: List[Mapping[str, Any]] = []
+        self.landed: List[Mapping[str, Any]] = []
         self.pending: List[Future] = []
         self.commits = 0
 
     def write(self, record: Mapping[str, Any]) -> None:
         self.buffer.append(record)
 
-    def commit(self, state: Optional[Mapping[str, Any]], boundary=None) -> Future:
+    def commit(self, state: Optional[Mapping[str, Any]], notes=None) -> Future:
         self.commits += 1
         if self.fail_at == self.commits:
             future: Future = Future()
@@ -89,13 +89,13 @@ class RecordingSink(StreamSink):
             return future
         batch, self.buffer = self.buffer, []
         if not self.hold:
-            self.committed.extend(batch)
+            self.landed.extend(batch)
             self.events.log.append(("commit", dict(state or {})))
             return done()
         future = Future()
 
         def finish_later() -> None:
-            self.committed.extend(batch)
+            self.landed.extend(batch)
             self.events.log.append(("commit", dict(state or {})))
             future.set_result(None)
 
@@ -105,7 +105,7 @@ class RecordingSink(StreamSink):
         return future
 
     def finish(self, state: Optional[Mapping[str, Any]]) -> Future:
-        self.committed.extend(self.buffer)
+        self.landed.extend(self.buffer)
         self.buffer = []
         return done()
 
@@ -207,7 +207,7 @@ def test_no_two_consecutive_identical_states_when_cursor_ties():
     _, states, destination, _ = run(ListStream([[1, 1, 1, 1], [1, 1]], interval=2))
     assert cursors(states) == [1]
     # the tied records still reached the table, covered by the one state
-    assert len(destination.sinks["numbers"].committed) == 6
+    assert len(destination.sinks["numbers"].landed) == 6
 
 
 def test_state_waits_for_its_commit_and_states_keep_their_order():
@@ -232,7 +232,7 @@ def test_failed_commit_prints_no_state_and_marks_stream_incomplete():
 def test_every_record_is_covered_by_the_final_state():
     result, states, destination, _ = run(ListStream([[1, 2, 3], [4], [5, 6, 7, 8, 9]], interval=2))
     assert result.streams[0].records == 9
-    assert len(destination.sinks["numbers"].committed) == 9
+    assert len(destination.sinks["numbers"].landed) == 9
     assert sum(counts(states)) == 9
     assert cursors(states)[-1] == 9
 

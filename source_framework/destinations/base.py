@@ -17,7 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional
+from typing import Any, Iterator, List, Mapping, Optional
 
 #: destination sync modes from the configured catalog
 APPEND, OVERWRITE, APPEND_DEDUP = "append", "overwrite", "append_dedup"
@@ -34,6 +34,8 @@ class StreamTarget:
     destination_sync_mode: str = APPEND
     primary_key: List[List[str]] = field(default_factory=list)
     cursor_field: List[str] = field(default_factory=list)
+    #: the stream re-syncs from scratch (bad state and --on-bad-state resync): replace its table
+    rebuild: bool = False
 
 
 def done(value: Any = None) -> "Future[Any]":
@@ -51,15 +53,16 @@ class StreamSink(ABC):
         """Take one record; it becomes visible only with the next commit."""
 
     @abstractmethod
-    def commit(self, state: Optional[Mapping[str, Any]], boundary: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         """Commit every record written so far, together with the state that covers them.
 
-        ``boundary`` (see ``runtime.boundary``) is kept with the commit, for ``last_commit``.
+        ``notes`` (JSON-able: the boundary keys, the run's start state) are kept with the
+        commit, so a later run can tell where to resume (``committed``).
         """
 
-    def last_commit(self) -> Optional[Mapping[str, Any]]:
-        """``{"state": ..., "boundary": ...}`` of the newest commit of an earlier run, if kept."""
-        return None
+    def committed(self) -> Iterator[Mapping[str, Any]]:
+        """Earlier runs' commits, newest first: ``{"seq", "state", **notes}``. None if not kept."""
+        return iter(())
 
     @abstractmethod
     def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":

@@ -21,7 +21,7 @@ class StdoutSink(StreamSink):
     def write(self, record: Mapping[str, Any]) -> None:
         self._output.record(self._name, self._namespace, record, now_ms())
 
-    def commit(self, state: Optional[Mapping[str, Any]], boundary: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         # RECORD lines already went out before this call, so the STATE after them is in order.
         return done()
 

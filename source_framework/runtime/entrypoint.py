@@ -160,10 +160,8 @@ def _prepare_streams(
         mode = configured.destination_sync_mode.value
         if mode not in (APPEND, OVERWRITE, APPEND_DEDUP):
             raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' has unknown destination_sync_mode '{mode}'")
-        if mode == APPEND_DEDUP:
-            raise InputError(
-                f"catalog file '{parsed.catalog}': stream '{name}' asks for append_dedup, which this version does not support yet"
-            )
+        if mode == APPEND_DEDUP and not (configured.primary_key or stream.primary_key):
+            raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' asks for append_dedup but has no primary key")
         if configured.sync_mode == SyncMode.incremental:
             if not stream.supports_incremental:
                 raise InputError(

@@ -17,6 +17,7 @@ returned future; lines leave the queue strictly in order, each only after its co
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from source_framework.destinations.base import (
 )
 from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
 
 logger = logging.getLogger("source_framework.read")
 
@@ -88,14 +90,29 @@ class StreamSync:
         self._printed_any = False
         self._uncovered = 0  # records read since the last checkpoint was asked for
         self._queue: Deque[Tuple[Any, Dict[str, Any], int]] = deque()
-        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, self._resumed_boundary())
+        resumed = self._resume()
+        self._start_state = copy.deepcopy(self._last_state)
+        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed)
 
-    def _resumed_boundary(self) -> Optional[Mapping[str, Any]]:
-        """The boundary of the sink's last commit, if this run resumes from exactly its state."""
-        last = self.sink.last_commit() if self.checkpoints else None
-        if last and last.get("state") == self._last_state and self._last_state:
-            return last.get("boundary")
-        return None
+    def _resume(self) -> Optional[Mapping[str, Any]]:
+        """Pick the start state from the table's commits; return the boundary to skip."""
+        if not self.checkpoints:
+            return None
+        point = choose_resume_point(self._last_state or {}, self.sink.committed())
+        if point.reason == TABLE_AHEAD:
+            logger.warning(
+                "stream %s: the given state %s is older than the table's checkpoint %s (a run died after its "
+                "commit, before its STATE was saved); resuming from the table's state %s",
+                self.stream.name, _brief(self._last_state), point.seq, _brief(point.state),
+            )
+            self.stream.state = dict(point.state)
+            self._last_state = copy.deepcopy(dict(point.state))
+        elif point.reason == EDITED:
+            logger.info(
+                "stream %s: the given state %s matches no checkpoint of the table; reading from it as given "
+                "(a partial re-sync)", self.stream.name, _brief(self._last_state),
+            )
+        return point.boundary
 
     def run(self) -> StreamResult:
         stream, sync_mode = self.stream, self.configured.sync_mode
@@ -156,7 +173,8 @@ class StreamSync:
         """Commit what was read and queue its STATE, unless the state has not moved."""
         state = self._current_state()
         if state != self._last_state or (final and not self._printed_any):
-            self._enqueue(self.sink.commit(state, self.boundary.snapshot()), state)
+            notes = {"boundary": self.boundary.snapshot(), "start_state": self._start_state}
+            self._enqueue(self.sink.commit(state, notes), state)
             self._last_state, self._printed_any = state, True
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
         # checkpoint, or for finish(), which commits them under the state already printed.
@@ -241,3 +259,8 @@ def _wrap_cursor(cursor: Any) -> List[str]:
     if not cursor:
         return []
     return [cursor] if isinstance(cursor, str) else list(cursor)
+
+
+def _brief(state: Optional[Mapping[str, Any]], limit: int = 160) -> str:
+    text = json.dumps(state, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -70,7 +70,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 
@@ -80,6 +80,7 @@ from source_framework.destinations.spark.atomic_files import (
     is_temp_file,
 )
 from source_framework.destinations.spark.checkpoint_records import CheckpointRecords
+from source_framework.runtime.faults import fault_point
 from source_framework.destinations.spark.file_sink_log import (
     DEFAULT_COMPACT_INTERVAL,
     FileSinkLog,
@@ -87,7 +88,7 @@ from source_framework.destinations.spark.file_sink_log import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 STAGING_DIR = "_staging"
 
@@ -135,13 +136,14 @@ class SparkTable:
         state: Mapping[str, Any] | None,
         seq: int,
         replace: bool = False,
-        boundary: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> CommitInfo:
         """Make ``data`` visible together with ``state``, all or nothing.
 
+        ``data`` is an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
         ``replace=True`` atomically swaps every previously visible row for ``data``.
-        ``boundary`` (keys of the records at the cursor, see ``runtime.boundary``) is kept in
-        the checkpoint record.
+        ``extra`` (JSON-able) is kept in the checkpoint record: the runtime stores there what it
+        needs to resume (the boundary keys, the run's start state).
         ``seq`` must be greater than the last committed one. Returns when the commit is
         durable, i.e. when it is safe to emit the STATE message.
         """
@@ -152,30 +154,40 @@ class SparkTable:
             last = self.last_checkpoint()
             if seq < 0 or (last is not None and seq <= last["seq"]):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last['seq']}")
-            files = self._write_data_files(data, seq)
+            files, rows = self._write_data_files(data, seq)
+            fault_point("commit.files_written")
             batch_id = self._log.next_batch_id(replace=replace)
             self._checkpoints.write(
                 {
                     "seq": seq,
                     "batch_id": batch_id,
+                    **dict(extra or {}),
                     "state": state,
-                    "boundary": dict(boundary) if boundary else None,
                     "files": [status.path for status in files],
-                    "rows": data.num_rows,
+                    "rows": rows,
                     "replace": replace,
                     "committed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
                 }
             )
+            fault_point("commit.record_written")
             self._log.write_batch(batch_id, files, replace=replace)  # the commit point
+            fault_point("commit.done")
         elapsed_ms = (time.perf_counter() - started) * 1000
-        return CommitInfo(seq, batch_id, [status.path for status in files], data.num_rows, elapsed_ms)
+        return CommitInfo(seq, batch_id, [status.path for status in files], rows, elapsed_ms)
 
-    def _write_data_files(self, data: pa.Table, seq: int) -> list[SinkFileStatus]:
+    def _write_data_files(self, data: "pa.Table | DataFrame", seq: int) -> tuple[list[SinkFileStatus], int]:
         """Let Spark write ``data`` to a private staging folder, then move it into the table."""
         commit_id = uuid.uuid4().hex
         staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{commit_id}")
+        if isinstance(data, pa.Table):
+            frame, rows = self.spark.createDataFrame(data), data.num_rows
+        else:
+            frame = data.cache()  # counted and written: compute it once
+            rows = frame.count()
         # A plain "file://" + path (not a percent-encoded URI): Hadoop's Path takes it literally.
-        self.spark.createDataFrame(data).coalesce(1).write.mode("overwrite").parquet("file://" + staging)
+        frame.coalesce(1).write.mode("overwrite").parquet("file://" + staging)
+        if not isinstance(data, pa.Table):
+            frame.unpersist()
         parts = sorted(name for name in os.listdir(staging) if name.startswith("part-") and name.endswith(".parquet"))
         if not parts:
             raise RuntimeError(f"Spark wrote no Parquet file to {staging}")
@@ -187,7 +199,7 @@ class SparkTable:
             moved.append(SinkFileStatus.for_local_file(target))
         fsync_directory(self.path)
         shutil.rmtree(staging, ignore_errors=True)
-        return moved
+        return moved, rows
 
     # --- reading our own state ---------------------------------------------------
 
@@ -196,11 +208,14 @@ class SparkTable:
 
         A record counts only if its metadata-log batch exists and lists the record's files.
         """
+        return next(self.committed_checkpoints(), None)
+
+    def committed_checkpoints(self) -> Iterator[dict]:
+        """Committed checkpoint records, newest first (the resume logic looks back through them)."""
         for seq in self._checkpoints.seqs_newest_first():
             record = self._checkpoints.read(seq)
             if record is not None and self._is_committed(record):
-                return record
-        return None
+                yield record
 
     def _is_committed(self, record: dict) -> bool:
         entries = self._log.read_batch(record["batch_id"])
@@ -224,6 +239,7 @@ class SparkTable:
         progress (e.g. when a sync starts).
         """
         with self._lock:
+            fault_point("recovery.start")
             return (
                 self._remove_uncommitted_records()
                 + self._remove_unlisted_data_files()

@@ -12,15 +12,17 @@ start-up overlaps the first HTTP requests.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import threading
 import time
 import uuid
 from concurrent.futures import Future
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from source_framework.destinations.base import (
+    APPEND_DEDUP,
     OVERWRITE,
     Destination,
     StreamSink,
@@ -31,6 +33,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     arrow_schema,
     records_to_arrow,
 )
+from source_framework.destinations.spark.atomic_files import write_atomically
 from source_framework.destinations.spark.session import get_spark
 from source_framework.destinations.spark.table import SparkTable
 
@@ -42,8 +45,21 @@ def new_sync_id() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
+RESET_MARKER = "_sf_reset.json"
+
+
 class SparkSink(StreamSink):
-    """Buffers one stream's records and commits them to its table at each checkpoint."""
+    """Buffers one stream's records and commits them to its table at each checkpoint.
+
+    - ``append``: each commit adds its rows.
+    - ``overwrite``: the stream's only commit (at ``finish``) replaces the table in one step.
+    - ``append_dedup``: each commit merges its rows into the table, keeping one row per primary
+      key (the latest cursor, then the latest extraction) and replaces the table with the
+      result; plain readers see one row per key. Each commit rewrites the table.
+
+    A table is rebuilt (its first commit in this run replaces it) when the stream re-syncs from
+    scratch on purpose: ``state reset`` left a marker in the table, or the target says so.
+    """
 
     def __init__(self, destination: "SparkDestination", target: StreamTarget, path: str) -> None:
         self._destination = destination
@@ -52,48 +68,67 @@ class SparkSink(StreamSink):
         self._schema = arrow_schema(dict(target.json_schema))
         self._records: List[Mapping[str, Any]] = []
         self._extracted_at: List[int] = []
-        self._replace = target.destination_sync_mode == OVERWRITE
+        self._mode = target.destination_sync_mode
         self._table: Optional[SparkTable] = None
-        self._last: Optional[Mapping[str, Any]] = None
-        self._boundary: Optional[Mapping[str, Any]] = None
-        self._next_seq: Optional[int] = None
+        self._reset_id: Optional[str] = None
+        self._replace_next = self._mode == OVERWRITE or target.rebuild
+        self._next_seq = 0
         self.commits = 0
         self.rows = 0
+        if self._mode == APPEND_DEDUP and not target.primary_key:
+            raise ValueError(f"stream '{target.name}': append_dedup needs a primary key")
 
     @property
     def table(self) -> SparkTable:
+        """Opened on first use: recovers what an interrupted run left, reads the last commit."""
         if self._table is None:
             self._table = SparkTable(lambda: self._destination.spark, self.path)
             removed = self._table.remove_orphans()
             if removed:
                 logger.info("%s: removed %d file(s) left by an interrupted run", self.target.name, len(removed))
-            self._last = self._table.last_checkpoint()
-            self._next_seq = (self._last["seq"] + 1) if self._last else 0
+            last = self._table.last_checkpoint()
+            self._next_seq = (last["seq"] + 1) if last else 0
+            self._reset_id = self._pending_reset(last)
+            if self._reset_id:
+                self._replace_next = True
+                logger.info("%s: the state was reset; this sync replaces the table", self.target.name)
         return self._table
 
-    def last_commit(self) -> Optional[Mapping[str, Any]]:
-        self.table
-        return self._last
+    def _pending_reset(self, last: Optional[Mapping[str, Any]]) -> Optional[str]:
+        marker = os.path.join(self.path, RESET_MARKER)
+        if not os.path.exists(marker):
+            return None
+        with open(marker) as handle:
+            reset_id = json.load(handle).get("reset_id")
+        if last and last.get("reset_id") == reset_id:
+            os.remove(marker)  # applied by a run that died before removing it
+            return None
+        return reset_id
+
+    def committed(self) -> Iterator[Mapping[str, Any]]:
+        table = self.table
+        if self._replace_next:
+            return iter(())  # a rebuild starts over: nothing in the table counts
+        return table.committed_checkpoints()
 
     def write(self, record: Mapping[str, Any]) -> None:
         self._records.append(record)
         self._extracted_at.append(int(time.time() * 1000))
 
-    def commit(self, state: Optional[Mapping[str, Any]], boundary: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
-        self._boundary = boundary
-        return done(self._commit(state))
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+        return done(self._commit(state, notes))
 
     def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":
-        if self._replace or self._records:
-            return done(self._commit(state))
+        if self._replace_next or self._records:
+            return done(self._commit(state, None))
         return done()
 
     def abort(self) -> None:
         self._records, self._extracted_at = [], []
 
-    def _commit(self, state: Optional[Mapping[str, Any]]) -> Any:
+    def _commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> Any:
         table = self.table
-        seq = self._next_seq or 0
+        seq = self._next_seq
         arrow = records_to_arrow(
             self._records,
             self._schema,
@@ -101,14 +136,47 @@ class SparkSink(StreamSink):
             sync_id=self._destination.sync_id,
             checkpoint=seq,
         )
-        info = table.commit(arrow, state=dict(state or {}), seq=seq, replace=self._replace, boundary=self._boundary)
-        self._replace = False  # an overwrite replaces once; what follows in this run appends to it
+        data: Any = arrow
+        replace = self._replace_next
+        if self._mode == APPEND_DEDUP:
+            data = self._merged(arrow, include_table=not replace)
+            replace = True
+        extra = dict(notes or {})
+        if self._reset_id:
+            extra["reset_id"] = self._reset_id
+        info = table.commit(data, state=dict(state or {}), seq=seq, replace=replace, extra=extra)
+        if self._reset_id:
+            os.remove(os.path.join(self.path, RESET_MARKER))
+            self._reset_id = None
+        self._replace_next = False  # a rebuild replaces once; the rest of this run adds to it
         self._next_seq = seq + 1
         self.commits += 1
         self.rows += len(self._records)
-        logger.debug("%s: commit %d, %d rows, %.0f ms", self.target.name, seq, len(self._records), getattr(info, "ms", 0))
+        logger.debug("%s: commit %d, %d rows, %.0f ms", self.target.name, seq, len(self._records), info.ms)
         self._records, self._extracted_at = [], []
         return info
+
+    def _merged(self, arrow: Any, include_table: bool) -> Any:
+        """The table's rows plus ``arrow``'s, one per primary key: latest cursor, then latest extraction."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        spark = self._destination.spark
+        frame = spark.createDataFrame(arrow)
+        if include_table and self.table.last_checkpoint() is not None:
+            frame = spark.read.parquet(self.path).unionByName(frame)
+        keys = [F.col(".".join(path)) for path in self.target.primary_key]
+        order = [F.col(c).desc_nulls_last() for c in self.target.cursor_field[:1]]
+        order += [F.col("_sf_extracted_at").desc(), F.col("_sf_checkpoint").desc()]
+        rank = F.row_number().over(Window.partitionBy(*keys).orderBy(*order))
+        return frame.withColumn("_sf_rank", rank).where(F.col("_sf_rank") == 1).drop("_sf_rank")
+
+
+def request_reset(table_path: str) -> None:
+    """Mark a table so that the stream's next sync replaces it (``state reset`` without ``--tables``)."""
+    if not os.path.isdir(table_path):
+        return
+    write_atomically(os.path.join(table_path, RESET_MARKER), json.dumps({"reset_id": uuid.uuid4().hex}).encode())
 
 
 class SparkDestination(Destination):
