@@ -38,6 +38,7 @@ from source_framework.destinations.base import (
     StreamTarget,
 )
 from source_framework.runtime.boundary import Boundary
+from source_framework.runtime.faults import fault_point
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
 
@@ -191,6 +192,7 @@ class StreamSync:
             if state is None:
                 continue
             self.output.state(self.stream.name, self.stream.namespace, state, count)
+            fault_point("state.printed")
             self.result.states += 1
             self.result.final_state = state
 

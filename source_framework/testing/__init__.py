@@ -1,0 +1,53 @@
+"""Acceptance tests for source_framework connectors, driven by ``acceptance-test-config.yml``.
+
+Two suites read the one YAML file (Airbyte's connector-acceptance-test format):
+
+- ``StandardSourceSuite``: airbyte-cdk's own standard source tests
+  (``airbyte_cdk.test.standard_tests.SourceTestSuiteBase``: spec, check, discover, full-refresh
+  read), run in-process through the CDK's entrypoint;
+- ``AcceptanceSuite``: what the CDK's suite does not run, with the connector's ``main.py`` as a
+  subprocess through the source_framework runtime and Spark writer: ``expect_records``, two
+  identical full-refresh reads, the incremental checks of Airbyte's acceptance tests (two
+  sequential reads, reads from intermediate STATEs, a future state), and that the Spark tables
+  hold exactly the records the source produced and a rerun from the final STATE adds no rows.
+
+In a test module of your connector::
+
+    from source_framework.testing import AcceptanceSuite, StandardSourceSuite
+
+    class TestStandardSuite(StandardSourceSuite):
+        connector = "main.py"            # script calling launch(), or "pkg.module:SourceClass"
+
+    class TestAcceptance(AcceptanceSuite):
+        connector = "main.py"
+
+Both find ``acceptance-test-config.yml`` by walking up from the test file, or take
+``acceptance_test_config_path`` (relative to the test file). ``connector`` is relative to the
+YAML's folder. From a shell, without writing a test module::
+
+    python -m source_framework.testing --connector main.py --acceptance-config acceptance-test-config.yml [-- pytest args]
+
+Modules: ``acceptance_config`` (the YAML), ``connector_reference`` (script or module:Class),
+``connector_runs`` (subprocess runs and their parsed output), ``catalogs``, ``cursors``,
+``incremental_checks``, ``record_checks``, ``table_checks`` (the checks, pytest-free),
+``acceptance_reads`` (which reads, run once each), ``suite`` and ``standard_suite`` (pytest
+classes), ``expected_records`` (write an expected-records file from a read).
+"""
+
+from source_framework.testing.acceptance_config import AcceptanceConfig, AcceptanceConfigError
+from source_framework.testing.connector_reference import ConnectorReference
+from source_framework.testing.connector_runs import ConnectorRunError, ConnectorRunner, ReadOutput
+from source_framework.testing.standard_suite import StandardSourceSuite, standard_suite_for
+from source_framework.testing.suite import AcceptanceSuite
+
+__all__ = [
+    "AcceptanceConfig",
+    "AcceptanceConfigError",
+    "AcceptanceSuite",
+    "ConnectorReference",
+    "ConnectorRunError",
+    "ConnectorRunner",
+    "ReadOutput",
+    "StandardSourceSuite",
+    "standard_suite_for",
+]

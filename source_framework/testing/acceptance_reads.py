@@ -1,0 +1,143 @@
+"""The reads the acceptance checks need, each run once and shared by the checks that use it.
+
+::
+
+    reads = AcceptanceReads(runner, config)           # one per test class
+    reads.basic_read(entry)                           # full-refresh read of a basic_read entry
+    reads.incremental_first(entry), reads.incremental_second(entry)
+    reads.from_state(entry, state_list), reads.future_state(entry)
+    reads.spark_first(entry, snapshot), reads.spark_rerun(entry, snapshot)  # (ReadOutput, snapshot)
+
+Reads with ``--destination stdout`` answer questions about records and states; the two Spark
+reads (a first sync into a fresh warehouse, then a rerun from its final STATE) are the only
+ones that start Spark, because each starts its own JVM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from source_framework.testing.acceptance_config import AcceptanceConfig, IncrementalEntry, ReadEntry
+from source_framework.testing.catalogs import (
+    StreamInfo,
+    as_full_refresh,
+    from_discovered,
+    incremental_only,
+    load_catalog,
+    stream_infos,
+)
+from source_framework.testing.connector_runs import ConnectorRunner, ReadOutput
+
+
+class AcceptanceReads:
+    """Runs and remembers the reads of one connector's acceptance tests."""
+
+    def __init__(self, runner: ConnectorRunner, config: AcceptanceConfig, spark_master: Optional[str] = None) -> None:
+        self.runner = runner
+        self.config = config
+        self.spark_master = spark_master
+        self._cache: Dict[Tuple[Any, ...], Any] = {}
+
+    def _once(self, key: Tuple[Any, ...], make: Any) -> Any:
+        if key not in self._cache:
+            try:
+                self._cache[key] = make()
+            except AssertionError as error:  # remember failures too: one failed run, one message
+                self._cache[key] = error
+        value = self._cache[key]
+        if isinstance(value, AssertionError):
+            raise value
+        return value
+
+    # --- catalogs ---------------------------------------------------------------------------
+
+    def catalog(self, entry: Any) -> Dict[str, Any]:
+        """The entry's configured catalog, or (without one) every discovered stream but the empty ones."""
+        if entry.configured_catalog_path:
+            return load_catalog(entry.configured_catalog_path)
+        discovered = self._once(("discover", entry.config_path), lambda: self.runner.discover(entry.config_path))
+        return from_discovered(discovered, without=tuple(getattr(entry, "empty_streams", ())))
+
+    def full_refresh_catalog(self, entry: ReadEntry) -> Dict[str, Any]:
+        return as_full_refresh(self.catalog(entry))
+
+    def incremental_catalog(self, entry: IncrementalEntry) -> Dict[str, Any]:
+        return incremental_only(self.catalog(entry))
+
+    def incremental_streams(self, entry: IncrementalEntry) -> Dict[str, StreamInfo]:
+        return stream_infos(self.incremental_catalog(entry))
+
+    # --- stdout reads -----------------------------------------------------------------------
+
+    def _read(self, tag: str, entry: Any, catalog: Mapping[str, Any], state: Optional[Sequence[Any]] = None) -> ReadOutput:
+        key = (tag, entry.config_path, json.dumps(catalog, sort_keys=True), json.dumps(state, sort_keys=True))
+        return self._once(
+            key,
+            lambda: self.runner.read(
+                entry.config_path, catalog, state=state, timeout=entry.timeout_seconds, label=f"{tag} ({entry.id})"
+            ),
+        )
+
+    def basic_read(self, entry: ReadEntry) -> ReadOutput:
+        return self._read("full-refresh read", entry, self.full_refresh_catalog(entry))
+
+    def second_full_refresh_read(self, entry: ReadEntry) -> ReadOutput:
+        return self._read("second full-refresh read", entry, self.full_refresh_catalog(entry))
+
+    def incremental_first(self, entry: IncrementalEntry) -> ReadOutput:
+        return self._read("first incremental read", entry, self.incremental_catalog(entry))
+
+    def incremental_second(self, entry: IncrementalEntry) -> ReadOutput:
+        state = self.incremental_first(entry).final_state_list()
+        return self._read("second incremental read", entry, self.incremental_catalog(entry), state)
+
+    def from_state(self, entry: IncrementalEntry, state: List[Dict[str, Any]]) -> ReadOutput:
+        return self._read("read from an intermediate state", entry, self.incremental_catalog(entry), state)
+
+    def future_state(self, entry: IncrementalEntry, state: List[Dict[str, Any]]) -> ReadOutput:
+        return self._read("read from the future state", entry, self.incremental_catalog(entry), state)
+
+    def reference_read(self, entry: IncrementalEntry) -> ReadOutput:
+        """The whole catalog to stdout: the records the Spark tables must hold."""
+        return self._read("reference read to stdout", entry, self.catalog(entry))
+
+    # --- Spark reads ------------------------------------------------------------------------
+
+    def _spark_read(self, tag: str, entry: IncrementalEntry, warehouse: str, state: Optional[List[Any]]) -> ReadOutput:
+        extra = ["--spark-master", self.spark_master] if self.spark_master else []
+        catalog = self.catalog(entry)
+        args = ["read", "--config", entry.config_path, "--catalog", self.runner.write_json("catalog", catalog)]
+        if state is not None:
+            args += ["--state", self.runner.write_json("state", state)]
+        args += ["--destination", "spark", "--warehouse", warehouse, *extra]
+        return self.runner.run(args, timeout=entry.timeout_seconds, label=f"{tag} ({entry.id})")
+
+    def spark_warehouse(self, entry: IncrementalEntry) -> str:
+        return os.path.join(self.runner.workdir, "warehouse-" + entry.id.replace(":", "-").replace(".", "-"))
+
+    def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> Tuple[ReadOutput, Any]:
+        """The first sync into a fresh warehouse, and ``snapshot(warehouse)`` taken right after it."""
+        warehouse = self.spark_warehouse(entry)
+
+        def run() -> Tuple[ReadOutput, Any]:
+            output = self._spark_read("first sync into Spark", entry, warehouse, None)
+            return output, snapshot(warehouse)
+
+        return self._once(("spark first", entry.id), run)
+
+    def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> Tuple[ReadOutput, Any]:
+        """A rerun from the first sync's final STATEs into the same warehouse, and its snapshot."""
+        warehouse = self.spark_warehouse(entry)
+        first, _ = self.spark_first(entry, snapshot)
+
+        def run() -> Tuple[ReadOutput, Any]:
+            output = self._spark_read("rerun into Spark", entry, warehouse, first.final_state_list())
+            return output, snapshot(warehouse)
+
+        return self._once(("spark rerun", entry.id), run)
+
+    def cached(self, key: Tuple[Any, ...], make: Any) -> Any:
+        """Remember any other value (e.g. table snapshots) for the test class."""
+        return self._once(key, make)

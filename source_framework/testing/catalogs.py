@@ -1,0 +1,111 @@
+"""Configured catalogs for the acceptance reads, and what the checks need to know per stream.
+
+::
+
+    catalog = load_catalog("integration_tests/configured_catalog.json")
+    incremental_only(catalog)        # the streams read with sync_mode incremental (CAT's incremental catalog)
+    as_full_refresh(catalog)         # every stream in full_refresh / overwrite (CAT's read tests)
+    streams = stream_infos(catalog)  # {name: StreamInfo(cursor_path, primary_key, json_schema, ...)}
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+FieldPath = Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """One configured stream, as the checks see it."""
+
+    name: str
+    namespace: Optional[str]
+    incremental: bool
+    cursor_path: Optional[FieldPath]
+    primary_key: Tuple[FieldPath, ...]
+    json_schema: Mapping[str, Any]
+
+    def value_at(self, record: Mapping[str, Any], path: FieldPath) -> Any:
+        value: Any = record
+        for part in path:
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(part)
+        return value
+
+    def cursor_value(self, record: Mapping[str, Any]) -> Any:
+        return self.value_at(record, self.cursor_path) if self.cursor_path else None
+
+    def identity(self, record: Mapping[str, Any]) -> str:
+        """The record's primary key (as JSON), or the whole record when the stream has none."""
+        if self.primary_key:
+            return json.dumps([self.value_at(record, path) for path in self.primary_key], sort_keys=True, default=str)
+        return json.dumps(record, sort_keys=True, default=str)
+
+
+def load_catalog(path: str) -> Dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        catalog = json.load(handle)
+    if not isinstance(catalog, dict) or not isinstance(catalog.get("streams"), list):
+        raise ValueError(f"'{path}' is not a configured catalog (no 'streams' list)")
+    return catalog
+
+
+def incremental_only(catalog: Mapping[str, Any]) -> Dict[str, Any]:
+    return {"streams": [copy.deepcopy(s) for s in catalog["streams"] if s.get("sync_mode") == "incremental"]}
+
+
+def as_full_refresh(catalog: Mapping[str, Any]) -> Dict[str, Any]:
+    streams = []
+    for configured in catalog["streams"]:
+        entry = copy.deepcopy(configured)
+        entry["sync_mode"] = "full_refresh"
+        entry["destination_sync_mode"] = "overwrite"
+        streams.append(entry)
+    return {"streams": streams}
+
+
+def from_discovered(discovered: Mapping[str, Any], without: Tuple[str, ...] = ()) -> Dict[str, Any]:
+    """A configured catalog of every discovered stream (minus ``without``), full refresh."""
+    streams = []
+    for stream in discovered.get("streams", []):
+        if stream["name"] in without:
+            continue
+        streams.append(
+            {
+                "stream": stream,
+                "sync_mode": "full_refresh",
+                "destination_sync_mode": "overwrite",
+                "primary_key": stream.get("source_defined_primary_key") or [],
+            }
+        )
+    return {"streams": streams}
+
+
+def stream_infos(catalog: Mapping[str, Any]) -> Dict[str, StreamInfo]:
+    infos: Dict[str, StreamInfo] = {}
+    for configured in catalog["streams"]:
+        stream = configured["stream"]
+        cursor = configured.get("cursor_field") or stream.get("default_cursor_field") or []
+        primary_key = configured.get("primary_key") or stream.get("source_defined_primary_key") or []
+        infos[stream["name"]] = StreamInfo(
+            name=stream["name"],
+            namespace=stream.get("namespace"),
+            incremental=configured.get("sync_mode") == "incremental",
+            cursor_path=tuple(cursor) if cursor else None,
+            primary_key=tuple(_key_path(part) for part in primary_key),
+            json_schema=stream.get("json_schema") or {},
+        )
+    return infos
+
+
+def _key_path(part: Any) -> FieldPath:
+    return tuple(part) if isinstance(part, (list, tuple)) else (str(part),)
+
+
+def stream_names(catalog: Mapping[str, Any]) -> List[str]:
+    return [s["stream"]["name"] for s in catalog["streams"]]

@@ -1,0 +1,24 @@
+"""The test classes ``python -m source_framework.testing`` runs (not collected otherwise).
+
+``__main__`` sets ``SOURCE_FRAMEWORK_ACCEPTANCE_CONNECTOR`` and
+``SOURCE_FRAMEWORK_ACCEPTANCE_CONFIG`` (an absolute YAML path) and hands this file to pytest.
+Without them the module defines no tests.
+"""
+
+import os
+
+from source_framework.testing.standard_suite import StandardSourceSuite
+from source_framework.testing.suite import AcceptanceSuite
+
+CONNECTOR = os.environ.get("SOURCE_FRAMEWORK_ACCEPTANCE_CONNECTOR")
+CONFIG = os.environ.get("SOURCE_FRAMEWORK_ACCEPTANCE_CONFIG")
+
+if CONNECTOR and CONFIG:
+
+    class TestStandardSuite(StandardSourceSuite):
+        connector = CONNECTOR
+        acceptance_test_config_path = CONFIG
+
+    class TestAcceptance(AcceptanceSuite):
+        connector = CONNECTOR
+        acceptance_test_config_path = CONFIG

@@ -1,0 +1,131 @@
+"""Point the acceptance tests at a connector: an entrypoint script or a ``module:Class``.
+
+A connector is named the way its author runs it:
+
+- a path to a script that calls ``source_framework.launch(source, sys.argv[1:])``, e.g.
+  ``main.py`` (run as ``python main.py read ...``);
+- ``package.module:ClassName``, a ``source_framework.Source`` subclass (run as
+  ``python -m source_framework.testing.connector_reference package.module:ClassName read ...``
+  in ``base_dir``, which is also put first on ``PYTHONPATH``).
+
+::
+
+    connector = ConnectorReference.parse("main.py", base_dir="/path/to/repo")
+    connector.command("read", "--config", "config.json", ...)  # argv for subprocess
+    source = connector.load_source()                            # in-process, for airbyte-cdk's suite
+
+``load_source()`` of a script runs the script as ``__main__`` with ``launch`` swapped for a stub
+that captures the source it is handed, so the script's ``if __name__ == "__main__"`` block does
+nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import runpy
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+
+class _SourceCaptured(Exception):
+    def __init__(self, source: Any) -> None:
+        super().__init__("source captured")
+        self.source = source
+
+
+@dataclass(frozen=True)
+class ConnectorReference:
+    """A connector the tests run: ``script`` (absolute path) or ``target`` (``module:Class``)."""
+
+    script: Optional[str] = None
+    target: Optional[str] = None
+    base_dir: Optional[str] = None  # for ``module:Class``: put on the import path, and the cwd
+
+    @classmethod
+    def parse(cls, reference: str, base_dir: Optional[str] = None) -> "ConnectorReference":
+        """``main.py`` / ``path/to/entry.py`` (relative to ``base_dir``) or ``module:Class``."""
+        if not reference:
+            raise ValueError("no connector given: pass a script path or module:Class")
+        if reference.endswith(".py") or os.sep in reference or "/" in reference:
+            path = reference if os.path.isabs(reference) else os.path.join(base_dir or os.getcwd(), reference)
+            path = os.path.abspath(path)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"connector script '{path}' does not exist")
+            return cls(script=path)
+        if ":" not in reference:
+            raise ValueError(f"connector '{reference}' is neither a script path (*.py) nor module:Class")
+        return cls(target=reference, base_dir=os.path.abspath(base_dir) if base_dir else None)
+
+    def __str__(self) -> str:
+        return self.script or self.target or "?"
+
+    def command(self, *args: str) -> List[str]:
+        """The argv that runs the connector with ``args`` in a new Python process."""
+        if self.script:
+            return [sys.executable, self.script, *args]
+        return [sys.executable, "-m", "source_framework.testing.connector_reference", str(self.target), *args]
+
+    @property
+    def working_dir(self) -> Optional[str]:
+        """Where the subprocess runs: the script's folder (its imports may rely on it)."""
+        return os.path.dirname(self.script) if self.script else self.base_dir
+
+    def environment(self) -> Dict[str, str]:
+        """Extra environment for the subprocess: ``base_dir`` first on ``PYTHONPATH``."""
+        if not self.base_dir:
+            return {}
+        return {"PYTHONPATH": os.pathsep.join(p for p in (self.base_dir, os.environ.get("PYTHONPATH")) if p)}
+
+    def load_source(self) -> Any:
+        """A fresh source instance, in this process."""
+        if self.target:
+            if self.base_dir and self.base_dir not in sys.path:
+                sys.path.insert(0, self.base_dir)
+            return _load_class(self.target)()
+        return _capture_source_from_script(str(self.script))
+
+
+def _load_class(target: str) -> Any:
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attribute)
+    except AttributeError:
+        raise ImportError(f"module '{module_name}' has no attribute '{attribute}'") from None
+
+
+def _capture_source_from_script(script: str) -> Any:
+    import source_framework
+    import source_framework.runtime.entrypoint as entrypoint
+
+    def capture(source: Any, args: Any = None) -> None:
+        raise _SourceCaptured(source)
+
+    saved = (source_framework.launch, entrypoint.launch)
+    source_framework.launch = entrypoint.launch = capture  # type: ignore[assignment]
+    folder = os.path.dirname(script)
+    if folder not in sys.path:  # stays: the source may import its modules lazily
+        sys.path.insert(0, folder)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except _SourceCaptured as captured:
+        return captured.source
+    finally:
+        source_framework.launch, entrypoint.launch = saved  # type: ignore[assignment]
+    raise RuntimeError(f"'{script}' did not call source_framework.launch(source, argv) when run as __main__")
+
+
+def main(argv: List[str]) -> None:
+    """``python -m source_framework.testing.connector_reference module:Class <command> [args]``."""
+    from source_framework import launch
+
+    if not argv or ":" not in argv[0]:
+        sys.stderr.write("usage: python -m source_framework.testing.connector_reference module:Class <command> [args]\n")
+        sys.exit(2)
+    launch(_load_class(argv[0])(), argv[1:])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,185 @@
+"""Run a connector's ``read`` as a subprocess and keep what it printed, in order.
+
+::
+
+    runner = ConnectorRunner(ConnectorReference.parse("main.py"), workdir="/tmp/acceptance")
+    first = runner.read(config, catalog)                              # --destination stdout
+    again = runner.read(config, catalog, state=first.final_state_list())
+    tables = runner.read(config, catalog, destination="spark", warehouse="/tmp/wh")
+
+``read`` runs ``<connector> read --config C --catalog K [--state S] --destination D
+[--warehouse W]`` exactly as a user would: through the connector's own entrypoint, the
+source_framework runtime and, for ``spark``, the Spark table writer. A run that exits non-zero
+raises ``ConnectorRunError`` with the tail of its stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from source_framework.testing.connector_reference import ConnectorReference
+
+STDERR_TAIL_LINES = 40
+
+
+class ConnectorRunError(AssertionError):
+    """The connector exited non-zero or printed something that is not a protocol message."""
+
+
+@dataclass
+class ReadOutput:
+    """Everything one ``read`` printed on stdout, parsed, plus how it ended."""
+
+    args: List[str]
+    returncode: int
+    messages: List[Dict[str, Any]]
+    stderr: str
+    seconds: float
+    label: str = ""
+
+    def records(self, stream: Optional[str] = None) -> List[Dict[str, Any]]:
+        """``record.data`` of the RECORD messages (of one stream), in order."""
+        return [
+            m["record"]["data"]
+            for m in self.messages
+            if m.get("type") == "RECORD" and (stream is None or m["record"]["stream"] == stream)
+        ]
+
+    def record_messages(self) -> List[Dict[str, Any]]:
+        return [m["record"] for m in self.messages if m.get("type") == "RECORD"]
+
+    def states(self) -> List[Dict[str, Any]]:
+        """The ``state`` objects of the STATE messages, in order."""
+        return [m["state"] for m in self.messages if m.get("type") == "STATE"]
+
+    def final_states(self) -> Dict[str, Dict[str, Any]]:
+        """The last STATE of each stream: ``{stream: state object}``."""
+        latest: Dict[str, Dict[str, Any]] = {}
+        for state in self.states():
+            latest[stream_of_state(state)] = state
+        return latest
+
+    def final_state_list(self) -> List[Dict[str, Any]]:
+        """The per-stream list ``--state`` takes: the last STATE of each stream."""
+        return list(self.final_states().values())
+
+    def state_positions(self) -> List[int]:
+        """Indexes in ``messages`` of the STATE messages."""
+        return [i for i, m in enumerate(self.messages) if m.get("type") == "STATE"]
+
+    def streams_with_records(self) -> List[str]:
+        seen: Dict[str, None] = {}
+        for record in self.record_messages():
+            seen.setdefault(record["stream"], None)
+        return list(seen)
+
+    def describe(self) -> str:
+        counts: Dict[str, int] = {}
+        for m in self.messages:
+            counts[m.get("type", "?")] = counts.get(m.get("type", "?"), 0) + 1
+        summary = ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
+        return f"{self.label or 'read'} ({summary}; {self.seconds:.1f}s)"
+
+
+def stream_of_state(state: Mapping[str, Any]) -> str:
+    """The stream name of a per-stream ``state`` object."""
+    return state["stream"]["stream_descriptor"]["name"]
+
+
+@dataclass
+class ConnectorRunner:
+    """Runs one connector's commands in fresh processes; input files go to ``workdir``."""
+
+    connector: ConnectorReference
+    workdir: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    _files: Any = field(default_factory=lambda: count(1), repr=False)
+
+    def write_json(self, name: str, content: Any) -> str:
+        os.makedirs(self.workdir, exist_ok=True)
+        path = os.path.join(self.workdir, f"{next(self._files):03d}-{name}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(content, handle)
+        return path
+
+    def run(self, args: Sequence[str], timeout: float, label: str = "") -> ReadOutput:
+        """Run ``<connector> args...``; parse stdout; raise on a non-zero exit."""
+        command = self.connector.command(*args)
+        started = time.monotonic()
+        try:
+            process = subprocess.run(
+                command,
+                capture_output=True,
+                cwd=self.connector.working_dir or self.workdir,
+                timeout=timeout,
+                env={**os.environ, **self.connector.environment(), **self.env},
+            )
+        except subprocess.TimeoutExpired as expired:
+            raise ConnectorRunError(
+                f"{label or args[0]}: no result after {timeout:.0f}s (timeout_seconds)\n$ {' '.join(command)}\n"
+                + _tail(expired.stderr)
+            ) from None
+        seconds = time.monotonic() - started
+        stderr = process.stderr.decode(errors="replace")
+        messages = []
+        for number, line in enumerate(process.stdout.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                raise ConnectorRunError(
+                    f"{label or args[0]}: stdout line {number} is not a protocol message: {line[:200]!r}"
+                ) from None
+            messages.append(message)
+        output = ReadOutput(list(command), process.returncode, messages, stderr, seconds, label)
+        if process.returncode != 0:
+            errors = [
+                m["trace"]["error"].get("message")
+                for m in messages
+                if m.get("type") == "TRACE" and m.get("trace", {}).get("type") == "ERROR"
+            ]
+            raise ConnectorRunError(
+                f"{label or args[0]} exited with {process.returncode}\n$ {' '.join(command)}\n"
+                + (f"errors: {errors}\n" if errors else "")
+                + _tail(process.stderr)
+            )
+        return output
+
+    def read(
+        self,
+        config_path: str,
+        catalog: Mapping[str, Any],
+        state: Optional[Sequence[Mapping[str, Any]]] = None,
+        destination: str = "stdout",
+        warehouse: Optional[str] = None,
+        timeout: float = 600,
+        label: str = "read",
+    ) -> ReadOutput:
+        """``read`` with a catalog (written to a file) and an optional per-stream state list."""
+        args = ["read", "--config", config_path, "--catalog", self.write_json("catalog", catalog)]
+        if state is not None:
+            args += ["--state", self.write_json("state", list(state))]
+        args += ["--destination", destination]
+        if warehouse:
+            args += ["--warehouse", warehouse]
+        return self.run(args, timeout=timeout, label=label)
+
+    def discover(self, config_path: str, timeout: float = 600) -> Dict[str, Any]:
+        """The catalog ``discover`` prints."""
+        output = self.run(["discover", "--config", config_path], timeout=timeout, label="discover")
+        for message in output.messages:
+            if message.get("type") == "CATALOG":
+                return message["catalog"]
+        raise ConnectorRunError(f"discover printed no CATALOG message: {output.describe()}")
+
+
+def _tail(stderr: Optional[bytes]) -> str:
+    text = (stderr or b"").decode(errors="replace").rstrip().splitlines()
+    return "stderr (last lines):\n" + "\n".join(text[-STDERR_TAIL_LINES:]) if text else "stderr: (empty)"

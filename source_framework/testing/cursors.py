@@ -1,0 +1,141 @@
+"""Cursor values: compare them, find them in a STATE, and tell a record's lower bound.
+
+::
+
+    compare_cursors("2025-01-02T00:00:00Z", "2025-01-01T23:00:00+00:00")   # 1
+    bound = StateBound.from_state(stream_info, {"updatedAt": "2025-06-01T00:00:00Z"})
+    bound.lower_bound(record)   # the cursor no record may be older than, or None
+
+Values compare as numbers when both are numbers, as instants when both parse as ISO 8601
+date-times (a value without a zone is UTC), and as strings otherwise.
+
+The state shapes understood (the cursor is the last element of the stream's cursor field):
+
+- a cursor per stream: ``{"updatedAt": "2025-06-01T00:00:00Z"}``;
+- a cursor per partition, as airbyte-cdk and ``PartitionedIncrementalStream`` write it:
+  ``{"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "..."}}, ...]}``.
+  A record belongs to a partition when each partition key names one of the record's fields,
+  compared without case, ``_`` or ``-`` (``store_id`` matches ``storeId``), with an equal value.
+  Keys holding objects (airbyte-cdk's ``parent_slice``) are not matched. Records of
+  partitions that are not in the state have no lower bound.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from source_framework.testing.catalogs import StreamInfo
+
+_DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def _as_instant(value: Any) -> Optional[dt.datetime]:
+    if not isinstance(value, str) or not _DATE_LIKE.match(value):
+        return None
+    text = value.strip().replace(" ", "T", 1)
+    if text.endswith("Z") or text.endswith("z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def _as_number(value: Any) -> Optional[float]:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def compare_cursors(left: Any, right: Any) -> int:
+    """-1, 0 or 1 as ``left`` is older than, equal to or newer than ``right``."""
+    for convert in (_as_number, _as_instant):
+        a, b = convert(left), convert(right)
+        if a is not None and b is not None:
+            return (a > b) - (a < b)
+    a_text, b_text = str(left), str(right)
+    return (a_text > b_text) - (a_text < b_text)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[_\-]", "", name).lower()
+
+
+class StateShapeError(AssertionError):
+    """The STATE holds no cursor the checks can find."""
+
+
+@dataclass
+class StateBound:
+    """The lower bound a state sets for the records of one stream."""
+
+    stream: StreamInfo
+    cursor: Any = None
+    partitions: List[Tuple[Dict[str, Any], Any]] = field(default_factory=list)
+    partitioned: bool = False
+
+    @classmethod
+    def from_state(cls, stream: StreamInfo, stream_state: Mapping[str, Any]) -> "StateBound":
+        if not stream.cursor_path:
+            raise StateShapeError(f"stream '{stream.name}' has no cursor field in the configured catalog")
+        key = stream.cursor_path[-1]
+        if isinstance(stream_state, Mapping) and key in stream_state:
+            return cls(stream, cursor=stream_state[key])
+        if isinstance(stream_state, Mapping) and isinstance(stream_state.get("states"), list):
+            partitions = []
+            for entry in stream_state["states"]:
+                cursor = (entry.get("cursor") or {}) if isinstance(entry, Mapping) else {}
+                if key in cursor:
+                    partitions.append((dict(entry.get("partition") or {}), cursor[key]))
+            return cls(stream, partitions=partitions, partitioned=True)
+        raise StateShapeError(
+            f"stream '{stream.name}': cannot find cursor '{key}' in its state {stream_state!r} "
+            "(expected {cursor: value} or {'states': [{'partition': ..., 'cursor': {cursor: value}}]})"
+        )
+
+    def lower_bound(self, record: Mapping[str, Any]) -> Any:
+        """The cursor ``record`` may not be older than (None: no bound applies)."""
+        if not self.partitioned:
+            return self.cursor
+        for partition, cursor in self.partitions:
+            if partition and _belongs_to(record, partition):
+                return cursor
+        return None
+
+    def matches_any_partition(self, records: List[Mapping[str, Any]]) -> bool:
+        return any(_belongs_to(r, p) for r in records for p, _ in self.partitions if p)
+
+    def older_records(self, records: List[Mapping[str, Any]]) -> List[Tuple[Any, Any, Mapping[str, Any]]]:
+        """``(cursor, bound, record)`` for each record older than its bound."""
+        found = []
+        for record in records:
+            bound = self.lower_bound(record)
+            if bound is None:
+                continue
+            value = self.stream.cursor_value(record)
+            if value is None or compare_cursors(value, bound) < 0:
+                found.append((value, bound, record))
+        return found
+
+    def describe(self) -> str:
+        if not self.partitioned:
+            return f"{self.stream.cursor_path[-1]}={self.cursor}"  # type: ignore[index]
+        return f"{len(self.partitions)} partition cursors"
+
+
+def _belongs_to(record: Mapping[str, Any], partition: Mapping[str, Any]) -> bool:
+    fields = {_normalized(name): value for name, value in record.items()}
+    scalar = {key: value for key, value in partition.items() if not isinstance(value, (Mapping, list))}
+    if not scalar:  # e.g. only airbyte-cdk's {"parent_slice": {...}}: nothing to match on
+        return False
+    for key, value in scalar.items():
+        normalized = _normalized(str(key))
+        if normalized not in fields or fields[normalized] != value:
+            return False
+    return True

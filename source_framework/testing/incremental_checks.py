@@ -1,0 +1,217 @@
+"""The incremental checks of Airbyte's connector acceptance tests, on parsed ``read`` outputs.
+
+Each function raises ``AssertionError`` with what went wrong; they know nothing of pytest or
+subprocesses, so they can be used on any ``ReadOutput``::
+
+    check_two_sequential_reads(first, second, streams)
+    for checkpoint in pick_checkpoints(first, streams, how_many=3):
+        check_read_from_checkpoint(checkpoint, read_from(checkpoint.state), streams)
+    check_future_state_covers_streams(future_state, streams, missing_streams)
+    check_future_state_read(read_from(future_state), future_state, streams)
+
+What they check (``streams`` are the incremental streams of the configured catalog):
+
+1. two sequential reads: the first read returns records and STATEs; the second, started from
+   the first read's final STATE of each stream, returns no record older than that state's cursor;
+2. reads from intermediate STATEs: for a STATE in the middle of the first read, a read started
+   from it (with the latest STATE of each stream up to that point) returns at least every record
+   the first read returned after it, and no record older than its cursor;
+3. a future state (cursors far in the future) yields no records and at least one STATE.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Sequence
+
+from source_framework.testing.catalogs import StreamInfo
+from source_framework.testing.connector_runs import ReadOutput, stream_of_state
+from source_framework.testing.cursors import StateBound
+
+MAX_EXAMPLES = 5
+
+
+def _short(record: Mapping[str, Any], limit: int = 160) -> str:
+    text = json.dumps(record, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _older_than_state_problems(
+    output: ReadOutput, states: Mapping[str, Mapping[str, Any]], streams: Mapping[str, StreamInfo], when: str
+) -> List[str]:
+    problems = []
+    for name, state in states.items():
+        if name not in streams:
+            continue
+        bound = StateBound.from_state(streams[name], state["stream"]["stream_state"])
+        records = output.records(name)
+        older = bound.older_records(records)
+        if older:
+            examples = "; ".join(f"{cursor!r} < {limit!r}: {_short(r)}" for cursor, limit, r in older[:MAX_EXAMPLES])
+            problems.append(
+                f"stream '{name}': {len(older)} of {len(records)} records {when} are older than the "
+                f"state's cursor ({bound.describe()}), e.g. {examples}"
+            )
+        if bound.partitioned and records and bound.partitions and not bound.matches_any_partition(records):
+            problems.append(
+                f"stream '{name}': no record matches any partition of its state, so no record could be "
+                f"checked against a cursor; name the partition keys like record fields (e.g. store_id/storeId)"
+            )
+    return problems
+
+
+def check_two_sequential_reads(first: ReadOutput, second: ReadOutput, streams: Mapping[str, StreamInfo]) -> None:
+    """The second read (from the first's final STATEs) returns no record older than them."""
+    assert any(first.records(name) for name in streams), (
+        f"the first incremental read returned no records for {sorted(streams)}: nothing to test "
+        f"({first.describe()})"
+    )
+    final = first.final_states()
+    missing = [name for name in streams if name not in final]
+    assert not missing, f"the first incremental read emitted no STATE for {missing} ({first.describe()})"
+    problems = _older_than_state_problems(second, final, streams, "of the second read")
+    assert not problems, "second read from the first read's final state:\n" + "\n".join(problems)
+
+
+@dataclass
+class Checkpoint:
+    """A STATE message of a read, and what a read started from it must return."""
+
+    position: int  # index of the STATE message in the read's messages
+    stream: str
+    state: List[Dict[str, Any]]  # the latest STATE of each stream up to here: the --state to use
+    records_after: Dict[str, List[Dict[str, Any]]]  # per stream: records after its latest STATE
+
+    def describe(self) -> str:
+        return f"STATE #{self.position} of the first read (stream '{self.stream}')"
+
+
+def checkpoint_at(read: ReadOutput, position: int, streams: Mapping[str, StreamInfo]) -> Checkpoint:
+    latest: Dict[str, Dict[str, Any]] = {}
+    latest_position: Dict[str, int] = {}
+    for index, message in enumerate(read.messages[: position + 1]):
+        if message.get("type") == "STATE":
+            name = stream_of_state(message["state"])
+            latest[name], latest_position[name] = message["state"], index
+    records_after: Dict[str, List[Dict[str, Any]]] = {name: [] for name in streams}
+    for index, message in enumerate(read.messages):
+        if message.get("type") != "RECORD":
+            continue
+        name = message["record"]["stream"]
+        if name in streams and index > latest_position.get(name, -1):
+            records_after[name].append(message["record"]["data"])
+    stream = stream_of_state(read.messages[position]["state"])
+    return Checkpoint(position, stream, list(latest.values()), records_after)
+
+
+def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_many: int) -> List[Checkpoint]:
+    """Up to ``how_many`` intermediate STATEs (not a stream's last), spread over the streams.
+
+    One from the middle of each stream's intermediate STATEs first, then evenly spaced others.
+    """
+    final_positions = set()
+    last: Dict[str, int] = {}
+    for position in read.state_positions():
+        last[stream_of_state(read.messages[position]["state"])] = position
+    final_positions.update(last.values())
+    candidates = [
+        p
+        for p in read.state_positions()
+        if p not in final_positions and stream_of_state(read.messages[p]["state"]) in streams
+    ]
+    by_stream: Dict[str, List[int]] = {}
+    for position in candidates:
+        by_stream.setdefault(stream_of_state(read.messages[position]["state"]), []).append(position)
+    picked = [positions[len(positions) // 2] for positions in by_stream.values()]
+    if len(picked) > how_many:
+        picked = _spread(sorted(picked), how_many)
+    rest = [p for p in candidates if p not in picked]
+    if len(picked) < how_many and rest:
+        picked += _spread(rest, how_many - len(picked))
+    return [checkpoint_at(read, position, streams) for position in sorted(picked)]
+
+
+def _spread(items: Sequence[int], count: int) -> List[int]:
+    if count <= 0 or not items:
+        return []
+    if count >= len(items):
+        return list(items)
+    step = len(items) / count
+    return [items[int(step * k + step / 2)] for k in range(count)]
+
+
+def check_read_from_checkpoint(
+    checkpoint: Checkpoint, output: ReadOutput, streams: Mapping[str, StreamInfo]
+) -> None:
+    """The read from ``checkpoint.state`` has every record after it, and none before its cursor."""
+    problems = []
+    for name, expected in checkpoint.records_after.items():
+        got = {streams[name].identity(record) for record in output.records(name)}
+        lost = [record for record in expected if streams[name].identity(record) not in got]
+        if lost:
+            problems.append(
+                f"stream '{name}': {len(lost)} of the {len(expected)} records the first read returned after "
+                f"this state are missing, e.g. {'; '.join(_short(r) for r in lost[:MAX_EXAMPLES])}"
+            )
+    states = {stream_of_state(state): state for state in checkpoint.state}
+    problems += _older_than_state_problems(output, states, streams, "read from this state")
+    assert not problems, f"read from {checkpoint.describe()}:\n" + "\n".join(problems)
+
+
+def check_future_state_covers_streams(
+    future_state: Sequence[Mapping[str, Any]], streams: Mapping[str, StreamInfo], missing_streams: Sequence[str]
+) -> None:
+    """Every incremental stream has a future state, unless listed in ``missing_streams``."""
+    covered = {_state_stream(state) for state in future_state}
+    uncovered = sorted(set(streams) - covered - set(missing_streams))
+    assert not uncovered, (
+        f"the future state file has no state for the incremental stream(s) {uncovered}; add one "
+        "(or list them under future_state.missing_streams with a bypass_reason)"
+    )
+
+
+def check_future_state_read(
+    output: ReadOutput, future_state: Sequence[Mapping[str, Any]], streams: Mapping[str, StreamInfo]
+) -> None:
+    """A read from cursors in the future returns no records and at least one STATE."""
+    covered = {_state_stream(state) for state in future_state}
+    problems = []
+    for name in sorted(covered & set(streams)):
+        records = output.records(name)
+        if records:
+            problems.append(
+                f"stream '{name}': {len(records)} records from a state in the future, e.g. "
+                + "; ".join(_short(r) for r in records[:MAX_EXAMPLES])
+            )
+    if not output.states():
+        problems.append("no STATE message at all (a read must end with a state, even when nothing is new)")
+    assert not problems, f"read from the future state ({output.describe()}):\n" + "\n".join(problems)
+
+
+def _state_stream(state: Mapping[str, Any]) -> str:
+    if state.get("type") == "STATE" and "state" in state:  # a whole protocol line
+        state = state["state"]
+    return stream_of_state(state)
+
+
+def per_stream_states(raw: Any) -> List[Dict[str, Any]]:
+    """A state file's content as per-stream ``state`` objects (what ``--state`` takes).
+
+    Accepts Airbyte's per-stream list (``state`` objects or whole STATE lines) and the legacy
+    ``{"stream": {...}}`` dict that older ``abnormal_state.json`` files use.
+    """
+    if isinstance(raw, dict) and not {"type", "stream"} & set(raw):
+        return [
+            {"type": "STREAM", "stream": {"stream_descriptor": {"name": name}, "stream_state": value}}
+            for name, value in raw.items()
+        ]
+    items = raw if isinstance(raw, list) else [raw]
+    states = []
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "STATE" and "state" in item:
+            item = item["state"]
+        if not isinstance(item, dict) or "stream" not in item:
+            raise AssertionError(f"state entry {item!r} is not a per-stream state")
+        states.append(item)
+    return states

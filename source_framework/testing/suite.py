@@ -1,0 +1,248 @@
+"""``AcceptanceSuite``: the source_framework acceptance runner as a pytest base class.
+
+Subclass it in any test module (no conftest, no plugin, no command-line option needed)::
+
+    from source_framework.testing import AcceptanceSuite
+
+    class TestMyConnectorAcceptance(AcceptanceSuite):
+        connector = "main.py"                    # or "my_connector.source:MySource"
+        acceptance_test_config_path = "../acceptance-test-config.yml"   # relative to this file
+
+``connector`` is relative to the YAML's folder (default ``main.py`` there); without
+``acceptance_test_config_path`` the YAML is searched upwards from the test file, as airbyte-cdk
+does. Every test is parametrized with the YAML's entries of its section, and each runs the
+connector's ``read`` as a subprocess through the source_framework runtime:
+
+=============================================  ==============================================
+test                                           what it checks
+=============================================  ==============================================
+basic_read: test_expected_records              ``expect_records`` are read (Airbyte's options)
+basic_read: test_no_undeclared_fields          ``fail_on_extra_columns``: every field is in the schema
+full_refresh: test_two_reads_are_identical     two full-refresh reads return the same records
+incremental: test_two_sequential_reads         the read from the final STATE has nothing older
+incremental: test_read_from_intermediate_state  from a mid-read STATE: all later records, none older
+incremental: test_future_state                 cursors in the future: no records, a STATE
+incremental: test_spark_tables_equal_records   the tables hold exactly the records the source produced
+incremental: test_spark_rerun_adds_no_rows     a rerun from the final STATE adds no rows
+=============================================  ==============================================
+
+Class attributes to tune: ``intermediate_states`` (how many mid-read STATEs to read from, 3),
+``check_spark_tables`` (True), ``spark_master`` (passed as ``--spark-master``; default: the
+config's). The Spark tests read the tables with the session from a ``spark`` fixture if the
+project has one, else start a local one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Dict, Optional
+
+import pytest
+
+from source_framework.testing.acceptance_config import AcceptanceConfig, IncrementalEntry, ReadEntry
+from source_framework.testing.acceptance_reads import AcceptanceReads
+from source_framework.testing.catalogs import stream_infos, stream_names
+from source_framework.testing.connector_reference import ConnectorReference
+from source_framework.testing.connector_runs import ConnectorRunner
+from source_framework.testing.incremental_checks import (
+    check_future_state_covers_streams,
+    check_future_state_read,
+    check_read_from_checkpoint,
+    check_two_sequential_reads,
+    per_stream_states,
+    pick_checkpoints,
+)
+from source_framework.testing.record_checks import (
+    check_expected_records,
+    check_identical_reads,
+    check_no_extra_columns,
+    load_expected_records,
+)
+from source_framework.testing.table_checks import check_rerun_adds_no_rows, check_tables_equal_records, read_tables
+
+ACCEPTANCE_TEST_CONFIG = "acceptance-test-config.yml"
+_configs: Dict[type, AcceptanceConfig] = {}
+
+
+def for_section(section: str, **extra: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a test as run once per entry of ``section`` (and per value of ``extra``'s params)."""
+
+    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+        function.acceptance_section = section  # type: ignore[attr-defined]
+        function.acceptance_extra = extra  # type: ignore[attr-defined]
+        return function
+
+    return mark
+
+
+class AcceptanceSuite:
+    """Airbyte's read, full-refresh and incremental acceptance checks, plus the Spark tables."""
+
+    connector: ClassVar[Optional[str]] = None
+    acceptance_test_config_path: ClassVar[Optional[str]] = None
+    intermediate_states: ClassVar[int] = 3
+    check_spark_tables: ClassVar[bool] = True
+    spark_master: ClassVar[Optional[str]] = None
+
+    # --- configuration ----------------------------------------------------------------------
+
+    @classmethod
+    def acceptance_config_file(cls) -> Path:
+        test_dir = Path(inspect.getfile(sys.modules[cls.__module__])).resolve().parent
+        if cls.acceptance_test_config_path:
+            path = Path(cls.acceptance_test_config_path)
+            return (path if path.is_absolute() else test_dir / path).resolve()
+        from airbyte_cdk.utils.connector_paths import find_connector_root
+
+        return find_connector_root([test_dir, Path.cwd()]) / ACCEPTANCE_TEST_CONFIG
+
+    @classmethod
+    def acceptance_config(cls) -> AcceptanceConfig:
+        if cls not in _configs:
+            _configs[cls] = AcceptanceConfig.load(str(cls.acceptance_config_file()))
+        return _configs[cls]
+
+    @classmethod
+    def connector_reference(cls) -> ConnectorReference:
+        return ConnectorReference.parse(cls.connector or "main.py", base_dir=cls.acceptance_config().root)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        section = getattr(metafunc.function, "acceptance_section", None)
+        if section is None or "entry" not in metafunc.fixturenames:
+            return
+        entries = getattr(type(self).acceptance_config(), section)
+        metafunc.parametrize("entry", entries, ids=[entry.id for entry in entries])
+        for name, values in getattr(metafunc.function, "acceptance_extra", {}).items():
+            values = values(type(self)) if callable(values) else values
+            metafunc.parametrize(name, values, ids=[f"{name}{value}" for value in values])
+
+    # --- fixtures ---------------------------------------------------------------------------
+
+    @pytest.fixture(scope="class")
+    def acceptance_reads(self, tmp_path_factory: pytest.TempPathFactory) -> AcceptanceReads:
+        workdir = tmp_path_factory.mktemp(f"acceptance-{type(self).__name__}")
+        runner = ConnectorRunner(type(self).connector_reference(), workdir=str(workdir))
+        return AcceptanceReads(runner, type(self).acceptance_config(), spark_master=type(self).spark_master)
+
+    @pytest.fixture(scope="class")
+    def acceptance_spark(self, request: pytest.FixtureRequest) -> Any:
+        """The project's ``spark`` fixture if it has one, else a local session for this class."""
+        try:
+            yield request.getfixturevalue("spark")
+            return
+        except pytest.FixtureLookupError:
+            pass
+        from source_framework.destinations.spark.session import get_spark
+
+        session = get_spark("local[1]", app_name="source-framework-acceptance")
+        yield session
+        session.stop()
+
+    # --- basic_read -------------------------------------------------------------------------
+
+    @for_section("basic_read")
+    def test_expected_records(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
+        """``expect_records``: a full-refresh read returns the expected records."""
+        if entry.expect_records is None:
+            pytest.skip(f"{entry.id} has no expect_records")
+        catalog = acceptance_reads.full_refresh_catalog(entry)
+        check_expected_records(
+            acceptance_reads.basic_read(entry),
+            load_expected_records(entry.expect_records.path),
+            entry.expect_records,
+            streams=stream_names(catalog),
+            ignored_fields=entry.ignored_fields,
+            empty_streams=entry.empty_streams,
+            require_every_stream=acceptance_reads.config.high_strictness,
+        )
+
+    @for_section("basic_read")
+    def test_no_undeclared_fields(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
+        """``fail_on_extra_columns``: no record has a field its stream's schema does not declare."""
+        if not entry.fail_on_extra_columns:
+            pytest.skip(f"{entry.id} sets fail_on_extra_columns: false")
+        streams = stream_infos(acceptance_reads.full_refresh_catalog(entry))
+        check_no_extra_columns(acceptance_reads.basic_read(entry), streams)
+
+    # --- full_refresh -----------------------------------------------------------------------
+
+    @for_section("full_refresh")
+    def test_two_reads_are_identical(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
+        """Two full-refresh reads return the same records (``ignored_fields`` aside)."""
+        catalog = acceptance_reads.full_refresh_catalog(entry)
+        first = acceptance_reads.basic_read(entry)
+        assert first.records(), f"{first.describe()} returned no records"
+        check_identical_reads(first, acceptance_reads.second_full_refresh_read(entry), stream_names(catalog), entry.ignored_fields)
+
+    # --- incremental ------------------------------------------------------------------------
+
+    @for_section("incremental")
+    def test_two_sequential_reads(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
+        """The read from the first read's final STATEs returns nothing older than them."""
+        streams = self._incremental_streams(entry, acceptance_reads)
+        check_two_sequential_reads(
+            acceptance_reads.incremental_first(entry), acceptance_reads.incremental_second(entry), streams
+        )
+
+    @for_section("incremental", checkpoint=lambda cls: list(range(cls.intermediate_states)))
+    def test_read_from_intermediate_state(
+        self, entry: IncrementalEntry, checkpoint: int, acceptance_reads: AcceptanceReads
+    ) -> None:
+        """From a mid-read STATE: every record the first read had after it, none before its cursor."""
+        if entry.skip_comprehensive_incremental_tests:
+            pytest.skip(f"{entry.id} sets skip_comprehensive_incremental_tests")
+        streams = self._incremental_streams(entry, acceptance_reads)
+        first = acceptance_reads.incremental_first(entry)
+        picked = pick_checkpoints(first, streams, type(self).intermediate_states)
+        if checkpoint >= len(picked):
+            pytest.skip(f"the first read has only {len(picked)} intermediate STATE(s) to read from")
+        chosen = picked[checkpoint]
+        check_read_from_checkpoint(chosen, acceptance_reads.from_state(entry, chosen.state), streams)
+
+    @for_section("incremental")
+    def test_future_state(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
+        """A state with cursors far in the future: no records, at least one STATE."""
+        if entry.future_state_path is None:
+            pytest.skip(f"{entry.id} has no future_state")
+        streams = self._incremental_streams(entry, acceptance_reads)
+        with open(entry.future_state_path, encoding="utf-8") as handle:
+            future = per_stream_states(json.load(handle))
+        check_future_state_covers_streams(future, streams, entry.missing_streams)
+        check_future_state_read(acceptance_reads.future_state(entry, future), future, streams)
+
+    @for_section("incremental")
+    def test_spark_tables_equal_records(
+        self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
+    ) -> None:
+        """After a sync into Spark, each table holds exactly the records the source produced."""
+        self._skip_unless_spark()
+        streams = stream_infos(acceptance_reads.catalog(entry))
+        _, tables = acceptance_reads.spark_first(entry, lambda wh: read_tables(acceptance_spark, wh, streams))
+        check_tables_equal_records(tables, acceptance_reads.reference_read(entry), streams)
+
+    @for_section("incremental")
+    def test_spark_rerun_adds_no_rows(
+        self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
+    ) -> None:
+        """A second sync from the first one's final STATEs adds no rows to any table."""
+        self._skip_unless_spark()
+        streams = stream_infos(acceptance_reads.catalog(entry))
+        snapshot = lambda wh: read_tables(acceptance_spark, wh, streams)  # noqa: E731
+        _, before = acceptance_reads.spark_first(entry, snapshot)
+        _, after = acceptance_reads.spark_rerun(entry, snapshot)
+        check_rerun_adds_no_rows(before, after)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _incremental_streams(self, entry: IncrementalEntry, reads: AcceptanceReads) -> Dict[str, Any]:
+        streams = reads.incremental_streams(entry)
+        if not streams:
+            pytest.skip(f"the catalog of {entry.id} reads no stream incrementally")
+        return streams
+
+    def _skip_unless_spark(self) -> None:
+        if not type(self).check_spark_tables:
+            pytest.skip(f"{type(self).__name__}.check_spark_tables is False")

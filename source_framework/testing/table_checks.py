@@ -1,0 +1,238 @@
+"""source_framework's own promises about the Spark tables, checked with plain ``spark.read``.
+
+::
+
+    tables = read_tables(spark, warehouse, streams)          # {stream: Counter of rows}
+    check_tables_equal_records(tables, reference_read, streams)
+    check_rerun_adds_no_rows(tables_before, tables_after)
+
+1. After a ``read`` into Spark, each stream's table holds exactly the records the source
+   produced (the same read with ``--destination stdout``), no more, no fewer, as a multiset.
+2. A second ``read`` from the first one's final STATE adds no rows: every table holds the same
+   rows as before (full-refresh tables are replaced by the same rows).
+
+Rows and records are compared by value through the stream's JSON schema, the way the README
+says a record becomes a row: ``date-time`` strings are instants (a string without a zone is
+UTC), ``date`` strings are dates, integers and numbers are numbers, objects and arrays are JSON
+(stored as JSON text), fields outside the schema are not in the table, and a value that does not
+fit its column is null. The ``_sf_*`` metadata columns are not compared.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import json
+import os
+from collections import Counter
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from source_framework.testing.catalogs import StreamInfo
+from source_framework.testing.connector_runs import ReadOutput
+
+METADATA_PREFIX = "_sf_"
+MAX_EXAMPLES = 3
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+Row = Tuple[Tuple[str, Any], ...]
+
+
+# --- where the tables are -------------------------------------------------------------------
+
+
+def table_path(warehouse: str, stream: StreamInfo) -> Optional[str]:
+    """``<warehouse>/<namespace or source name>/<stream>``; None when there is no such folder."""
+    if stream.namespace:
+        path = os.path.join(warehouse, stream.namespace, stream.name)
+        return path if os.path.isdir(path) else None
+    found = [p for p in glob.glob(os.path.join(warehouse, "*", stream.name)) if os.path.isdir(p)]
+    if len(found) > 1:
+        raise AssertionError(f"stream '{stream.name}' has several tables in {warehouse}: {found}")
+    return found[0] if found else None
+
+
+# --- one comparable value per column ----------------------------------------------------------
+
+
+def _column_kind(spec: Mapping[str, Any]) -> str:
+    declared = spec.get("type")
+    types = [declared] if isinstance(declared, str) else list(declared or [])
+    non_null = [t for t in dict.fromkeys(types) if t != "null"]
+    if len(non_null) != 1:
+        return "text"
+    kind = non_null[0]
+    if kind == "string":
+        return {"date-time": "timestamp", "date": "date"}.get(spec.get("format"), "string")
+    return {"integer": "int", "number": "float", "boolean": "bool"}.get(kind, "json")
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _instant_micros(value: Any) -> Optional[int]:
+    if isinstance(value, dt.datetime):
+        aware = value.astimezone(dt.timezone.utc)  # a naive value from collect() is local time
+        return (aware - _EPOCH) // _MICROSECOND
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return (parsed - _EPOCH) // _MICROSECOND
+
+
+def _record_value(kind: str, value: Any) -> Any:
+    """What the table should hold for the record value ``value`` in a column of ``kind``."""
+    if value is None:
+        return None
+    if kind == "timestamp":
+        return _instant_micros(value)
+    if kind == "date":
+        if not isinstance(value, str):
+            return None
+        try:
+            return dt.date.fromisoformat(value.strip()[:10])
+        except ValueError:
+            return None
+    if kind == "int":
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float):
+            return int(value) if value.is_integer() else None
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                return None
+        return None
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    if kind == "bool":
+        return value if isinstance(value, bool) else {"true": True, "false": False}.get(value)
+    if kind == "string":
+        return value if isinstance(value, str) else _canonical_json(value)
+    if kind == "json":
+        return _canonical_json(value)
+    return value if isinstance(value, str) else _canonical_json(value)  # "text"
+
+
+def _table_value(kind: str, value: Any) -> Any:
+    """The comparable form of a table cell of ``kind``."""
+    if value is None:
+        return None
+    if kind == "timestamp":
+        return _instant_micros(value)
+    if kind == "float":
+        return float(value)
+    if kind == "json":
+        return _canonical_json(json.loads(value))
+    if kind in ("string", "text"):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        return _canonical_json(parsed) if isinstance(parsed, (dict, list)) else value
+    return value
+
+
+def _string_from_record(kind: str, value: Any) -> Any:
+    """For text columns, the record side compared the way ``_table_value`` reads the cell."""
+    converted = _record_value(kind, value)
+    if kind in ("string", "text") and isinstance(converted, str):
+        try:
+            parsed = json.loads(converted)
+        except ValueError:
+            return converted
+        return _canonical_json(parsed) if isinstance(parsed, (dict, list)) else converted
+    return converted
+
+
+def _row(columns: List[Tuple[str, str]], get: Callable[[str], Any], convert: Callable[[str, Any], Any]) -> Row:
+    return tuple((name, convert(kind, get(name))) for name, kind in columns)
+
+
+def _columns(stream: StreamInfo) -> List[Tuple[str, str]]:
+    properties = stream.json_schema.get("properties") or {}
+    return sorted((name, _column_kind(spec or {})) for name, spec in properties.items())
+
+
+def record_rows(records: List[Mapping[str, Any]], stream: StreamInfo) -> Counter:
+    columns = _columns(stream)
+    return Counter(_row(columns, record.get, _string_from_record) for record in records)
+
+
+# --- reading the tables -----------------------------------------------------------------------
+
+
+def read_tables(spark: Any, warehouse: str, streams: Mapping[str, StreamInfo]) -> Dict[str, Optional[Counter]]:
+    """Each stream's table as a multiset of comparable rows (None when there is no table)."""
+    tables: Dict[str, Optional[Counter]] = {}
+    for name, stream in streams.items():
+        path = table_path(warehouse, stream)
+        if path is None:
+            tables[name] = None
+            continue
+        frame = spark.read.parquet(path)
+        columns = _columns(stream)
+        absent = [column for column, _ in columns if column not in frame.columns]
+        if absent:
+            raise AssertionError(f"table {path} has no column(s) {absent} although the schema declares them")
+        rows = [row.asDict() for row in frame.select(*[c for c, _ in columns]).collect()] if columns else []
+        tables[name] = Counter(_row(columns, row.get, _table_value) for row in rows)
+    return tables
+
+
+def _examples(rows: Counter) -> str:
+    return "; ".join(json.dumps(dict(row), default=str)[:240] for row in list(rows.elements())[:MAX_EXAMPLES])
+
+
+def check_tables_equal_records(
+    tables: Mapping[str, Optional[Counter]], reference: ReadOutput, streams: Mapping[str, StreamInfo]
+) -> None:
+    """Each table holds exactly the records ``reference`` (the same read, to stdout) returned."""
+    problems = []
+    for name, stream in streams.items():
+        expected = record_rows(reference.records(name), stream)
+        table = tables.get(name)
+        if table is None:
+            if sum(expected.values()):
+                problems.append(f"stream '{name}': no table, but the source produced {sum(expected.values())} records")
+            continue
+        if table != expected:
+            missing, extra = expected - table, table - expected
+            problems.append(
+                f"stream '{name}': table has {sum(table.values())} rows, the source produced "
+                f"{sum(expected.values())} records; {sum(missing.values())} records not in the table "
+                f"(e.g. {_examples(missing)}), {sum(extra.values())} rows the source did not produce "
+                f"(e.g. {_examples(extra)})"
+            )
+    assert not problems, "Spark tables vs the records the source produced:\n" + "\n".join(problems)
+
+
+def check_rerun_adds_no_rows(before: Mapping[str, Optional[Counter]], after: Mapping[str, Optional[Counter]]) -> None:
+    """Every table holds the same rows after the rerun as before it."""
+    problems = []
+    for name in before:
+        old, new = before[name] or Counter(), after.get(name) or Counter()
+        if old != new:
+            problems.append(
+                f"stream '{name}': {sum(old.values())} rows before the rerun, {sum(new.values())} after; "
+                f"added {sum((new - old).values())} (e.g. {_examples(new - old)}), "
+                f"lost {sum((old - new).values())} (e.g. {_examples(old - new)})"
+            )
+    assert not problems, "a rerun from the final state changed the tables:\n" + "\n".join(problems)
