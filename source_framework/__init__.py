@@ -47,6 +47,7 @@ from source_framework.runtime.entrypoint import launch
 from source_framework.sources import Source
 from source_framework.streams import (
     CursorValueError,
+    CursorWentBackwards,
     DateWindowStream,
     IncrementalHttpStream,
     PartitionedIncrementalStream,
@@ -55,6 +56,7 @@ from source_framework.streams import (
 
 __all__ = [
     "CursorValueError",
+    "CursorWentBackwards",
     "DateWindowStream",
     "HttpStream",
     "IncrementalHttpStream",

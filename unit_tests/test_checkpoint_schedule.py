@@ -241,3 +241,38 @@ def test_every_record_is_covered_by_the_final_state():
 def test_a_bad_interval_fails_the_stream_with_a_clear_error(bad):
     result, states, _, _ = run(ListStream([[1]], interval=bad))
     assert result.failed and "state_checkpoint_interval" in str(result.failed[0].error)
+
+
+class TextCursorStream(ListStream):
+    """Cursor values are strings: lets a test produce huge or secret-bearing states."""
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for value in self._slices[stream_slice["index"]]:
+            self._cursor = value
+            yield {"id": 1, "n": value}
+
+
+def run_text(values, secrets=()):
+    from source_framework.runtime.secrets import SecretFilter
+
+    stream = TextCursorStream([values])
+    destination = RecordingDestination()
+    out = EventOutput(destination.events)
+    catalog = ConfiguredAirbyteCatalogSerializer.load(
+        {"streams": [{"stream": {"name": stream.name, "json_schema": {}, "supported_sync_modes": ["incremental"]},
+                      "sync_mode": "incremental", "destination_sync_mode": "append", "cursor_field": ["n"]}]}
+    )
+    result = read_streams({stream.name: stream}, catalog, {}, destination, ProtocolOutput(out, SecretFilter(secrets)))
+    return result, [m for m in out.lines if m["type"] == "STATE"]
+
+
+def test_a_state_over_10_mb_is_refused_naming_the_stream():
+    result, states = run_text(["x" * (11 * 1024 * 1024)])
+    assert not states
+    assert "numbers" in str(result.failed[0].error) and "10 MB" in str(result.failed[0].error)
+
+
+def test_a_state_holding_a_config_secret_is_refused():
+    result, states = run_text(["a", "token-s3cret-value"], secrets=["s3cret-value"])
+    assert not states
+    assert "secret" in str(result.failed[0].error)

@@ -11,6 +11,7 @@ from airbyte_cdk.sources.streams.http import HttpStream
 
 from source_framework import (
     CursorValueError,
+    CursorWentBackwards,
     DateWindowStream,
     IncrementalHttpStream,
     PartitionedIncrementalStream,
@@ -59,6 +60,7 @@ def read_all(stream, stream_slice=None) -> List[Mapping[str, Any]]:
 
 def test_state_is_empty_before_any_record_and_tracks_the_highest_cursor():
     users = Users()
+    users.is_sorted = False
     assert users.state == {}
     Pages.records = [
         {"id": 1, "updatedAt": "2025-01-02T00:00:00Z"},
@@ -227,3 +229,27 @@ def test_partitioned_state_round_trips_and_moves_only_its_partition():
 def test_partitioned_state_rejects_the_wrong_shape(bad):
     with pytest.raises(CursorValueError):
         StoreOrders().state = bad
+
+
+def test_a_sorted_stream_stops_when_the_cursor_goes_backwards_in_a_slice():
+    users = Users()
+    Pages.records = [
+        {"id": 1, "updatedAt": "2025-01-02T00:00:00Z"},
+        {"id": 2, "updatedAt": "2025-01-02T00:00:00Z"},  # ties are fine
+        {"id": 3, "updatedAt": "2025-01-01T00:00:00Z"},
+    ]
+    seen = []
+    with pytest.raises(CursorWentBackwards, match="declared sorted"):
+        for record in users.read_records(SyncMode.incremental):
+            seen.append(record["id"])
+    assert seen == [1, 2]
+    assert users.state == {"updatedAt": "2025-01-02T00:00:00Z"}
+
+
+def test_order_is_checked_within_a_slice_not_across_slices():
+    stream = StoreOrders()
+    Pages.records = [{"id": 1, "updatedAt": "2025-01-05T00:00:00Z"}]
+    read_all(stream, {"partition": {"store_id": 1}})
+    Pages.records = [{"id": 2, "updatedAt": "2025-01-01T00:00:00Z"}]  # older, but another partition
+    read_all(stream, {"partition": {"store_id": 2}})
+    assert len(stream.state["states"]) == 2

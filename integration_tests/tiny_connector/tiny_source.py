@@ -5,7 +5,8 @@
 - ``authors``: full refresh.
 
 ``"base_url": "embedded"`` starts the tiny API in this process (once), so every run sees the
-same data without any set-up.
+same data without any set-up. ``"ignore_state": true`` is a bug on purpose: ``notes`` then
+reads from the start whatever its state, which the acceptance runner's own tests must catch.
 """
 
 from __future__ import annotations
@@ -61,11 +62,16 @@ class Notes(TinyStream, IncrementalHttpStream):
     cursor_field = "version"
     state_checkpoint_interval = 25
 
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self.ignore_state = bool(config.get("ignore_state", False))
+
     def path(self, **kwargs: Any) -> str:
         return "notes"
 
     def request_params(self, stream_state=None, stream_slice=None, next_page_token=None) -> MutableMapping[str, Any]:
-        return {"min_version": (stream_state or {}).get("version", 0), **(next_page_token or {})}
+        since = 0 if self.ignore_state else (stream_state or {}).get("version", 0)
+        return {"min_version": since, **(next_page_token or {})}
 
     def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
         following = response.json()["next_page"]

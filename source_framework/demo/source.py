@@ -62,6 +62,16 @@ class DemoStream(HttpStream):
         super().__init__(authenticator=TokenAuthenticator(token=config.get("api_key", "")), **kwargs)
         self._url_base = api_url(config)
         self.page_size = int(config.get("page_size", 500))
+        # The demo API sorts by updatedAt unless its unsorted_pages fault is on; say which.
+        self.is_sorted = bool(config.get("assume_sorted", True))
+
+    def backoff_time(self, response_or_exception: Any) -> Optional[float]:
+        """Wait what a 429's Retry-After asks; retry 5xx and connection errors after 0.5 s."""
+        if isinstance(response_or_exception, requests.Response):
+            retry_after = response_or_exception.headers.get("Retry-After")
+            if retry_after:
+                return float(retry_after)
+        return 0.5
 
     @property
     def url_base(self) -> str:

@@ -17,11 +17,12 @@ and protocol lines go to a private copy of the original stdout.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
@@ -47,6 +48,11 @@ from source_framework.runtime.secrets import (
     SecretFilter,
     find_secrets,
 )
+from source_framework.runtime.state_commands import (
+    add_state_commands,
+    run_state_command,
+)
+from source_framework.runtime.state_file import StateFile
 from source_framework.sources.source import Source
 from source_framework.streams.cursor import CursorValueError
 
@@ -67,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("--catalog", required=True, help="configured catalog JSON file")
     read.add_argument("--state", help="state JSON file: per-stream list, legacy dict or Singer bookmarks")
     read.add_argument(
+        "--state-file",
+        help="a state file to read at start and rewrite atomically after every STATE (local development)",
+    )
+    read.add_argument(
+        "--on-bad-state",
+        choices=["fail", "resync"],
+        default="fail",
+        help="a corrupt state, or one of the wrong shape for its stream: stop with an error (default), "
+        "or re-sync that stream from scratch and rebuild its table (logged)",
+    )
+    read.add_argument(
         "--destination",
         choices=["spark", "stdout"],
         help="where records go (default: the config's destination.type, else spark)",
@@ -74,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     read.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
     read.add_argument("--spark-master", help="Spark master URL, e.g. local[*], spark://host:7077 or sc://host:15002")
     read.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    add_state_commands(commands)
     return parser
 
 
@@ -82,6 +100,8 @@ def launch(source: Source, args: List[str]) -> None:
     parsed = build_parser().parse_args(args)
     if parsed.command == "read":
         sys.exit(run_read(source, parsed))
+    if parsed.command == "state":
+        sys.exit(run_state_command(source, parsed))
     sys.exit(run_cdk_command(source, parsed))
 
 
@@ -115,8 +135,13 @@ def run_read(source: Source, parsed: argparse.Namespace) -> int:
             handler.addFilter(MaskingLogFilter(secrets))
         _check_config(config, spec)
         catalog = load_catalog(parsed.catalog)
-        states = load_state(parsed.state)
-        streams = _prepare_streams(source, config, catalog, states, parsed)
+        states, rebuild, state_file = _load_states(parsed)
+        if state_file is not None:
+            output = ProtocolOutput(output._out, secrets, on_state=state_file.update)
+        for name, value in states.items():
+            if secrets.contains_secret(json.dumps(value, default=str)):
+                raise InputError(f"state file '{parsed.state}': the state of stream '{name}' contains a secret value from the config; refusing it")
+        streams = _prepare_streams(source, config, catalog, states, parsed, rebuild)
         destination = make_destination(source, config, parsed, output)
     except InputError as error:
         return _bad_input(error, output)
@@ -124,7 +149,7 @@ def run_read(source: Source, parsed: argparse.Namespace) -> int:
     started = time.monotonic()
     logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
     try:
-        result = read_streams(streams, catalog, states, destination, output)
+        result = read_streams(streams, catalog, states, destination, output, rebuild=rebuild)
     finally:
         destination.close()
         output.flush()
@@ -146,6 +171,7 @@ def _prepare_streams(
     catalog: ConfiguredAirbyteCatalog,
     states: Mapping[str, Any],
     parsed: argparse.Namespace,
+    rebuild: Set[str],
 ) -> Dict[str, Any]:
     """Check the catalog against the source and apply the input state, before anything is written."""
     streams = {stream.name: stream for stream in source.streams(config)}
@@ -171,8 +197,36 @@ def _prepare_streams(
                 try:
                     stream.state = states[name]
                 except (CursorValueError, ValueError, TypeError, AttributeError) as error:
-                    raise InputError(f"state file '{parsed.state}': {error}") from None
+                    problem = f"state file '{parsed.state or parsed.state_file}': {error}"
+                    if parsed.on_bad_state != "resync":
+                        raise InputError(problem) from None
+                    logger.warning("%s; --on-bad-state resync: stream %s re-syncs from scratch and its table is rebuilt", problem, name)
+                    stream.state = {}
+                    rebuild.add(name)
     return streams
+
+
+def _load_states(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], Optional[StateFile]]:
+    """The input states, the streams to rebuild (bad state and ``--on-bad-state resync``), and the
+    state file to keep up to date, if any."""
+    if parsed.state and parsed.state_file:
+        raise InputError("give --state or --state-file, not both")
+    path = parsed.state or parsed.state_file
+    try:
+        if parsed.state_file:
+            state_file = StateFile(parsed.state_file)
+            return state_file.states, set(), state_file
+        return load_state(parsed.state), set(), None
+    except InputError as error:
+        if parsed.on_bad_state != "resync":
+            raise
+        logger.warning("%s; --on-bad-state resync: every stream re-syncs from scratch and its table is rebuilt", error)
+        if parsed.state_file:
+            os.replace(path, path + ".corrupt")
+            logger.warning("the unreadable state file was kept as %s", path + ".corrupt")
+            state_file = StateFile(parsed.state_file)
+            return {}, {"*"}, state_file
+        return {}, {"*"}, None
 
 
 def make_destination(source: Source, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput) -> Destination:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from typing import Any, BinaryIO, Mapping, Optional
+from typing import Any, BinaryIO, Callable, Mapping, Optional
 
 import orjson
 
@@ -24,9 +24,15 @@ def now_ms() -> int:
 class ProtocolOutput:
     """Writes protocol messages to a binary stream (stdout by default)."""
 
-    def __init__(self, stream: Optional[BinaryIO] = None, secrets: Optional[SecretFilter] = None) -> None:
+    def __init__(
+        self,
+        stream: Optional[BinaryIO] = None,
+        secrets: Optional[SecretFilter] = None,
+        on_state: Optional[Callable[[str, Optional[str], Mapping[str, Any]], None]] = None,
+    ) -> None:
         self._out = stream or sys.stdout.buffer
-        self._secrets = secrets or SecretFilter(())
+        self.secrets = secrets or SecretFilter(())
+        self._on_state = on_state  # e.g. rewriting the --state-file, after the line is out
 
     def _write(self, message: Mapping[str, Any], flush: bool = False) -> None:
         self._out.write(orjson.dumps(message) + b"\n")
@@ -57,9 +63,11 @@ class ProtocolOutput:
             },
             flush=True,
         )
+        if self._on_state is not None:
+            self._on_state(stream, namespace, state)
 
     def log(self, level: str, message: str) -> None:
-        self._write({"type": "LOG", "log": {"level": level, "message": self._secrets.mask(message)}}, flush=True)
+        self._write({"type": "LOG", "log": {"level": level, "message": self.secrets.mask(message)}}, flush=True)
 
     def stream_status(self, stream: str, namespace: Optional[str], status: str) -> None:
         descriptor: dict = {"name": stream}
@@ -87,9 +95,9 @@ class ProtocolOutput:
     ) -> None:
         stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         payload: dict = {
-            "message": self._secrets.mask(message),
-            "internal_message": self._secrets.mask(f"{type(error).__name__}: {error}"),
-            "stack_trace": self._secrets.mask(stack),
+            "message": self.secrets.mask(message),
+            "internal_message": self.secrets.mask(f"{type(error).__name__}: {error}"),
+            "stack_trace": self.secrets.mask(stack),
             "failure_type": failure_type,
         }
         if stream:

@@ -21,8 +21,9 @@ import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
 
+import orjson
 from airbyte_cdk.models import (
     ConfiguredAirbyteCatalog,
     ConfiguredAirbyteStream,
@@ -39,10 +40,17 @@ from source_framework.destinations.base import (
 )
 from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.faults import fault_point
+from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
 
 logger = logging.getLogger("source_framework.read")
+
+WARN_STATE_BYTES = 1024 * 1024
+
+
+class StateRefused(Exception):
+    """A state the runtime will not print: over the size limit, or holding a secret."""
 
 
 @dataclass
@@ -91,6 +99,7 @@ class StreamSync:
         self._printed_any = False
         self._uncovered = 0  # records read since the last checkpoint was asked for
         self._queue: Deque[Tuple[Any, Dict[str, Any], int]] = deque()
+        self._warned_size = False
         resumed = self._resume()
         self._start_state = copy.deepcopy(self._last_state)
         self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed)
@@ -165,6 +174,12 @@ class StreamSync:
         interval = getattr(self.stream, "state_checkpoint_interval", None)
         if interval is not None and (not isinstance(interval, int) or interval <= 0):
             raise ValueError(f"stream '{self.stream.name}': state_checkpoint_interval must be a positive int or None")
+        if interval and getattr(self.stream, "is_sorted", True) is False:
+            logger.info(
+                "stream %s is declared unsorted: it checkpoints only when a slice completes; "
+                "its state_checkpoint_interval (%d) is not used", self.stream.name, interval,
+            )
+            return None
         return interval
 
     def _current_state(self) -> Dict[str, Any]:
@@ -174,12 +189,27 @@ class StreamSync:
         """Commit what was read and queue its STATE, unless the state has not moved."""
         state = self._current_state()
         if state != self._last_state or (final and not self._printed_any):
+            self._check_state(state)
             notes = {"boundary": self.boundary.snapshot(), "start_state": self._start_state}
             self._enqueue(self.sink.commit(state, notes), state)
             self._last_state, self._printed_any = state, True
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
         # checkpoint, or for finish(), which commits them under the state already printed.
         self._print_ready(wait=False)
+
+    def _check_state(self, state: Mapping[str, Any]) -> None:
+        """Refuse a state too large to be stored or carrying a config secret; warn when large."""
+        encoded = orjson.dumps(state, default=str)
+        if len(encoded) > MAX_STATE_BYTES:
+            raise StateRefused(
+                f"stream '{self.stream.name}': its state is {len(encoded) / 1e6:.1f} MB, over the "
+                f"{MAX_STATE_BYTES // 2**20} MB limit (too many partitions or too large a cursor?)"
+            )
+        if len(encoded) > WARN_STATE_BYTES and not self._warned_size:
+            self._warned_size = True
+            logger.warning("stream %s: its state is %.1f MB; states over 10 MB are refused", self.stream.name, len(encoded) / 1e6)
+        if self.output.secrets.contains_secret(encoded.decode("utf-8", "replace")):
+            raise StateRefused(f"stream '{self.stream.name}': its state contains a secret value from the config; refusing to emit it")
 
     def _enqueue(self, future: Any, state: Optional[Dict[str, Any]]) -> None:
         self._queue.append((future, state, self._uncovered))
@@ -209,12 +239,15 @@ def read_streams(
     states: Mapping[str, Any],
     destination: Destination,
     output: ProtocolOutput,
+    rebuild: Iterable[str] = (),
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others.
 
     ``streams`` must hold every stream the catalog names, with input state already applied
-    (see ``runtime.entrypoint``), so nothing here can fail on bad input.
+    (see ``runtime.entrypoint``), so nothing here can fail on bad input. Streams named in
+    ``rebuild`` (``"*"``: all) start over and replace their tables.
     """
+    rebuild = set(rebuild)
     result = ReadResult()
     for configured in catalog.streams:
         stream = streams[configured.stream.name]
@@ -228,6 +261,7 @@ def read_streams(
             destination_sync_mode=configured.destination_sync_mode.value,
             primary_key=[list(k) for k in (configured.primary_key or _wrap_keys(stream.primary_key))],
             cursor_field=list(configured.cursor_field or _wrap_cursor(stream.cursor_field)),
+            rebuild=stream.name in rebuild or "*" in rebuild,
         )
         sink = destination.open_stream(target)
         sync = StreamSync(stream, configured, target, sink, output, states.get(stream.name))

@@ -1,7 +1,10 @@
 """Stream base classes connector authors subclass."""
 
 from source_framework.streams.cursor import CursorValueError
-from source_framework.streams.incremental import IncrementalHttpStream
+from source_framework.streams.incremental import (
+    CursorWentBackwards,
+    IncrementalHttpStream,
+)
 from source_framework.streams.slicing import (
     DateWindowStream,
     PartitionedIncrementalStream,
@@ -10,6 +13,7 @@ from source_framework.streams.slicing import (
 
 __all__ = [
     "CursorValueError",
+    "CursorWentBackwards",
     "DateWindowStream",
     "IncrementalHttpStream",
     "PartitionedIncrementalStream",

@@ -41,6 +41,10 @@ from source_framework.streams.cursor import (
 )
 
 
+class CursorWentBackwards(Exception):
+    """A stream declared sorted produced a record older than one before it in the same slice."""
+
+
 class IncrementalHttpStream(HttpStream, ABC):
     """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen.
 
@@ -49,9 +53,14 @@ class IncrementalHttpStream(HttpStream, ABC):
     - ``cursor_field``: the record field that orders the stream (required).
     - ``state_checkpoint_interval``: checkpoint every N records within a slice (``None``: only
       after each slice).
+    - ``is_sorted``: records of a slice arrive in ascending cursor order (default). A record whose
+      cursor goes backwards then stops the stream with ``CursorWentBackwards``: a checkpoint
+      already past it would lose it on resume. ``False``: the runtime checkpoints only when a
+      slice (or the stream) completes and ignores ``state_checkpoint_interval``.
     """
 
     cursor_field: str = ""
+    is_sorted: bool = True
     state_checkpoint_interval: Optional[int] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -104,17 +113,26 @@ class IncrementalHttpStream(HttpStream, ABC):
         stream_slice: Optional[Mapping[str, Any]] = None,
         stream_state: Optional[Mapping[str, Any]] = None,
     ) -> Iterable[Mapping[str, Any]]:
-        field = self.cursor_field
+        field, check_order = self.cursor_field, self.is_sorted
+        previous: Any = None  # sort key of the slice's previous record
         for record in super().read_records(sync_mode, cursor_field, stream_slice, stream_state):
             if isinstance(record, Mapping):
                 value = record.get(field)
                 if value is not None:
-                    self._observe(value)
+                    key = cursor_sort_key(value, stream=self.name)
+                    if check_order:
+                        if previous is not None and key < previous:
+                            raise CursorWentBackwards(
+                                f"stream '{self.name}' is declared sorted by '{field}', but a record with "
+                                f"{field}={value!r} came after one with a later value in the same slice. "
+                                f"A state past the later value would skip this record on resume. If the API "
+                                f"does not sort, set is_sorted = False on the stream (it then checkpoints "
+                                f"only when a slice completes)."
+                            )
+                        previous = key
+                    self._advance(value, key)
             yield record
 
-    def _observe(self, value: Any) -> None:
-        if value == self._cursor_value:
-            return
-        key = cursor_sort_key(value, stream=self.name)
+    def _advance(self, value: Any, key: Any) -> None:
         if self._cursor_key is None or key > self._cursor_key:
             self._cursor_value, self._cursor_key = value, key

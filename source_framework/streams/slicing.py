@@ -195,11 +195,10 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         }
         yield from super().read_records(sync_mode, cursor_field, stream_slice, stream_state)
 
-    def _observe(self, value: Any) -> None:
+    def _advance(self, value: Any, key: Any) -> None:
         entry = self._current
-        if entry is None or value == entry["value"]:
+        if entry is None:
             return
-        key = cursor_sort_key(value, stream=self.name)
         if entry["key"] is None or key > entry["key"]:
             entry["value"], entry["key"] = value, key
             self._cursors.setdefault(_partition_key(entry["partition"]), entry)

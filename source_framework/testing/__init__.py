@@ -34,10 +34,20 @@ Modules: ``acceptance_config`` (the YAML), ``connector_reference`` (script or mo
 classes), ``expected_records`` (write an expected-records file from a read).
 """
 
-from source_framework.testing.acceptance_config import AcceptanceConfig, AcceptanceConfigError
+from source_framework.testing.acceptance_config import (
+    AcceptanceConfig,
+    AcceptanceConfigError,
+)
 from source_framework.testing.connector_reference import ConnectorReference
-from source_framework.testing.connector_runs import ConnectorRunError, ConnectorRunner, ReadOutput
-from source_framework.testing.standard_suite import StandardSourceSuite, standard_suite_for
+from source_framework.testing.connector_runs import (
+    ConnectorRunError,
+    ConnectorRunner,
+    ReadOutput,
+)
+from source_framework.testing.standard_suite import (
+    StandardSourceSuite,
+    standard_suite_for,
+)
 from source_framework.testing.suite import AcceptanceSuite
 
 __all__ = [

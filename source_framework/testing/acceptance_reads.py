@@ -19,7 +19,11 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from source_framework.testing.acceptance_config import AcceptanceConfig, IncrementalEntry, ReadEntry
+from source_framework.testing.acceptance_config import (
+    AcceptanceConfig,
+    IncrementalEntry,
+    ReadEntry,
+)
 from source_framework.testing.catalogs import (
     StreamInfo,
     as_full_refresh,

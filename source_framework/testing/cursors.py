@@ -108,8 +108,13 @@ class StateBound:
                 return cursor
         return None
 
-    def matches_any_partition(self, records: List[Mapping[str, Any]]) -> bool:
-        return any(_belongs_to(r, p) for r in records for p, _ in self.partitions if p)
+    def partition_fields_in(self, records: List[Mapping[str, Any]]) -> bool:
+        """Whether some record has fields named like the (scalar) keys of some partition."""
+        for partition, _ in self.partitions:
+            keys = {_normalized(str(k)) for k, v in partition.items() if not isinstance(v, (Mapping, list))}
+            if keys and any(keys <= {_normalized(name) for name in record} for record in records):
+                return True
+        return False
 
     def older_records(self, records: List[Mapping[str, Any]]) -> List[Tuple[Any, Any, Mapping[str, Any]]]:
         """``(cursor, bound, record)`` for each record older than its bound."""

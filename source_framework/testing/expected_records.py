@@ -21,7 +21,12 @@ import sys
 import tempfile
 from typing import List, Optional
 
-from source_framework.testing.catalogs import as_full_refresh, from_discovered, load_catalog, stream_names
+from source_framework.testing.catalogs import (
+    as_full_refresh,
+    from_discovered,
+    load_catalog,
+    stream_names,
+)
 from source_framework.testing.connector_reference import ConnectorReference
 from source_framework.testing.connector_runs import ConnectorRunner
 

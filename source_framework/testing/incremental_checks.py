@@ -22,6 +22,7 @@ What they check (``streams`` are the incremental streams of the configured catal
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -30,6 +31,10 @@ from source_framework.testing.connector_runs import ReadOutput, stream_of_state
 from source_framework.testing.cursors import StateBound
 
 MAX_EXAMPLES = 5
+
+
+class UnboundedRecordsWarning(UserWarning):
+    """Records of a partitioned stream could not be matched to partitions, so were not checked."""
 
 
 def _short(record: Mapping[str, Any], limit: int = 160) -> str:
@@ -53,10 +58,13 @@ def _older_than_state_problems(
                 f"stream '{name}': {len(older)} of {len(records)} records {when} are older than the "
                 f"state's cursor ({bound.describe()}), e.g. {examples}"
             )
-        if bound.partitioned and records and bound.partitions and not bound.matches_any_partition(records):
-            problems.append(
-                f"stream '{name}': no record matches any partition of its state, so no record could be "
-                f"checked against a cursor; name the partition keys like record fields (e.g. store_id/storeId)"
+        if bound.partitioned and records and bound.partitions and not bound.partition_fields_in(records):
+            warnings.warn(
+                f"stream '{name}': no record has fields named like the partition keys of its state "
+                f"({sorted(bound.partitions[0][0])}), so records {when} could not be checked against "
+                "their partition's cursor",
+                UnboundedRecordsWarning,
+                stacklevel=3,
             )
     return problems
 

@@ -26,8 +26,9 @@ What this class adds to the CDK's base class, and why:
 - the scenario parametrization and the command-line fixtures the suite needs come with the
   class (the CDK normally adds them with ``-p airbyte_cdk.test.standard_tests.pytest_hooks``);
 - the Docker image tests (marked ``image_tests``; ``airbyte-cdk image test`` runs them) are
-  skipped with the reason when there is no image to test: no ``--connector-image`` and no
-  ``metadata.yaml`` to build one from, or no Docker daemon answering.
+  skipped, with the reason, when they cannot run: they need the connector's ``metadata.yaml``
+  and a Docker daemon that answers (the CDK itself only skips them when there is no ``docker``
+  command at all).
 """
 
 from __future__ import annotations
@@ -41,11 +42,10 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Union
 
 import pytest
-from boltons.typeutils import classproperty
-
 from airbyte_cdk.test.standard_tests import SourceTestSuiteBase
 from airbyte_cdk.test.standard_tests import pytest_hooks as cdk_hooks
 from airbyte_cdk.utils.connector_paths import ACCEPTANCE_TEST_CONFIG, METADATA_YAML
+from boltons.typeutils import classproperty
 
 from source_framework.testing.acceptance_config import load_for_standard_suite
 from source_framework.testing.connector_reference import ConnectorReference
@@ -152,17 +152,21 @@ class StandardSourceSuite(SourceTestSuiteBase):
         """Skip the Docker image tests when there is no image to test (reason in the skip)."""
         if request.node.get_closest_marker("image_tests") is None:
             return
-        reason = self.why_no_image(request.config.getoption("--connector-image", default=None))
+        reason = self.why_no_image()
         if reason:
             pytest.skip(reason)
 
     @classmethod
-    def why_no_image(cls, connector_image: Optional[str]) -> Optional[str]:
-        """Why the image tests cannot run here, or None when they can."""
-        if not connector_image and not (cls.get_connector_root_dir() / METADATA_YAML).exists():
+    def why_no_image(cls) -> Optional[str]:
+        """Why the image tests cannot run here, or None when they can.
+
+        They read ``metadata.yaml`` (to build the image, or for its version and streams) even
+        when ``--connector-image`` names one, and they need a Docker daemon.
+        """
+        if not (cls.get_connector_root_dir() / METADATA_YAML).exists():
             return (
-                f"image test: no --connector-image given and no {METADATA_YAML} in "
-                f"{cls.get_connector_root_dir()} to build one from (run with airbyte-cdk image test)"
+                f"image test: no {METADATA_YAML} in {cls.get_connector_root_dir()}, which the CDK's image "
+                "tests need to build or describe the connector image (they run with `airbyte-cdk image test`)"
             )
         if not _docker_daemon_answers():
             return "image test: no Docker daemon answers (`docker info` fails)"

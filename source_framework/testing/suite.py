@@ -42,7 +42,11 @@ from typing import Any, Callable, ClassVar, Dict, Optional
 
 import pytest
 
-from source_framework.testing.acceptance_config import AcceptanceConfig, IncrementalEntry, ReadEntry
+from source_framework.testing.acceptance_config import (
+    AcceptanceConfig,
+    IncrementalEntry,
+    ReadEntry,
+)
 from source_framework.testing.acceptance_reads import AcceptanceReads
 from source_framework.testing.catalogs import stream_infos, stream_names
 from source_framework.testing.connector_reference import ConnectorReference
@@ -61,7 +65,11 @@ from source_framework.testing.record_checks import (
     check_no_extra_columns,
     load_expected_records,
 )
-from source_framework.testing.table_checks import check_rerun_adds_no_rows, check_tables_equal_records, read_tables
+from source_framework.testing.table_checks import (
+    check_rerun_adds_no_rows,
+    check_tables_equal_records,
+    read_tables,
+)
 
 ACCEPTANCE_TEST_CONFIG = "acceptance-test-config.yml"
 _configs: Dict[type, AcceptanceConfig] = {}

@@ -80,12 +80,12 @@ from source_framework.destinations.spark.atomic_files import (
     is_temp_file,
 )
 from source_framework.destinations.spark.checkpoint_records import CheckpointRecords
-from source_framework.runtime.faults import fault_point
 from source_framework.destinations.spark.file_sink_log import (
     DEFAULT_COMPACT_INTERVAL,
     FileSinkLog,
     SinkFileStatus,
 )
+from source_framework.runtime.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -1,0 +1,204 @@
+"""The acceptance runner itself: its command line works, and its checks fail when they should.
+
+A check that cannot fail proves nothing, so each one is shown a broken connector or a broken
+output here: the tiny connector with its ``ignore_state`` bug, and hand-made read outputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from source_framework.testing.acceptance_config import AcceptanceConfig, AcceptanceConfigError, ExpectRecords, load_for_standard_suite
+from source_framework.testing.catalogs import incremental_only, load_catalog, stream_infos
+from source_framework.testing.connector_reference import ConnectorReference
+from source_framework.testing.connector_runs import ConnectorRunner, ReadOutput
+from source_framework.testing.incremental_checks import (
+    check_future_state_covers_streams,
+    check_future_state_read,
+    check_read_from_checkpoint,
+    check_two_sequential_reads,
+    pick_checkpoints,
+)
+from source_framework.testing.record_checks import check_expected_records, check_no_extra_columns
+from source_framework.testing.table_checks import check_rerun_adds_no_rows, check_tables_equal_records, record_rows
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TINY = os.path.join(HERE, "tiny_connector")
+
+
+def _record(stream, data):
+    return {"type": "RECORD", "record": {"stream": stream, "data": data, "emitted_at": 0}}
+
+
+def _state(stream, stream_state):
+    return {
+        "type": "STATE",
+        "state": {"type": "STREAM", "stream": {"stream_descriptor": {"name": stream}, "stream_state": stream_state}},
+    }
+
+
+def _output(*messages):
+    return ReadOutput(args=[], returncode=0, messages=list(messages), stderr="", seconds=0.0, label="hand-made read")
+
+
+def _catalog(name, cursor, schema, pk=("id",)):
+    return {
+        "streams": [
+            {
+                "stream": {"name": name, "json_schema": schema, "supported_sync_modes": ["full_refresh", "incremental"]},
+                "sync_mode": "incremental",
+                "destination_sync_mode": "append",
+                "cursor_field": [cursor],
+                "primary_key": [[p] for p in pk],
+            }
+        ]
+    }
+
+
+SCHEMA = {
+    "properties": {
+        "id": {"type": "integer"},
+        "storeId": {"type": ["null", "integer"]},
+        "updatedAt": {"type": "string", "format": "date-time"},
+        "items": {"type": ["null", "array"]},
+    }
+}
+
+
+def test_command_line_runs_both_suites():
+    """``python -m source_framework.testing`` collects both suites for a connector and its YAML."""
+    process = subprocess.run(
+        [
+            sys.executable, "-m", "source_framework.testing",
+            "--connector", "main.py", "--acceptance-config", "acceptance-test-config.yml",
+            "--", "-q", "-p", "no:warnings", "-k", "test_spec or test_check or test_future_state",
+        ],
+        cwd=TINY, capture_output=True, text=True, timeout=300,
+    )
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    assert "4 passed" in process.stdout, process.stdout[-2000:]
+
+
+def test_checks_catch_a_connector_that_ignores_its_state(tmp_path):
+    """The tiny connector with its ``ignore_state`` bug fails the incremental checks."""
+    with open(os.path.join(TINY, "config.json")) as handle:
+        config = {**json.load(handle), "ignore_state": True}
+    config_path = tmp_path / "broken_config.json"
+    config_path.write_text(json.dumps(config))
+    runner = ConnectorRunner(ConnectorReference.parse("main.py", base_dir=TINY), workdir=str(tmp_path))
+    catalog = incremental_only(load_catalog(os.path.join(TINY, "configured_catalog.json")))
+    streams = stream_infos(catalog)
+
+    first = runner.read(str(config_path), catalog)
+    second = runner.read(str(config_path), catalog, state=first.final_state_list())
+    with pytest.raises(AssertionError, match="older than the state's cursor"):
+        check_two_sequential_reads(first, second, streams)
+
+    future = [{"type": "STREAM", "stream": {"stream_descriptor": {"name": "notes"}, "stream_state": {"version": 10**9}}}]
+    with pytest.raises(AssertionError, match="records from a state in the future"):
+        check_future_state_read(runner.read(str(config_path), catalog, state=future), future, streams)
+
+
+def test_read_from_a_checkpoint_must_keep_the_records_after_it():
+    streams = stream_infos(_catalog("users", "updatedAt", SCHEMA))
+    first = _output(
+        _record("users", {"id": 1, "updatedAt": "2025-01-01T00:00:00Z"}),
+        _state("users", {"updatedAt": "2025-01-01T00:00:00Z"}),
+        _record("users", {"id": 2, "updatedAt": "2025-01-02T00:00:00Z"}),
+        _record("users", {"id": 3, "updatedAt": "2025-01-03T00:00:00Z"}),
+        _state("users", {"updatedAt": "2025-01-03T00:00:00Z"}),
+    )
+    [checkpoint] = pick_checkpoints(first, streams, how_many=3)
+    assert checkpoint.state[0]["stream"]["stream_state"] == {"updatedAt": "2025-01-01T00:00:00Z"}
+    good = _output(*first.messages[2:])
+    check_read_from_checkpoint(checkpoint, good, streams)
+    lost = _output(first.messages[2], first.messages[4])
+    with pytest.raises(AssertionError, match="1 of the 2 records .* are missing"):
+        check_read_from_checkpoint(checkpoint, lost, streams)
+    older = _output(first.messages[0], *first.messages[2:])
+    older.messages[0] = _record("users", {"id": 9, "updatedAt": "2024-12-31T23:59:59+00:00"})
+    with pytest.raises(AssertionError, match="older than the state's cursor"):
+        check_read_from_checkpoint(checkpoint, older, streams)
+
+
+def test_partitioned_state_bounds_each_partition_by_its_own_cursor():
+    streams = stream_infos(_catalog("store_orders", "updatedAt", SCHEMA))
+    state = {"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "2025-06-01T00:00:00Z"}}]}
+    first = _output(_state("store_orders", state))
+    # store 2 is not in the state: its old records are fine; store 1's old record is not
+    fine = _output(_record("store_orders", {"id": 1, "storeId": 2, "updatedAt": "2025-01-01T00:00:00Z"}))
+    check_two_sequential_reads(_output(fine.messages[0], *first.messages), fine, streams)
+    bad = _output(_record("store_orders", {"id": 2, "storeId": 1, "updatedAt": "2025-05-31T00:00:00Z"}))
+    with pytest.raises(AssertionError, match="1 of 1 records"):
+        check_two_sequential_reads(_output(bad.messages[0], *first.messages), bad, streams)
+
+
+def test_future_state_must_cover_every_incremental_stream():
+    streams = stream_infos(_catalog("users", "updatedAt", SCHEMA))
+    with pytest.raises(AssertionError, match="no state for the incremental stream"):
+        check_future_state_covers_streams([], streams, missing_streams=())
+    check_future_state_covers_streams([], streams, missing_streams=("users",))
+    with pytest.raises(AssertionError, match="no STATE message"):
+        check_future_state_read(_output(), [], streams)
+
+
+def test_expected_records_and_extra_fields():
+    read = _output(_record("users", {"id": 1, "name": "a"}), _record("users", {"id": 2, "name": "b", "nick": "x"}))
+    check_expected_records(read, {"users": [{"id": 1, "name": "a"}]}, ExpectRecords(path=""), ["users"], {})
+    with pytest.raises(AssertionError, match="1 of 1 expected records were not read"):
+        check_expected_records(read, {"users": [{"id": 1, "name": "z"}]}, ExpectRecords(path=""), ["users"], {})
+    check_expected_records(read, {"users": [{"id": 1, "name": "z"}]}, ExpectRecords(path=""), ["users"], {"users": ["name"]})
+    with pytest.raises(AssertionError, match="not expected"):
+        check_expected_records(read, {"users": [{"id": 1, "name": "a"}]}, ExpectRecords(path="", extra_records=False), ["users"], {})
+    with pytest.raises(AssertionError, match="no expected records for stream"):
+        check_expected_records(read, {}, ExpectRecords(path=""), ["users"], {}, require_every_stream=True)
+    schema = {"properties": {"id": {"type": "integer"}, "name": {"type": "string"}}}
+    with pytest.raises(AssertionError, match="/nick"):
+        check_no_extra_columns(read, stream_infos(_catalog("users", "id", schema)))
+
+
+def test_table_rows_compare_by_value_through_the_schema():
+    streams = stream_infos(_catalog("orders", "updatedAt", SCHEMA))
+    record = {"id": 1, "storeId": "7", "updatedAt": "2025-01-01T01:00:00+01:00", "items": [{"b": 1, "a": 2}], "extra": 1}
+    row = (
+        ("id", 1),
+        ("items", '[{"a":2,"b":1}]'),
+        ("storeId", 7),
+        ("updatedAt", (dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)),
+    )
+    assert record_rows([record], streams["orders"]) == Counter([row])
+    read = _output(_record("orders", record))
+    check_tables_equal_records({"orders": Counter([row])}, read, streams)
+    with pytest.raises(AssertionError, match="1 records not in the table"):
+        check_tables_equal_records({"orders": Counter()}, read, streams)
+    with pytest.raises(AssertionError, match="added 1"):
+        check_rerun_adds_no_rows({"orders": Counter([row])}, {"orders": Counter([row, row])})
+
+
+def test_strictness_high_needs_expected_records_and_a_future_state(tmp_path):
+    (tmp_path / "acceptance-test-config.yml").write_text(
+        "test_strictness_level: high\nacceptance_tests:\n"
+        "  basic_read:\n    tests:\n      - config_path: c.json\n"
+        "  incremental:\n    tests:\n      - config_path: c.json\n        configured_catalog_path: k.json\n"
+    )
+    with pytest.raises(AcceptanceConfigError) as error:
+        AcceptanceConfig.load(str(tmp_path / "acceptance-test-config.yml"))
+    for problem in ("'spec' is missing", "no expect_records", "no future_state"):
+        assert problem in str(error.value)
+
+
+def test_the_standard_suite_sees_the_yaml_without_the_runners_keys():
+    content = load_for_standard_suite(os.path.join(ROOT, "acceptance-test-config.yml"))
+    [basic_read] = content["acceptance_tests"]["basic_read"]["tests"]
+    assert "expect_records" not in basic_read and "fail_on_extra_columns" not in basic_read
+    assert content["acceptance_tests"]["incremental"]["tests"][0]["future_state"]
+    config = AcceptanceConfig.load(os.path.join(ROOT, "acceptance-test-config.yml"))
+    assert config.high_strictness and config.basic_read[0].expect_records is not None

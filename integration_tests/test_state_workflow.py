@@ -1,0 +1,109 @@
+"""The state workflow: --state-file, ``state show/reset/set``, bad-state fallback, sort safety, API faults."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_main, write_json
+from source_framework.demo.api import DemoApi, Faults
+
+
+def ids(spark, warehouse, name):
+    return sorted(r["id"] for r in spark.read.parquet(os.path.join(str(warehouse), "demo", name)).select("id").collect())
+
+
+def test_state_file_reset_and_set_keep_tables_consistent(spark, demo_api, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "store_orders"))
+    state_file = str(tmp_path / "state.json")
+    expected_users = sorted(r["id"] for r in all_records(demo_api, "users"))
+
+    first = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert first.returncode == 0, first.stderr
+    with open(state_file) as handle:
+        saved = {m["stream"]["stream_descriptor"]["name"]: m["stream"]["stream_state"] for m in json.load(handle)}
+    assert saved["users"] == first.states["users"]["stream"]["stream_state"]
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+
+    # Re-running with the same file and no bookkeeping adds nothing.
+    again = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert again.returncode == 0 and ids(spark, warehouse, "users") == expected_users
+
+    shown = run_main("state", "show", "--state-file", state_file)
+    assert shown.returncode == 0 and {m["state"]["stream"]["stream_descriptor"]["name"] for m in shown.of_type("STATE")} == {"users", "store_orders"}
+
+    # Reset one stream: its state goes, and its next sync replaces the table instead of adding a copy.
+    reset = run_main("state", "reset", "--state-file", state_file, "--config", config, "--stream", "users")
+    assert reset.returncode == 0, reset.stderr
+    with open(state_file) as handle:
+        assert [m["stream"]["stream_descriptor"]["name"] for m in json.load(handle)] == ["store_orders"]
+    after_reset = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert after_reset.returncode == 0, after_reset.stderr
+    assert ids(spark, warehouse, "users") == expected_users
+
+    # Set the cursor back: rows from there are dropped now and read again once by the next sync.
+    cursor = sorted(r["updatedAt"] for r in all_records(demo_api, "users"))[1000]
+    moved = run_main("state", "set", "--state-file", state_file, "--config", config, "--stream", "users", "--cursor", cursor)
+    assert moved.returncode == 0, moved.stderr
+    assert len(ids(spark, warehouse, "users")) == 1000
+    resynced = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert resynced.returncode == 0, resynced.stderr
+    assert ids(spark, warehouse, "users") == expected_users
+    assert sum(int(m["state"]["sourceStats"]["recordCount"]) for m in resynced.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == "users") == 500
+
+    # Reset everything with the tables.
+    wiped = run_main("state", "reset", "--state-file", state_file, "--config", config, "--tables")
+    assert wiped.returncode == 0 and not os.path.exists(os.path.join(str(warehouse), "demo", "users"))
+
+
+def test_bad_state_fails_by_default_and_resyncs_only_when_asked(spark, demo_api, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    first = run_main("read", "--config", config, "--catalog", catalog_path)
+    assert first.returncode == 0
+    bad = write_json(tmp_path / "bad.json", {"users": {"cursor": "wrong key"}})
+
+    refused = run_main("read", "--config", config, "--catalog", catalog_path, "--state", bad)
+    assert refused.returncode == 2 and "bad.json" in refused.stderr
+
+    resynced = run_main("read", "--config", config, "--catalog", catalog_path, "--state", bad, "--on-bad-state", "resync")
+    assert resynced.returncode == 0, resynced.stderr
+    assert "re-syncs from scratch" in resynced.stderr
+    assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(demo_api, "users"))
+
+
+def test_sort_safety_with_out_of_order_pages(spark, tmp_path):
+    with DemoApi(records=600, api_key=API_KEY, seed=5, faults=Faults(unsorted_pages=True)).start() as api:
+        catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+        sorted_wh = tmp_path / "sorted"
+        declared_sorted = write_json(tmp_path / "a.json", config_for(api, sorted_wh, state_checkpoint_interval=50))
+        run = run_main("read", "--config", declared_sorted, "--catalog", catalog_path)
+        assert run.returncode == 1
+        error = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"][0]
+        assert "declared sorted" in error["message"] or "declared sorted" in error["internal_message"]
+        assert not run.of_type("STATE")
+
+        unsorted_wh = tmp_path / "unsorted"
+        declared_unsorted = write_json(tmp_path / "b.json", config_for(api, unsorted_wh, state_checkpoint_interval=50, assume_sorted=False))
+        run = run_main("read", "--config", declared_unsorted, "--catalog", catalog_path)
+        assert run.returncode == 0, run.stderr
+        assert "state_checkpoint_interval (50) is not used" in run.stderr
+        assert len(run.of_type("STATE")) == 1  # only when the stream (one slice) completes
+        assert ids(spark, unsorted_wh, "users") == sorted(r["id"] for r in all_records(api, "users"))
+
+
+def test_rate_limits_and_server_errors_are_retried(spark, tmp_path):
+    faults = Faults(rate_limit_every=5, retry_after=0.2, error_every=7)
+    with DemoApi(records=800, api_key=API_KEY, seed=9, faults=faults).start() as api:
+        warehouse = tmp_path / "warehouse"
+        config = write_json(tmp_path / "config.json", config_for(api, warehouse))
+        run = run_main("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users", "orders")))
+        assert run.returncode == 0, run.stderr[-2000:]
+        statuses = api.stats()["status_counts"]
+        assert int(statuses.get("429", 0)) > 0 and sum(int(statuses.get(c, 0)) for c in ("500", "503")) > 0
+        api.set_faults(Faults())
+        assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(api, "users"))
+        assert ids(spark, warehouse, "orders") == sorted(r["id"] for r in all_records(api, "orders"))

@@ -1,0 +1,66 @@
+"""A state file kept up to date by ``read --state-file``, and the ``state`` commands on it.
+
+The file holds the per-stream list that ``read`` prints (and ``--state`` reads). ``read`` loads
+it at start and rewrites it after every STATE line, atomically (write, fsync, rename), so a
+killed run leaves either the old or the new file, never half of one::
+
+    python main.py read --config c.json --catalog k.json --state-file state.json   # again and again
+    python main.py state show  --state-file state.json
+    python main.py state reset --state-file state.json --config c.json [--stream users] [--tables]
+    python main.py state set   --state-file state.json --config c.json --stream users --cursor 2025-06-01T00:00:00Z
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional
+
+from source_framework.runtime.inputs import load_state
+
+
+def write_json_atomically(path: str, content: Any) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(content, file, indent=1, sort_keys=True)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
+
+
+def state_message(name: str, namespace: Optional[str], stream_state: Mapping[str, Any]) -> Dict[str, Any]:
+    descriptor: Dict[str, Any] = {"name": name}
+    if namespace:
+        descriptor["namespace"] = namespace
+    return {"type": "STREAM", "stream": {"stream_descriptor": descriptor, "stream_state": dict(stream_state)}}
+
+
+class StateFile:
+    """``{stream: state}`` backed by a file in Airbyte's per-stream list form."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.states: Dict[str, Dict[str, Any]] = load_state(path) if os.path.exists(path) else {}
+        self._namespaces: Dict[str, Optional[str]] = {}
+
+    def update(self, name: str, namespace: Optional[str], stream_state: Mapping[str, Any]) -> None:
+        self.states[name] = dict(stream_state)
+        self._namespaces[name] = namespace
+        self.save()
+
+    def remove(self, name: str) -> None:
+        self.states.pop(name, None)
+
+    def save(self) -> None:
+        write_json_atomically(self.path, self.messages())
+
+    def messages(self) -> List[Dict[str, Any]]:
+        return [state_message(name, self._namespaces.get(name), value) for name, value in sorted(self.states.items())]
