@@ -15,8 +15,17 @@ from collections import Counter
 
 import pytest
 
-from source_framework.testing.acceptance_config import AcceptanceConfig, AcceptanceConfigError, ExpectRecords, load_for_standard_suite
-from source_framework.testing.catalogs import incremental_only, load_catalog, stream_infos
+from source_framework.testing.acceptance_config import (
+    AcceptanceConfig,
+    AcceptanceConfigError,
+    ExpectRecords,
+    load_for_standard_suite,
+)
+from source_framework.testing.catalogs import (
+    incremental_only,
+    load_catalog,
+    stream_infos,
+)
 from source_framework.testing.connector_reference import ConnectorReference
 from source_framework.testing.connector_runs import ConnectorRunner, ReadOutput
 from source_framework.testing.incremental_checks import (
@@ -26,8 +35,15 @@ from source_framework.testing.incremental_checks import (
     check_two_sequential_reads,
     pick_checkpoints,
 )
-from source_framework.testing.record_checks import check_expected_records, check_no_extra_columns
-from source_framework.testing.table_checks import check_rerun_adds_no_rows, check_tables_equal_records, record_rows
+from source_framework.testing.record_checks import (
+    check_expected_records,
+    check_no_extra_columns,
+)
+from source_framework.testing.table_checks import (
+    check_rerun_adds_no_rows,
+    check_tables_equal_records,
+    record_rows,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

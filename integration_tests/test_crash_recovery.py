@@ -105,7 +105,7 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path):
         for name, mode in MODES.items()
     }
     catalog_path = write_json(tmp_path / "catalog.json", catalog(overrides=overrides))
-    with DemoApi(records=3000, api_key=API_KEY, seed=3, faults=Faults(delay_ms=2)).start() as api:
+    with DemoApi(records=2000, api_key=API_KEY, seed=3, faults=Faults(delay_ms=2)).start() as api:
         reference = str(tmp_path / "reference")
         config = write_json(tmp_path / "ref.json", config_for(api, reference, state_checkpoint_interval=200))
         started = time.monotonic()

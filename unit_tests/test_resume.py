@@ -41,3 +41,9 @@ def test_a_run_whose_first_state_was_never_saved_resumes_from_the_table():
 def test_an_edited_state_is_honoured():
     point = choose_resume_point({"t": 0.5}, HISTORY)
     assert (point.state, point.reason, point.boundary) == ({"t": 0.5}, EDITED, None)
+
+
+def test_a_state_merged_into_the_newest_commit_resumes_from_it():
+    merged = [{"seq": 5, "state": {"t": 7}, "start_state": {"t": 4}, "merged_states": [{"t": 5}, {"t": 6}]}] + HISTORY
+    point = choose_resume_point({"t": 6}, merged)
+    assert (point.state, point.reason) == ({"t": 7}, TABLE_AHEAD)

@@ -245,6 +245,7 @@ def make_destination(source: Source, config: Mapping[str, Any], parsed: argparse
         default_namespace=source.name,
         master=parsed.spark_master or settings.get("spark_master", "local[*]"),
         spark_conf=settings.get("spark_conf") or {},
+        max_pending_records=int(settings.get("max_pending_records", 200_000)),
     )
 
 

@@ -6,8 +6,9 @@ would write those records twice. Each commit records the state it covers and the
 started from, so we can tell:
 
 - the given state is the newest commit's state: go on from it (the normal case);
-- it is the state of an older commit, or the start state of a run that committed since: the
-  table is ahead, resume from its newest checkpoint (and say so in the log);
+- it is the state of an older commit (or of a checkpoint merged into a later commit), or the
+  start state of a run that committed since: the table is ahead, resume from its newest
+  checkpoint (and say so in the log);
 - it matches nothing the table committed: the user edited it on purpose (partial re-sync);
   honour it as given.
 """
@@ -37,9 +38,8 @@ def choose_resume_point(given: Mapping[str, Any], committed: Iterable[Mapping[st
             newest = record
             if (record.get("state") or {}) == given:
                 return ResumePoint(given, record.get("boundary"), AS_GIVEN, record.get("seq"))
-        if (record.get("state") or {}) == given or (
-            "start_state" in record and (record.get("start_state") or {}) == given
-        ):
+        covered = [record.get("state") or {}] + list(record.get("merged_states") or [])
+        if given in covered or ("start_state" in record and (record.get("start_state") or {}) == given):
             return ResumePoint(dict(newest.get("state") or {}), newest.get("boundary"), TABLE_AHEAD, newest.get("seq"))
     if newest is None:
         return ResumePoint(given, None, AS_GIVEN)

@@ -34,30 +34,27 @@ Modules: ``acceptance_config`` (the YAML), ``connector_reference`` (script or mo
 classes), ``expected_records`` (write an expected-records file from a read).
 """
 
-from source_framework.testing.acceptance_config import (
-    AcceptanceConfig,
-    AcceptanceConfigError,
-)
-from source_framework.testing.connector_reference import ConnectorReference
-from source_framework.testing.connector_runs import (
-    ConnectorRunError,
-    ConnectorRunner,
-    ReadOutput,
-)
-from source_framework.testing.standard_suite import (
-    StandardSourceSuite,
-    standard_suite_for,
-)
-from source_framework.testing.suite import AcceptanceSuite
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "AcceptanceConfig",
-    "AcceptanceConfigError",
-    "AcceptanceSuite",
-    "ConnectorReference",
-    "ConnectorRunError",
-    "ConnectorRunner",
-    "ReadOutput",
-    "StandardSourceSuite",
-    "standard_suite_for",
-]
+# Imported on first use: the subprocess launcher (``connector_reference``) and the
+# expected-records tool should not pay for pytest and airbyte-cdk's test modules.
+_EXPORTS = {
+    "AcceptanceConfig": "acceptance_config",
+    "AcceptanceConfigError": "acceptance_config",
+    "AcceptanceSuite": "suite",
+    "ConnectorReference": "connector_reference",
+    "ConnectorRunError": "connector_runs",
+    "ConnectorRunner": "connector_runs",
+    "ReadOutput": "connector_runs",
+    "StandardSourceSuite": "standard_suite",
+    "standard_suite_for": "standard_suite",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)

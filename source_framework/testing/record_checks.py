@@ -115,7 +115,7 @@ def _compare_stream(name: str, want: List[Dict[str, Any]], got: List[Dict[str, A
         head = got[: len(want)] if options.extra_records else got
         if len(head) != len(want):
             return [f"stream '{name}': {len(got)} records read, {len(want)} expected (exact_order, no extra records)"]
-        for index, (expected, actual) in enumerate(zip(want, head)):
+        for index, (expected, actual) in enumerate(zip(want, head, strict=True)):
             if not _matches(expected, actual, options.extra_fields):
                 return [f"stream '{name}': record #{index} is {_short(actual)}, expected {_short(expected)}"]
         return []

@@ -1,9 +1,10 @@
 """The Spark destination: one Parquet table per stream, one atomic commit per checkpoint.
 
 Tables live at ``<warehouse>/<namespace or source name>/<stream>``. Records are buffered as
-they arrive; at a checkpoint they become one Arrow table (typed from the stream's JSON schema,
-see ``arrow_conversion``) and one commit of the stream's ``SparkTable``. ``commit`` returns a
-finished future: the boundary with the runtime already allows commits to run in the background.
+they arrive; at a checkpoint they are handed to the ``BackgroundCommitter``, which turns them
+into one Arrow table (typed from the stream's JSON schema, see ``arrow_conversion``) and one
+commit of the stream's ``SparkTable`` while reading goes on. ``commit`` returns the future the
+runtime waits on before printing the STATE.
 
 Spark starts in a background thread as soon as the destination is created, so the JVM's
 start-up overlaps the first HTTP requests.
@@ -34,6 +35,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     records_to_arrow,
 )
 from source_framework.destinations.spark.atomic_files import write_atomically
+from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.session import get_spark
 from source_framework.destinations.spark.table import SparkTable
 
@@ -73,6 +75,8 @@ class SparkSink(StreamSink):
         self._reset_id: Optional[str] = None
         self._replace_next = self._mode == OVERWRITE or target.rebuild
         self._next_seq = 0
+        self.name = target.name
+        self.failed: Optional[BaseException] = None
         self.commits = 0
         self.rows = 0
         if self._mode == APPEND_DEDUP and not target.primary_key:
@@ -116,23 +120,50 @@ class SparkSink(StreamSink):
         self._extracted_at.append(int(time.time() * 1000))
 
     def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
-        return done(self._commit(state, notes))
+        return self._submit(state, notes)
 
     def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":
-        if self._replace_next or self._records:
-            return done(self._commit(state, None))
+        if self._mode == OVERWRITE or self.target.rebuild or self._records:
+            return self._submit(state, None)
         return done()
 
     def abort(self) -> None:
         self._records, self._extracted_at = [], []
 
-    def _commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> Any:
+    def _submit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> "Future[Any]":
+        job = CommitJob(self, self._records, self._extracted_at, state, notes)
+        self._records, self._extracted_at = [], []
+        return self._destination.committer.submit(job)
+
+    def commit_jobs(self, jobs: List[CommitJob]) -> Any:
+        """Runs on the committer's thread: one Spark write for one or more queued checkpoints."""
+        if self.failed is not None:
+            raise RuntimeError(f"stream '{self.name}': an earlier commit failed ({self.failed})")
+        if len(jobs) == 1:
+            records, extracted_at = jobs[0].records, jobs[0].extracted_at
+        else:
+            records = [record for job in jobs for record in job.records]
+            extracted_at = [ms for job in jobs for ms in job.extracted_at]
+        notes = dict(jobs[-1].notes or {})
+        if len(jobs) > 1:
+            # The STATEs of the merged checkpoints are printed too; a later run given one of
+            # them must know the table already holds what came after it.
+            notes["merged_states"] = [dict(job.state or {}) for job in jobs[:-1]]
+        return self._commit(records, extracted_at, jobs[-1].state, notes)
+
+    def _commit(
+        self,
+        records: List[Mapping[str, Any]],
+        extracted_at: List[int],
+        state: Optional[Mapping[str, Any]],
+        notes: Optional[Mapping[str, Any]],
+    ) -> Any:
         table = self.table
         seq = self._next_seq
         arrow = records_to_arrow(
-            self._records,
+            records,
             self._schema,
-            extracted_at_ms=self._extracted_at,
+            extracted_at_ms=extracted_at,
             sync_id=self._destination.sync_id,
             checkpoint=seq,
         )
@@ -151,9 +182,8 @@ class SparkSink(StreamSink):
         self._replace_next = False  # a rebuild replaces once; the rest of this run adds to it
         self._next_seq = seq + 1
         self.commits += 1
-        self.rows += len(self._records)
-        logger.debug("%s: commit %d, %d rows, %.0f ms", self.target.name, seq, len(self._records), info.ms)
-        self._records, self._extracted_at = [], []
+        self.rows += len(records)
+        logger.debug("%s: commit %d, %d rows, %.0f ms", self.name, seq, len(records), info.ms)
         return info
 
     def _merged(self, arrow: Any, include_table: bool) -> Any:
@@ -194,8 +224,10 @@ class SparkDestination(Destination):
         default_namespace: str,
         master: str = "local[*]",
         spark_conf: Optional[Mapping[str, str]] = None,
+        max_pending_records: int = 200_000,
     ) -> None:
         self.warehouse = warehouse if "://" in warehouse else os.path.abspath(warehouse)
+        self.committer = BackgroundCommitter(lambda jobs: jobs[0].sink.commit_jobs(jobs), max_pending_records)
         self.default_namespace = default_namespace
         self.master = master
         self.sync_id = new_sync_id()
@@ -230,4 +262,5 @@ class SparkDestination(Destination):
         return f"Spark tables under {self.warehouse} (master {self.master})"
 
     def close(self) -> None:
+        self.committer.close()
         self._starting.join()

@@ -1,0 +1,104 @@
+"""Commits in the background, in order, while the runtime goes on reading.
+
+The reading thread hands each checkpoint (its records, its state) to ``submit`` and gets a
+future; one worker thread converts the records to Arrow and commits them to Spark. Checkpoints
+of the same stream that queue up while a commit runs are merged into one Spark write (each
+keeps its own future, all completed together), so slow commits cost fewer writes instead of
+piling up. The runtime prints each STATE after its future completes, in order: the barrier
+does not move.
+
+Memory stays bounded: when the records waiting for the worker exceed ``max_pending_records``,
+``submit`` blocks the reader until the worker catches up (back-pressure).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Deque, List, Mapping, Optional
+
+logger = logging.getLogger("source_framework.spark")
+
+
+@dataclass
+class CommitJob:
+    """One checkpoint of one stream: what to write, and the state it covers."""
+
+    sink: Any
+    records: List[Mapping[str, Any]]
+    extracted_at: List[int]
+    state: Optional[Mapping[str, Any]]
+    notes: Optional[Mapping[str, Any]]
+    future: "Future[Any]" = field(default_factory=Future)
+
+
+class BackgroundCommitter:
+    """A single worker thread running ``commit(jobs)`` for batches of queued jobs."""
+
+    def __init__(self, commit: Callable[[List[CommitJob]], Any], max_pending_records: int = 200_000) -> None:
+        self._commit = commit
+        self._max_pending = max(1, max_pending_records)
+        self._queue: Deque[CommitJob] = deque()
+        self._pending_records = 0
+        self._lock = threading.Condition()
+        self._closed = False
+        self.writes = 0
+        self.merged = 0
+        self._worker = threading.Thread(target=self._run, name="spark-committer", daemon=True)
+        self._worker.start()
+
+    def submit(self, job: CommitJob) -> "Future[Any]":
+        with self._lock:
+            # Back-pressure: wait while the queue holds too many records (a job is always
+            # accepted into an empty queue, however large, so progress is never blocked).
+            while self._queue and self._pending_records + len(job.records) > self._max_pending:
+                self._lock.wait()
+            self._queue.append(job)
+            self._pending_records += len(job.records)
+            self._lock.notify_all()
+        return job.future
+
+    def close(self) -> None:
+        """Finish every queued commit, then stop the worker."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        self._worker.join()
+
+    def _take(self) -> List[CommitJob]:
+        with self._lock:
+            while not self._queue and not self._closed:
+                self._lock.wait()
+            if not self._queue:
+                return []
+            batch = [self._queue.popleft()]
+            while self._queue and self._queue[0].sink is batch[0].sink:
+                batch.append(self._queue.popleft())
+            return batch
+
+    def _done(self, batch: List[CommitJob]) -> None:
+        with self._lock:
+            self._pending_records -= sum(len(job.records) for job in batch)
+            self._lock.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if not batch:
+                return
+            try:
+                result = self._commit(batch)
+            except BaseException as error:  # each waiting STATE learns its commit failed
+                logger.error("commit of %s failed: %s", getattr(batch[0].sink, "name", "?"), error)
+                for job in batch:
+                    job.future.set_exception(error)
+                batch[0].sink.failed = error
+            else:
+                self.writes += 1
+                self.merged += len(batch) - 1
+                for job in batch:
+                    job.future.set_result(result)
+            self._done(batch)

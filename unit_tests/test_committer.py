@@ -1,0 +1,83 @@
+"""Background commits: order, merging of queued checkpoints, back-pressure, failures."""
+
+import threading
+import time
+
+import pytest
+
+from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
+
+
+class Sink:
+    failed = None
+
+
+def job(sink, n, state):
+    return CommitJob(sink, [{"i": i} for i in range(n)], [0] * n, {"s": state}, None)
+
+
+def test_queued_checkpoints_of_one_stream_merge_into_one_write_and_all_futures_complete():
+    writes, started, gate = [], threading.Event(), threading.Event()
+
+    def commit(jobs):
+        started.set()
+        gate.wait(5)
+        writes.append([j.state["s"] for j in jobs])
+        return len(writes)
+
+    committer = BackgroundCommitter(commit)
+    sink = Sink()
+    futures = [committer.submit(job(sink, 10, 0))]
+    assert started.wait(5)
+    futures += [committer.submit(job(sink, 10, s)) for s in range(1, 5)]
+    gate.set()
+    assert [f.result(5) for f in futures][-1] == 2
+    committer.close()
+    assert writes == [[0], [1, 2, 3, 4]]  # the first was running when the others queued
+    assert committer.writes == 2 and committer.merged == 3
+
+
+def test_jobs_of_different_streams_are_not_merged_and_keep_their_order():
+    writes = []
+    committer = BackgroundCommitter(lambda jobs: writes.append([j.state["s"] for j in jobs]))
+    a, b = Sink(), Sink()
+    for sink, state in ((a, 1), (b, 2), (a, 3)):
+        committer.submit(job(sink, 1, state))
+    committer.close()
+    assert [s for w in writes for s in w] == [1, 2, 3]
+    assert all(len(w) == 1 for w in writes) or writes == [[1], [2], [3]]
+
+
+def test_back_pressure_blocks_the_reader_while_too_many_records_wait():
+    gate = threading.Event()
+    committer = BackgroundCommitter(lambda jobs: gate.wait(5), max_pending_records=100)
+    sink = Sink()
+    committer.submit(job(sink, 80, 1))
+    time.sleep(0.05)  # the worker holds job 1
+    committer.submit(job(sink, 80, 2))  # queued: 80 waiting
+    blocked = threading.Event()
+
+    def third():
+        committer.submit(job(sink, 80, 3))  # 160 > 100: must wait
+        blocked.set()
+
+    thread = threading.Thread(target=third)
+    thread.start()
+    assert not blocked.wait(0.3), "submit should block while the queue is over its bound"
+    gate.set()
+    assert blocked.wait(5)
+    thread.join()
+    committer.close()
+
+
+def test_a_failed_commit_fails_its_futures():
+    def commit(jobs):
+        raise OSError("disk full")
+
+    committer = BackgroundCommitter(commit)
+    sink = Sink()
+    future = committer.submit(job(sink, 1, 1))
+    with pytest.raises(OSError):
+        future.result(5)
+    assert sink.failed is not None
+    committer.close()
