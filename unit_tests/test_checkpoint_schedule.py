@@ -104,7 +104,7 @@ class RecordingSink(StreamSink):
         self.pending.append(future)
         return future
 
-    def finish(self, state: Optional[Mapping[str, Any]]) -> Future:
+    def finish(self, state: Optional[Mapping[str, Any]], notes=None) -> Future:
         self.landed.extend(self.buffer)
         self.buffer = []
         return done()

@@ -65,7 +65,7 @@ class StreamSink(ABC):
         return iter(())
 
     @abstractmethod
-    def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         """The stream completed: commit what is left and publish (overwrite switches tables here)."""
 
     def abort(self) -> None:

@@ -25,7 +25,7 @@ class StdoutSink(StreamSink):
         # RECORD lines already went out before this call, so the STATE after them is in order.
         return done()
 
-    def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         return done()
 
 

@@ -156,12 +156,14 @@ class StreamSync:
                 in_slice += 1
                 if interval and in_slice % interval == 0:
                     self.checkpoint()
+                elif self._queue and not in_slice & 255:
+                    self._print_ready(wait=False)  # a background commit may have finished
             self.result.slices += 1
             if self.checkpoints:
                 self.checkpoint()
         if self.checkpoints:
             self.checkpoint(final=True)
-            self._enqueue(self.sink.finish(self._last_state), None)
+            self._enqueue(self.sink.finish(self._last_state, self._notes()), None)
         else:
             state = self._current_state() if self.incremental else None
             self._enqueue(self.sink.finish(state), state)
@@ -190,12 +192,15 @@ class StreamSync:
         state = self._current_state()
         if state != self._last_state or (final and not self._printed_any):
             self._check_state(state)
-            notes = {"boundary": self.boundary.snapshot(), "start_state": self._start_state}
-            self._enqueue(self.sink.commit(state, notes), state)
+            self._enqueue(self.sink.commit(state, self._notes()), state)
             self._last_state, self._printed_any = state, True
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
         # checkpoint, or for finish(), which commits them under the state already printed.
         self._print_ready(wait=False)
+
+    def _notes(self) -> Dict[str, Any]:
+        """What a later run needs from this commit to resume exactly (see ``runtime.resume``)."""
+        return {"boundary": self.boundary.snapshot(), "start_state": self._start_state}
 
     def _check_state(self, state: Mapping[str, Any]) -> None:
         """Refuse a state too large to be stored or carrying a config secret; warn when large."""

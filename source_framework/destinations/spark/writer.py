@@ -122,9 +122,9 @@ class SparkSink(StreamSink):
     def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         return self._submit(state, notes)
 
-    def finish(self, state: Optional[Mapping[str, Any]]) -> "Future[Any]":
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         if self._mode == OVERWRITE or self.target.rebuild or self._records:
-            return self._submit(state, None)
+            return self._submit(state, notes)
         return done()
 
     def abort(self) -> None:
