@@ -15,6 +15,8 @@ setup(
         "requests>=2.31,<3",
         # The demo API serialises pages and the runtime writes protocol lines with it: 5-10x faster than json.
         "orjson>=3.9,<4",
+        # The acceptance runner reads acceptance-test-config.yml itself.
+        "PyYAML>=6",
     ],
     extras_require={"tests": ["pytest>=8,<10"]},
     entry_points={"console_scripts": ["source-framework-demo-api=source_framework.demo.api.__main__:main"]},
