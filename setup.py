@@ -9,7 +9,8 @@ setup(
     python_requires=">=3.11",
     install_requires=[
         "airbyte-cdk>=7,<8",
-        "pyspark>=4,<5",
+        # [connect]: the Spark Connect client (grpcio, zstandard, pandas, ...), for sc:// masters.
+        "pyspark[connect]>=4,<5",
         # Spark DataFrames are built from Arrow tables, never row by row.
         "pyarrow>=15",
         "requests>=2.31,<3",
@@ -17,6 +18,10 @@ setup(
         "orjson>=3.9,<4",
         # The acceptance runner reads acceptance-test-config.yml itself.
         "PyYAML>=6",
+        # The live progress table of `read` on a terminal: redraws in place, keeps log lines above it.
+        "rich>=13",
+        # compare-checkpoints draws its throughput / records-at-risk chart (PNG, Agg backend).
+        "matplotlib>=3.8,<4",
     ],
     extras_require={"tests": ["pytest>=8,<10"]},
     entry_points={"console_scripts": ["source-framework-demo-api=source_framework.demo.api.__main__:main"]},

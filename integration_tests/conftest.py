@@ -18,6 +18,10 @@ MAIN = os.path.join(ROOT, "main.py")
 HERE = os.path.dirname(os.path.abspath(__file__))
 API_KEY = "it-secret-key-5b1e9"
 
+# Tests talk to 127.0.0.1 only: every Spark driver and executor, here and in the main.py
+# processes the tests start (they inherit the environment), binds the loopback address.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
 
 @pytest.fixture(scope="session")
 def spark():

@@ -114,7 +114,13 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path):
         reference_seconds = time.monotonic() - started
 
         faulted = str(tmp_path / "faulted")
-        config = write_json(tmp_path / "faulted.json", config_for(api, faulted, state_checkpoint_interval=200))
+        # Rows are also written to staged files ahead of their checkpoint (every 150 rows), so
+        # kills land between staging and commit too; the tables must still equal the reference's.
+        destination = {"type": "spark", "warehouse": faulted, "spark_master": "local[1]", "stage_rows": 150}
+        config = write_json(
+            tmp_path / "faulted.json",
+            config_for(api, faulted, state_checkpoint_interval=200, destination=destination),
+        )
         orchestrator = Orchestrator(config, catalog_path, str(tmp_path / "state.json"))
         outcomes = []
         for kill in KILLS:

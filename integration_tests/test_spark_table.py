@@ -141,9 +141,27 @@ def empties(spark, warehouse):
 
 
 @pytest.fixture(scope="module")
-def fresh(basic, with_strays, recovered, many, replaced, empties):
+def staged(spark, warehouse):
+    """Rows staged ahead of their commit: invisible until it, then published with it; a
+    staging left by a run that died before its commit is removed, never published."""
+    table = SparkTable(spark, os.path.join(warehouse, "staged"))
+    table.commit(rows(range(5)), state={"cursor": "1"}, seq=1)
+    first = table.stage(rows(range(5, 25), checkpoint=2))
+    second = table.stage(rows(range(25, 40), checkpoint=2))
+    seen = {"before_commit": sorted(r.id for r in spark.read.parquet(table.path).select("id").collect())}
+    info = table.commit(rows(range(40, 42), checkpoint=2), state={"cursor": "2"}, seq=2, staged=[first, second])
+    seen["info"] = info
+    seen["folders_left"] = [os.path.exists(item.folder) for item in (first, second)]
+    table.stage(rows(range(100, 110), checkpoint=3))  # the run dies before commit 3
+    seen["removed"] = SparkTable(spark, table.path).remove_orphans()
+    return table, seen
+
+
+@pytest.fixture(scope="module")
+def fresh(basic, with_strays, recovered, many, replaced, empties, staged):
     """What a new Spark application sees in every table: {table path: {columns, ids, first}}."""
     paths = [basic.path, with_strays.path, recovered[0].path, many.path, replaced[0].path] + [t.path for t in empties]
+    paths.append(staged[0].path)
     result = subprocess.run(
         [sys.executable, "-c", FRESH_READER, json.dumps(paths)], capture_output=True, text=True, timeout=180
     )
@@ -241,3 +259,13 @@ def test_spark_never_writes_to_stdout():
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout == ""
     assert "JVM-SAYS-HELLO" in result.stderr and "WORKER-SAYS-HELLO" in result.stderr
+
+
+def test_staged_rows_are_published_only_with_their_commit(staged, fresh):
+    table, seen = staged
+    assert seen["before_commit"] == list(range(5))
+    assert seen["info"].rows == 37 and len(seen["info"].files) == 3  # two staged files and the last piece
+    assert seen["folders_left"] == [False, False]
+    assert any("_staging" in path for path in seen["removed"])
+    assert fresh[table.path]["ids"] == list(range(42))
+    assert table.last_checkpoint()["rows"] == 37

@@ -13,7 +13,7 @@ class Sink:
 
 
 def job(sink, n, state):
-    return CommitJob(sink, [{"i": i} for i in range(n)], [0] * n, {"s": state}, None)
+    return CommitJob(sink, [[{"i": i} for i in range(n)]], n, 10 * n, {"s": state}, None)
 
 
 def test_queued_checkpoints_of_one_stream_merge_into_one_write_and_all_futures_complete():
@@ -48,17 +48,25 @@ def test_jobs_of_different_streams_are_not_merged_and_keep_their_order():
     assert all(len(w) == 1 for w in writes) or writes == [[1], [2], [3]]
 
 
-def test_back_pressure_blocks_the_reader_while_too_many_records_wait():
+@pytest.mark.parametrize(
+    "bounds, size",
+    [
+        ({"max_pending_records": 100}, 80),  # records: 160 waiting > 100
+        ({"max_pending_records": 10_000, "max_pending_bytes": 1000}, 60),  # bytes: 1200 > 1000, only 120 records
+    ],
+    ids=["records", "bytes"],
+)
+def test_back_pressure_blocks_the_reader_while_too_much_waits(bounds, size):
     gate = threading.Event()
-    committer = BackgroundCommitter(lambda jobs: gate.wait(5), max_pending_records=100)
+    committer = BackgroundCommitter(lambda jobs: gate.wait(5), **bounds)
     sink = Sink()
-    committer.submit(job(sink, 80, 1))
+    committer.submit(job(sink, size, 1))
     time.sleep(0.05)  # the worker holds job 1
-    committer.submit(job(sink, 80, 2))  # queued: 80 waiting
+    committer.submit(job(sink, size, 2))  # queued
     blocked = threading.Event()
 
     def third():
-        committer.submit(job(sink, 80, 3))  # 160 > 100: must wait
+        committer.submit(job(sink, size, 3))  # over the bound: must wait
         blocked.set()
 
     thread = threading.Thread(target=third)

@@ -48,6 +48,12 @@ def done(value: Any = None) -> "Future[Any]":
 class StreamSink(ABC):
     """Receives one stream's records and commits them at checkpoints."""
 
+    #: where the records land, for people reading the end-of-run summary: a table's path, "stdout"
+    location: str = ""
+    #: commits that reached storage so far and the rows they held; None where a sink does not count
+    commits: Optional[int] = None
+    rows: Optional[int] = None
+
     @abstractmethod
     def write(self, record: Mapping[str, Any]) -> None:
         """Take one record; it becomes visible only with the next commit."""

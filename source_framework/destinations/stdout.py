@@ -15,6 +15,8 @@ from source_framework.runtime.output import ProtocolOutput, now_ms
 
 
 class StdoutSink(StreamSink):
+    location = "stdout"
+
     def __init__(self, target: StreamTarget, output: ProtocolOutput) -> None:
         self._name, self._namespace, self._output = target.name, target.namespace, output
 

@@ -11,7 +11,8 @@ records before it are committed.
 
 stdout carries protocol messages and nothing else: during ``read`` the process's file
 descriptor 1 is pointed at stderr, so a stray ``print`` or the JVM's own output cannot reach it,
-and protocol lines go to a private copy of the original stdout.
+and protocol lines go to a private copy of the original stdout. stderr gets the logs, the
+progress of ``read`` (``runtime.progress``) and its end-of-run summary (``runtime.summary``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
 from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
 
+from source_framework.compare.command import COMMAND as COMPARE_COMMAND
+from source_framework.compare.command import add_compare_parser, run_compare
 from source_framework.destinations.base import (
     APPEND,
     APPEND_DEDUP,
@@ -42,7 +45,8 @@ from source_framework.runtime.inputs import (
     load_state,
 )
 from source_framework.runtime.output import ProtocolOutput
-from source_framework.runtime.read import ReadResult, read_streams
+from source_framework.runtime.progress import make_progress
+from source_framework.runtime.read import read_streams
 from source_framework.runtime.secrets import (
     MaskingLogFilter,
     SecretFilter,
@@ -53,12 +57,13 @@ from source_framework.runtime.state_commands import (
     run_state_command,
 )
 from source_framework.runtime.state_file import StateFile
+from source_framework.runtime.summary import format_summary
 from source_framework.sources.source import Source
 from source_framework.streams.cursor import CursorValueError
 
 logger = logging.getLogger("source_framework")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,8 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     read.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
     read.add_argument("--spark-master", help="Spark master URL, e.g. local[*], spark://host:7077 or sc://host:15002")
-    read.add_argument("--quiet", action="store_true", help="no summary on stderr")
+    read.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (neither the live table on a terminal nor the line per committed "
+        "checkpoint otherwise) and no end-of-run summary",
+    )
     add_state_commands(commands)
+    add_compare_parser(commands)
     return parser
 
 
@@ -102,6 +113,8 @@ def launch(source: Source, args: List[str]) -> None:
         sys.exit(run_read(source, parsed))
     if parsed.command == "state":
         sys.exit(run_state_command(source, parsed))
+    if parsed.command == COMPARE_COMMAND:
+        sys.exit(run_compare(source, parsed))
     sys.exit(run_cdk_command(source, parsed))
 
 
@@ -148,13 +161,24 @@ def run_read(source: Source, parsed: argparse.Namespace) -> int:
 
     started = time.monotonic()
     logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
+    progress = make_progress(parsed.quiet)
+    output.add_state_listener(progress.checkpoint_committed)
+    output._out = progress.protocol_stream(output._out)
     try:
-        result = read_streams(streams, catalog, states, destination, output, rebuild=rebuild)
+        with progress:
+            result = read_streams(streams, catalog, states, destination, output, rebuild=rebuild, progress=progress)
+    except KeyboardInterrupt:
+        logger.warning(
+            "interrupted (Ctrl-C): the tables keep every checkpoint committed so far; run the same command "
+            "again, with the last STATEs (or the same --state-file), to go on from there"
+        )
+        return EXIT_INTERRUPTED
     finally:
         destination.close()
         output.flush()
     if not parsed.quiet:
-        _print_summary(result, time.monotonic() - started)
+        sys.stderr.write(format_summary(result, time.monotonic() - started))
+        sys.stderr.flush()
     return EXIT_FAILED if result.failed else EXIT_OK
 
 
@@ -246,6 +270,8 @@ def make_destination(source: Source, config: Mapping[str, Any], parsed: argparse
         master=parsed.spark_master or settings.get("spark_master", "local[*]"),
         spark_conf=settings.get("spark_conf") or {},
         max_pending_records=int(settings.get("max_pending_records", 200_000)),
+        max_pending_bytes=int(settings.get("max_pending_mb", 256)) * 1024 * 1024,
+        stage_rows=int(settings.get("stage_rows", 100_000)),
     )
 
 
@@ -255,25 +281,6 @@ def _bad_input(error: InputError, output: ProtocolOutput) -> int:
     output.flush()
     sys.stderr.write(f"error: {message}\n")
     return EXIT_BAD_INPUT
-
-
-def _print_summary(result: ReadResult, seconds: float) -> None:
-    lines = [f"read finished in {seconds:.1f}s"]
-    for stream in result.streams:
-        status = "FAILED" if stream.error else "ok"
-        lines.append(
-            f"  {stream.name:<16} {status:<6} records={stream.records:<9} states={stream.states:<5} "
-            f"final_state={_short_state(stream.final_state)}"
-        )
-    sys.stderr.write("\n".join(lines) + "\n")
-
-
-def _short_state(state: Optional[Mapping[str, Any]]) -> str:
-    if not state:
-        return "-"
-    if "states" in state:
-        return f"{len(state['states'])} partitions"
-    return ", ".join(f"{k}={v}" for k, v in state.items())
 
 
 def _private_stdout() -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from typing import Any, BinaryIO, Callable, Mapping, Optional
+from typing import Any, BinaryIO, Callable, List, Mapping, Optional
 
 import orjson
 
@@ -21,6 +21,10 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+#: called with (stream, namespace, state) after a STATE line is out, i.e. after its checkpoint committed
+StateListener = Callable[[str, Optional[str], Mapping[str, Any]], None]
+
+
 class ProtocolOutput:
     """Writes protocol messages to a binary stream (stdout by default)."""
 
@@ -28,11 +32,16 @@ class ProtocolOutput:
         self,
         stream: Optional[BinaryIO] = None,
         secrets: Optional[SecretFilter] = None,
-        on_state: Optional[Callable[[str, Optional[str], Mapping[str, Any]], None]] = None,
+        on_state: Optional[StateListener] = None,
     ) -> None:
         self._out = stream or sys.stdout.buffer
         self.secrets = secrets or SecretFilter(())
-        self._on_state = on_state  # e.g. rewriting the --state-file, after the line is out
+        # e.g. rewriting the --state-file, the progress display; each after the line is out
+        self._state_listeners: List[StateListener] = [on_state] if on_state is not None else []
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        """Call ``listener(stream, namespace, state)`` after each STATE line, in the order added."""
+        self._state_listeners.append(listener)
 
     def _write(self, message: Mapping[str, Any], flush: bool = False) -> None:
         self._out.write(orjson.dumps(message) + b"\n")
@@ -63,8 +72,8 @@ class ProtocolOutput:
             },
             flush=True,
         )
-        if self._on_state is not None:
-            self._on_state(stream, namespace, state)
+        for listener in self._state_listeners:
+            listener(stream, namespace, state)
 
     def log(self, level: str, message: str) -> None:
         self._write({"type": "LOG", "log": {"level": level, "message": self.secrets.mask(message)}}, flush=True)

@@ -19,9 +19,21 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Deque,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sized,
+    Tuple,
+)
 
 import orjson
 from airbyte_cdk.models import (
@@ -44,6 +56,9 @@ from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
 
+if TYPE_CHECKING:
+    from source_framework.runtime.progress import Progress
+
 logger = logging.getLogger("source_framework.read")
 
 WARN_STATE_BYTES = 1024 * 1024
@@ -55,14 +70,39 @@ class StateRefused(Exception):
 
 @dataclass
 class StreamResult:
-    """What happened to one stream, for the end-of-run summary."""
+    """What happened to one stream, for the progress display and the end-of-run summary.
+
+    Updated as the stream is read (``records`` and ``slices`` are the read loop's own counters,
+    which the progress display samples), final once ``read_streams`` moves to the next stream.
+    """
 
     name: str
     records: int = 0
     states: int = 0
     slices: int = 0
+    #: how many slices the stream has, where that is known without reading (see ``_slice_total``)
+    slices_total: Optional[int] = None
     final_state: Optional[Mapping[str, Any]] = None
     error: Optional[BaseException] = None
+    #: seconds from the stream's start to its end (its last commit, or its failure)
+    duration: float = 0.0
+    sink: Optional[StreamSink] = field(default=None, repr=False, compare=False)
+
+    @property
+    def location(self) -> str:
+        """Where the records went: the table's path, "stdout", ..."""
+        return self.sink.location if self.sink is not None else ""
+
+    @property
+    def commits(self) -> Optional[int]:
+        """Writes that reached the table (queued checkpoints may share one); None if not counted."""
+        return self.sink.commits if self.sink is not None else None
+
+    @property
+    def rows(self) -> int:
+        """Rows the sink wrote (for a failed stream, fewer than the records read)."""
+        rows = self.sink.rows if self.sink is not None else None
+        return self.records if rows is None else rows
 
 
 @dataclass
@@ -94,7 +134,7 @@ class StreamSync:
         # An overwrite stream's data is published only when it completes, so a STATE in the
         # middle would claim records that no reader can see yet: it checkpoints once, at the end.
         self.checkpoints = self.incremental and configured.destination_sync_mode.value != OVERWRITE
-        self.result = StreamResult(name=stream.name)
+        self.result = StreamResult(name=stream.name, sink=sink)
         self._last_state: Optional[Dict[str, Any]] = copy.deepcopy(dict(input_state)) if input_state else {}
         self._printed_any = False
         self._uncovered = 0  # records read since the last checkpoint was asked for
@@ -134,9 +174,9 @@ class StreamSync:
             stream.cursor = None
         stream_state = self._current_state() if self.incremental else {}
         boundary = self.boundary
-        for stream_slice in stream.stream_slices(
-            sync_mode=sync_mode, cursor_field=cursor_field, stream_state=stream_state
-        ):
+        slices = stream.stream_slices(sync_mode=sync_mode, cursor_field=cursor_field, stream_state=stream_state)
+        self.result.slices_total = _slice_total(stream, slices)
+        for stream_slice in slices:
             in_slice = 0
             boundary.start_slice(stream_slice)
             for item in stream.read_records(
@@ -245,12 +285,14 @@ def read_streams(
     destination: Destination,
     output: ProtocolOutput,
     rebuild: Iterable[str] = (),
+    progress: Optional["Progress"] = None,
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others.
 
     ``streams`` must hold every stream the catalog names, with input state already applied
     (see ``runtime.entrypoint``), so nothing here can fail on bad input. Streams named in
-    ``rebuild`` (``"*"``: all) start over and replace their tables.
+    ``rebuild`` (``"*"``: all) start over and replace their tables. ``progress`` is told when
+    each stream starts and ends.
     """
     rebuild = set(rebuild)
     result = ReadResult()
@@ -271,6 +313,9 @@ def read_streams(
         sink = destination.open_stream(target)
         sync = StreamSync(stream, configured, target, sink, output, states.get(stream.name))
         output.stream_status(stream.name, namespace, "RUNNING")
+        started = time.monotonic()
+        if progress is not None:
+            progress.stream_started(sync.result)
         try:
             stream_result = sync.run()
         except Exception as error:  # one stream's failure is reported, then the next stream runs
@@ -284,8 +329,22 @@ def read_streams(
             logger.error("stream %s failed after %d records: %s", stream.name, stream_result.records, error)
         else:
             output.stream_status(stream.name, namespace, "COMPLETE")
+        stream_result.duration = time.monotonic() - started
+        if progress is not None:
+            progress.stream_finished(stream_result)
         result.streams.append(stream_result)
     return result
+
+
+def _slice_total(stream: Stream, slices: Iterable[Any]) -> Optional[int]:
+    """How many slices there are, when that is known without reading any: ``stream_slices``
+    returned a list (date windows do), or the stream keeps the CDK's default single slice.
+    A generator (substream parents, ...) is never drained ahead for this."""
+    if isinstance(slices, Sized):
+        return len(slices)
+    if type(stream).stream_slices is Stream.stream_slices:
+        return 1
+    return None
 
 
 def _wrap_keys(keys: Any) -> List[List[str]]:

@@ -136,7 +136,7 @@ def _truncate_table_from(path: str, field: str, cursor: str, new_state: Mapping[
         return
     from pyspark.sql import functions as F
 
-    frame = table.spark.read.parquet(path)
+    frame = table.read()
     column = frame[field]
     kept = frame.where(column.isNull() | (column < F.lit(cursor).cast(frame.schema[field].dataType)))
     info = table.commit(kept, state=dict(new_state), seq=last["seq"] + 1, replace=True, extra={"start_state": dict(new_state)})

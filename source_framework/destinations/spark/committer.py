@@ -1,14 +1,23 @@
 """Commits in the background, in order, while the runtime goes on reading.
 
-The reading thread hands each checkpoint (its records, its state) to ``submit`` and gets a
-future; one worker thread converts the records to Arrow and commits them to Spark. Checkpoints
+The reading thread hands each checkpoint (its records, already Arrow batches, and its state) to
+``submit`` and gets a future; one worker thread commits them to Spark. Checkpoints
 of the same stream that queue up while a commit runs are merged into one Spark write (each
 keeps its own future, all completed together), so slow commits cost fewer writes instead of
 piling up. The runtime prints each STATE after its future completes, in order: the barrier
-does not move.
+does not move. A sink may also queue ``stage_only`` jobs: rows of a checkpoint still to come,
+written to files ahead of it so that a large slice is not held in memory.
 
-Memory stays bounded: when the records waiting for the worker exceed ``max_pending_records``,
-``submit`` blocks the reader until the worker catches up (back-pressure).
+Memory stays bounded: when the records waiting for the worker would exceed
+``max_pending_records`` or their Arrow batches ``max_pending_bytes``, ``submit`` blocks the
+reader until the worker catches up (back-pressure).
+
+Usage::
+
+    committer = BackgroundCommitter(lambda jobs: write(jobs), max_pending_records=100_000)
+    future = committer.submit(CommitJob(sink, batches, rows=len(records), nbytes=size, state=s, notes=None))
+    future.result()     # the checkpoint is committed
+    committer.close()
 """
 
 from __future__ import annotations
@@ -28,21 +37,31 @@ class CommitJob:
     """One checkpoint of one stream: what to write, and the state it covers."""
 
     sink: Any
-    records: List[Mapping[str, Any]]
-    extracted_at: List[int]
+    batches: List[Any]  # pyarrow Tables, typed by the sink
+    rows: int
+    nbytes: int
     state: Optional[Mapping[str, Any]]
     notes: Optional[Mapping[str, Any]]
+    #: files written ahead for the stream's next checkpoint (a large slice), not a commit
+    stage_only: bool = False
     future: "Future[Any]" = field(default_factory=Future)
 
 
 class BackgroundCommitter:
     """A single worker thread running ``commit(jobs)`` for batches of queued jobs."""
 
-    def __init__(self, commit: Callable[[List[CommitJob]], Any], max_pending_records: int = 200_000) -> None:
+    def __init__(
+        self,
+        commit: Callable[[List[CommitJob]], Any],
+        max_pending_records: int = 200_000,
+        max_pending_bytes: int = 256 * 1024 * 1024,
+    ) -> None:
         self._commit = commit
         self._max_pending = max(1, max_pending_records)
+        self._max_pending_bytes = max(1, max_pending_bytes)
         self._queue: Deque[CommitJob] = deque()
         self._pending_records = 0
+        self._pending_bytes = 0
         self._lock = threading.Condition()
         self._closed = False
         self.writes = 0
@@ -54,10 +73,14 @@ class BackgroundCommitter:
         with self._lock:
             # Back-pressure: wait while the queue holds too many records (a job is always
             # accepted into an empty queue, however large, so progress is never blocked).
-            while self._queue and self._pending_records + len(job.records) > self._max_pending:
+            while self._queue and (
+                self._pending_records + job.rows > self._max_pending
+                or self._pending_bytes + job.nbytes > self._max_pending_bytes
+            ):
                 self._lock.wait()
             self._queue.append(job)
-            self._pending_records += len(job.records)
+            self._pending_records += job.rows
+            self._pending_bytes += job.nbytes
             self._lock.notify_all()
         return job.future
 
@@ -75,13 +98,16 @@ class BackgroundCommitter:
             if not self._queue:
                 return []
             batch = [self._queue.popleft()]
-            while self._queue and self._queue[0].sink is batch[0].sink:
+            # Only jobs of one kind merge: staged rows belong to the checkpoint after them,
+            # never to one queued before them.
+            while self._queue and self._queue[0].sink is batch[0].sink and self._queue[0].stage_only == batch[0].stage_only:
                 batch.append(self._queue.popleft())
             return batch
 
     def _done(self, batch: List[CommitJob]) -> None:
         with self._lock:
-            self._pending_records -= sum(len(job.records) for job in batch)
+            self._pending_records -= sum(job.rows for job in batch)
+            self._pending_bytes -= sum(job.nbytes for job in batch)
             self._lock.notify_all()
 
     def _run(self) -> None:
@@ -92,7 +118,7 @@ class BackgroundCommitter:
             try:
                 result = self._commit(batch)
             except BaseException as error:  # each waiting STATE learns its commit failed
-                logger.error("commit of %s failed: %s", getattr(batch[0].sink, "name", "?"), error)
+                logger.error("commit of %s failed: %r", getattr(batch[0].sink, "name", "?"), error)
                 for job in batch:
                     job.future.set_exception(error)
                 batch[0].sink.failed = error

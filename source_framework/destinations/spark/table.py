@@ -26,8 +26,8 @@ Folder layout::
 
 One commit, in order:
 
-1. ``spark.createDataFrame(arrow_table)`` (pyspark 4 takes a ``pyarrow.Table`` directly),
-   ``.coalesce(1).write.mode("overwrite").parquet(_staging/<commit>)``.
+1. ``spark.createDataFrame(arrow_table)`` (pyspark 4 takes a ``pyarrow.Table`` directly,
+   classic or Spark Connect), ``.coalesce(1).write.mode("overwrite").parquet(_staging/<commit>)``.
 2. Rename the ``part-*.parquet`` file(s) into the table folder as
    ``c<seq:08d>-<n>-<uuid>.parquet`` (atomic, same file system), fsync them.
 3. Write ``_checkpoints/<seq>.json`` atomically (the caller's state, files, row count).
@@ -55,8 +55,11 @@ What pyspark 4.3 does, checked empirically:
   reading them); nothing references them any more.
 
 Limits: one writer per table (a per-object lock serialises threads; a second process would
-get ``FileExistsError`` on the batch file), local file systems only (files are moved with
-Python), and ``seq`` must grow from commit to commit.
+get ``FileExistsError`` on the batch file), and ``seq`` must grow from commit to commit. Spark
+writes the files (on its executors, or on a Spark Connect server) and this process moves them
+and writes the logs with plain file operations: the table folder must be on a file system both
+reach at the same path (a local disk for a local Spark, a shared mount for a cluster). Nothing
+here talks to the JVM directly, so the same code runs on a Spark Connect session.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -91,6 +94,14 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 STAGING_DIR = "_staging"
+
+
+@dataclass(frozen=True)
+class StagedFiles:
+    """Data files written ahead of their commit: a folder under the staging folder."""
+
+    folder: str
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -137,10 +148,13 @@ class SparkTable:
         seq: int,
         replace: bool = False,
         extra: Mapping[str, Any] | None = None,
+        staged: Sequence[StagedFiles] = (),
     ) -> CommitInfo:
         """Make ``data`` visible together with ``state``, all or nothing.
 
         ``data`` is an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
+        ``staged``: files written earlier by :meth:`stage` for this commit; they become visible
+        with ``data``.
         ``replace=True`` atomically swaps every previously visible row for ``data``.
         ``extra`` (JSON-able) is kept in the checkpoint record: the runtime stores there what it
         needs to resume (the boundary keys, the run's start state).
@@ -154,7 +168,7 @@ class SparkTable:
             last = self.last_checkpoint()
             if seq < 0 or (last is not None and seq <= last["seq"]):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last['seq']}")
-            files, rows = self._write_data_files(data, seq)
+            files, rows = self._write_data_files(data, seq, staged)
             fault_point("commit.files_written")
             batch_id = self._log.next_batch_id(replace=replace)
             self._checkpoints.write(
@@ -175,30 +189,54 @@ class SparkTable:
         elapsed_ms = (time.perf_counter() - started) * 1000
         return CommitInfo(seq, batch_id, [status.path for status in files], rows, elapsed_ms)
 
-    def _write_data_files(self, data: "pa.Table | DataFrame", seq: int) -> tuple[list[SinkFileStatus], int]:
-        """Let Spark write ``data`` to a private staging folder, then move it into the table."""
+    def stage(self, data: pa.Table) -> StagedFiles:
+        """Write ``data``'s files now for a commit still to come (see ``commit(staged=...)``).
+
+        Why: a checkpoint can be far away (a large slice), and rows held until then would grow
+        the process's memory with the slice. Staged files sit in the staging folder, invisible
+        to readers; a run that dies before the commit leaves them to the next run's clean-up.
+        """
+        staging = os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
+        arrow_frame(self.spark, data).coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
+        return StagedFiles(staging, data.num_rows)
+
+    def _write_data_files(
+        self, data: "pa.Table | DataFrame", seq: int, staged: Sequence[StagedFiles] = ()
+    ) -> tuple[list[SinkFileStatus], int]:
+        """Let Spark write ``data`` to a private staging folder, then move it, and any files
+        staged before, into the table."""
         commit_id = uuid.uuid4().hex
-        staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{commit_id}")
-        if isinstance(data, pa.Table):
-            frame, rows = self.spark.createDataFrame(data), data.num_rows
-        else:
-            frame = data.cache()  # counted and written: compute it once
-            rows = frame.count()
-        # A plain "file://" + path (not a percent-encoded URI): Hadoop's Path takes it literally.
-        frame.coalesce(1).write.mode("overwrite").parquet("file://" + staging)
-        if not isinstance(data, pa.Table):
-            frame.unpersist()
-        parts = sorted(name for name in os.listdir(staging) if name.startswith("part-") and name.endswith(".parquet"))
+        folders = [item.folder for item in staged]
+        rows = sum(item.rows for item in staged)
+        if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
+            staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{commit_id}")
+            if isinstance(data, pa.Table):
+                frame, data_rows = arrow_frame(self.spark, data), data.num_rows
+            else:
+                frame = data.cache()  # counted and written: compute it once
+                data_rows = frame.count()
+            frame.coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
+            if not isinstance(data, pa.Table):
+                frame.unpersist()
+            folders.append(staging)
+            rows += data_rows
+        parts = [
+            os.path.join(folder, name)
+            for folder in folders
+            for name in sorted(os.listdir(folder))
+            if name.startswith("part-") and name.endswith(".parquet")
+        ]
         if not parts:
-            raise RuntimeError(f"Spark wrote no Parquet file to {staging}")
+            raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
         moved = []
         for n, part in enumerate(parts):
             target = os.path.join(self.path, f"c{seq:08d}-{n}-{commit_id}.parquet")
-            os.rename(os.path.join(staging, part), target)
+            os.rename(part, target)
             fsync_file(target)
             moved.append(SinkFileStatus.for_local_file(target))
         fsync_directory(self.path)
-        shutil.rmtree(staging, ignore_errors=True)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
         return moved, rows
 
     # --- reading our own state ---------------------------------------------------
@@ -223,6 +261,14 @@ class SparkTable:
             return False
         logged = {entry.path for entry in entries}
         return all(path in logged for path in record["files"])
+
+    def read(self) -> "DataFrame":
+        """The committed rows, as any Spark reader sees them."""
+        return self.spark.read.parquet(spark_path(self.path))
+
+    def read_staged(self, staged: StagedFiles) -> "DataFrame":
+        """The rows of files staged for a commit still to come."""
+        return self.spark.read.parquet(spark_path(staged.folder))
 
     def live_files(self) -> list[str]:
         """``file:`` URIs of the data files a Spark reader sees now."""
@@ -270,11 +316,33 @@ class SparkTable:
         staging = os.path.join(self.path, STAGING_DIR)
         if os.path.isdir(staging):
             leftovers = os.listdir(staging)
-            shutil.rmtree(staging)
+            # A killed run's write can still be running on a Spark Connect server or on
+            # executors and add files while we delete. Whatever it leaves is never
+            # published (only this process moves files into the table): the next run
+            # removes it.
+            shutil.rmtree(staging, ignore_errors=True)
             removed += [os.path.join(staging, name) for name in leftovers]  # an empty folder is no news
         for directory in (self._log.directory, self._checkpoints.directory):
             removed += [_remove(path) for path in _children(directory) if is_temp_file(os.path.basename(path))]
         return removed
+
+
+def arrow_frame(spark: "SparkSession", data: pa.Table) -> "DataFrame":
+    """A DataFrame of ``data`` under a classic or a Spark Connect session.
+
+    The schema is the one Spark would infer from the Arrow schema, given explicitly because
+    Spark Connect refuses to infer one from an empty table (a commit with no records).
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return spark.createDataFrame(data, schema=from_arrow_schema(data.schema))
+
+
+def spark_path(path: str) -> str:
+    """``path`` for Spark: always the local file system, whatever the cluster's default file
+    system is (HDFS on YARN). A plain "file://" + path, not a percent-encoded URI: Hadoop's
+    Path takes it literally."""
+    return "file://" + path
 
 
 def _children(directory: str) -> list[str]:

@@ -1,10 +1,11 @@
 """The Spark destination: one Parquet table per stream, one atomic commit per checkpoint.
 
-Tables live at ``<warehouse>/<namespace or source name>/<stream>``. Records are buffered as
-they arrive; at a checkpoint they are handed to the ``BackgroundCommitter``, which turns them
-into one Arrow table (typed from the stream's JSON schema, see ``arrow_conversion``) and one
-commit of the stream's ``SparkTable`` while reading goes on. ``commit`` returns the future the
-runtime waits on before printing the STATE.
+Tables live at ``<warehouse>/<namespace or source name>/<stream>``. Records become Arrow
+batches of ``BATCH_ROWS`` as they arrive (typed once per batch from the stream's JSON schema,
+see ``arrow_conversion``), so what waits for Spark is columnar, several times smaller than the
+parsed dicts. At a checkpoint the batches go to the ``BackgroundCommitter``, which makes them
+one commit of the stream's ``SparkTable`` while reading goes on. ``commit`` returns the future
+the runtime waits on before printing the STATE.
 
 Spark starts in a background thread as soon as the destination is created, so the JVM's
 start-up overlaps the first HTTP requests.
@@ -16,11 +17,14 @@ import datetime as dt
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid
 from concurrent.futures import Future
 from typing import Any, Dict, Iterator, List, Mapping, Optional
+
+import pyarrow as pa
 
 from source_framework.destinations.base import (
     APPEND_DEDUP,
@@ -31,13 +35,14 @@ from source_framework.destinations.base import (
     done,
 )
 from source_framework.destinations.spark.arrow_conversion import (
+    CHECKPOINT,
     arrow_schema,
     records_to_arrow,
 )
 from source_framework.destinations.spark.atomic_files import write_atomically
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.session import get_spark
-from source_framework.destinations.spark.table import SparkTable
+from source_framework.destinations.spark.table import SparkTable, StagedFiles, arrow_frame
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -48,6 +53,13 @@ def new_sync_id() -> str:
 
 
 RESET_MARKER = "_sf_reset.json"
+
+#: Records per Arrow batch: large enough that conversion runs at columnar speed, small enough
+#: that few parsed dicts are alive at once.
+BATCH_ROWS = 4096
+
+#: Rows a sink holds before it has them written to staged files ahead of their checkpoint.
+STAGE_ROWS = 100_000
 
 
 class SparkSink(StreamSink):
@@ -67,9 +79,16 @@ class SparkSink(StreamSink):
         self._destination = destination
         self.target = target
         self.path = path
+        self.location = path
         self._schema = arrow_schema(dict(target.json_schema))
         self._records: List[Mapping[str, Any]] = []
         self._extracted_at: List[int] = []
+        self._batches: List[pa.Table] = []
+        self._batched_rows = 0
+        self._stage_rows = destination.stage_rows
+        self._batch_rows = min(BATCH_ROWS, self._stage_rows)
+        self._staged_since_commit = 0  # rows handed over as stage-only jobs (reading thread)
+        self._staged: List[StagedFiles] = []  # their files, once written (committer thread)
         self._mode = target.destination_sync_mode
         self._table: Optional[SparkTable] = None
         self._reset_id: Optional[str] = None
@@ -118,83 +137,116 @@ class SparkSink(StreamSink):
     def write(self, record: Mapping[str, Any]) -> None:
         self._records.append(record)
         self._extracted_at.append(int(time.time() * 1000))
+        if len(self._records) >= self._batch_rows:
+            self._to_arrow()
+            if self._batched_rows >= self._stage_rows:
+                self._submit_stage()
+
+    def _to_arrow(self) -> None:
+        """The records so far become one Arrow batch; its checkpoint number is set at commit."""
+        if not self._records:
+            return
+        batch = records_to_arrow(
+            self._records,
+            self._schema,
+            extracted_at_ms=self._extracted_at,
+            sync_id=self._destination.sync_id,
+            checkpoint=-1,
+        )
+        self._batches.append(batch)
+        self._batched_rows += batch.num_rows
+        self._records, self._extracted_at = [], []
 
     def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         return self._submit(state, notes)
 
     def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
-        if self._mode == OVERWRITE or self.target.rebuild or self._records:
+        if self._mode == OVERWRITE or self.target.rebuild or self._records or self._batches or self._staged_since_commit:
             return self._submit(state, notes)
         return done()
 
     def abort(self) -> None:
         self._records, self._extracted_at = [], []
+        self._batches, self._batched_rows = [], 0
 
     def _submit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> "Future[Any]":
-        job = CommitJob(self, self._records, self._extracted_at, state, notes)
-        self._records, self._extracted_at = [], []
+        self._to_arrow()
+        job = CommitJob(self, self._batches, self._batched_rows, sum(b.nbytes for b in self._batches), state, notes)
+        self._batches, self._batched_rows, self._staged_since_commit = [], 0, 0
         return self._destination.committer.submit(job)
+
+    def _submit_stage(self) -> None:
+        """Hand the rows held so far to Spark ahead of their checkpoint (a failure surfaces at
+        the next commit, through ``failed``)."""
+        job = CommitJob(self, self._batches, self._batched_rows, sum(b.nbytes for b in self._batches), None, None, stage_only=True)
+        self._staged_since_commit += self._batched_rows
+        self._batches, self._batched_rows = [], 0
+        self._destination.committer.submit(job)
 
     def commit_jobs(self, jobs: List[CommitJob]) -> Any:
         """Runs on the committer's thread: one Spark write for one or more queued checkpoints."""
         if self.failed is not None:
             raise RuntimeError(f"stream '{self.name}': an earlier commit failed ({self.failed})")
-        if len(jobs) == 1:
-            records, extracted_at = jobs[0].records, jobs[0].extracted_at
-        else:
-            records = [record for job in jobs for record in job.records]
-            extracted_at = [ms for job in jobs for ms in job.extracted_at]
+        batches = [batch for job in jobs for batch in job.batches]
+        if jobs[0].stage_only:
+            table = self.table  # opened first: it knows the next commit's number
+            staged = table.stage(self._numbered(batches, self._next_seq))
+            self._staged.append(staged)
+            return staged
         notes = dict(jobs[-1].notes or {})
         if len(jobs) > 1:
             # The STATEs of the merged checkpoints are printed too; a later run given one of
             # them must know the table already holds what came after it.
             notes["merged_states"] = [dict(job.state or {}) for job in jobs[:-1]]
-        return self._commit(records, extracted_at, jobs[-1].state, notes)
+        return self._commit(batches, jobs[-1].state, notes)
 
-    def _commit(
-        self,
-        records: List[Mapping[str, Any]],
-        extracted_at: List[int],
-        state: Optional[Mapping[str, Any]],
-        notes: Optional[Mapping[str, Any]],
-    ) -> Any:
+    def _commit(self, batches: List[pa.Table], state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> Any:
         table = self.table
         seq = self._next_seq
-        arrow = records_to_arrow(
-            records,
-            self._schema,
-            extracted_at_ms=extracted_at,
-            sync_id=self._destination.sync_id,
-            checkpoint=seq,
-        )
+        arrow = self._numbered(batches, seq)
         data: Any = arrow
+        staged, self._staged = self._staged, []
         replace = self._replace_next
         if self._mode == APPEND_DEDUP:
-            data = self._merged(arrow, include_table=not replace)
+            data = self._merged(arrow, include_table=not replace, staged=staged)
             replace = True
         extra = dict(notes or {})
         if self._reset_id:
             extra["reset_id"] = self._reset_id
-        info = table.commit(data, state=dict(state or {}), seq=seq, replace=replace, extra=extra)
+        info = table.commit(
+            data, state=dict(state or {}), seq=seq, replace=replace, extra=extra,
+            staged=() if self._mode == APPEND_DEDUP else staged,
+        )
+        if self._mode == APPEND_DEDUP:
+            for item in staged:  # merged into the new table version above
+                shutil.rmtree(item.folder, ignore_errors=True)
         if self._reset_id:
             os.remove(os.path.join(self.path, RESET_MARKER))
             self._reset_id = None
         self._replace_next = False  # a rebuild replaces once; the rest of this run adds to it
         self._next_seq = seq + 1
         self.commits += 1
-        self.rows += len(records)
-        logger.debug("%s: commit %d, %d rows, %.0f ms", self.name, seq, len(records), info.ms)
+        self.rows += info.rows if self._mode != APPEND_DEDUP else arrow.num_rows + sum(i.rows for i in staged)
+        logger.debug("%s: commit %d, %d rows, %.0f ms", self.name, seq, arrow.num_rows, info.ms)
         return info
 
-    def _merged(self, arrow: Any, include_table: bool) -> Any:
-        """The table's rows plus ``arrow``'s, one per primary key: latest cursor, then latest extraction."""
+    def _numbered(self, batches: List[pa.Table], seq: int) -> pa.Table:
+        """One Arrow table of ``batches``, its rows marked as belonging to commit ``seq``."""
+        arrow = pa.concat_tables(batches) if batches else self._schema.empty_table()
+        column = pa.repeat(pa.scalar(seq, pa.int64()), arrow.num_rows)
+        return arrow.set_column(arrow.schema.get_field_index(CHECKPOINT), CHECKPOINT, column)
+
+    def _merged(self, arrow: Any, include_table: bool, staged: List[StagedFiles]) -> Any:
+        """The table's rows plus the new ones (``arrow``'s and the staged files'), one per primary
+        key: latest cursor, then latest extraction."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        spark = self._destination.spark
-        frame = spark.createDataFrame(arrow)
+        frame = arrow_frame(self._destination.spark, arrow)
+        for item in staged:
+            frame = frame.unionByName(self.table.read_staged(item))
         if include_table and self.table.last_checkpoint() is not None:
-            frame = spark.read.parquet(self.path).unionByName(frame)
+            frame = self.table.read().unionByName(frame)
         keys = [F.col(".".join(path)) for path in self.target.primary_key]
         order = [F.col(c).desc_nulls_last() for c in self.target.cursor_field[:1]]
         order += [F.col("_sf_extracted_at").desc(), F.col("_sf_checkpoint").desc()]
@@ -225,9 +277,12 @@ class SparkDestination(Destination):
         master: str = "local[*]",
         spark_conf: Optional[Mapping[str, str]] = None,
         max_pending_records: int = 200_000,
+        max_pending_bytes: int = 256 * 1024 * 1024,
+        stage_rows: int = STAGE_ROWS,
     ) -> None:
         self.warehouse = warehouse if "://" in warehouse else os.path.abspath(warehouse)
-        self.committer = BackgroundCommitter(lambda jobs: jobs[0].sink.commit_jobs(jobs), max_pending_records)
+        self.committer = BackgroundCommitter(lambda jobs: jobs[0].sink.commit_jobs(jobs), max_pending_records, max_pending_bytes)
+        self.stage_rows = max(1, stage_rows)
         self.default_namespace = default_namespace
         self.master = master
         self.sync_id = new_sync_id()

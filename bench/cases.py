@@ -1,0 +1,162 @@
+"""The benchmark's cases: what each one runs, and how it is timed and measured.
+
+Every case runs in a fresh child process whose tree (the Python process and, for Spark, its
+JVM) is watched by ``PeakMemory``. The time that counts is the reading, from the first record
+request to the last output, never the interpreter start or imports:
+
+- worker cases (``bench/worker.py``) time themselves around the read call;
+- ``FullSyncCase`` runs ``main.py read`` into Spark exactly as a user does and is timed from its
+  first STREAM_STATUS line (reading starts; Spark starts in the background at the same moment)
+  to its last protocol line (the final STATE and COMPLETE, after the last commit).
+
+Usage::
+
+    case = FullSyncCase("full-1000", "(4) full sync, interval 1000", interval=1000)
+    measurement = case.run(bench_env)       # Measurement(records=..., seconds=..., commits=...)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from bench.memory import PeakMemory
+from source_framework.compare.tables import commit_stats
+
+
+@dataclass
+class BenchEnv:
+    """What every case shares: files, the API, where scratch data goes."""
+
+    root: str  # the repository
+    workdir: str  # scratch: configs, results, warehouses
+    base_config: Dict[str, Any]
+    catalog_path: str
+    streams: List[str]
+    namespace: str = "demo"
+    python: str = sys.executable
+
+    def config_path(self, interval: Optional[int], tag: str) -> str:
+        path = os.path.join(self.workdir, f"config-{tag}.json")
+        with open(path, "w") as handle:
+            json.dump({**self.base_config, "state_checkpoint_interval": interval}, handle)
+        return path
+
+    def child_env(self) -> Dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.root, env.get("PYTHONPATH", "")) if p)
+        env.pop("SOURCE_FRAMEWORK_PAUSE_AT", None)
+        return env
+
+
+@dataclass
+class Measurement:
+    case: str
+    records: int
+    seconds: float
+    process_seconds: float
+    python_peak_mb: float
+    jvm_peak_mb: float = 0.0
+    states: int = 0
+    commits: Optional[int] = None
+    data_files: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+
+class Case:
+    name = ""
+    label = ""
+
+    def run(self, env: BenchEnv) -> Measurement:
+        raise NotImplementedError
+
+
+class WorkerCase(Case):
+    """(1) framework with records dropped, (2) airbyte-cdk to /dev/null, (3) bare requests loop."""
+
+    def __init__(self, name: str, label: str, interval: Optional[int] = None) -> None:
+        self.name, self.label, self.interval = name, label, interval
+
+    def run(self, env: BenchEnv) -> Measurement:
+        result_path = os.path.join(env.workdir, f"result-{self.name}.json")
+        argv = [env.python, "-m", "bench.worker", self.name, "--config", env.config_path(self.interval, self.name),
+                "--catalog", env.catalog_path, "--result", result_path]
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, cwd=env.root, env=env.child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with PeakMemory(process.pid) as peaks:
+            _, stderr = process.communicate()
+        process_seconds = time.perf_counter() - started
+        if process.returncode != 0:
+            raise RuntimeError(f"{self.name} failed ({process.returncode}):\n{stderr.decode(errors='replace')[-3000:]}")
+        with open(result_path) as handle:
+            result = json.load(handle)
+        return Measurement(
+            case=self.name, records=result["records"], seconds=result["seconds"], process_seconds=process_seconds,
+            python_peak_mb=max(result.get("python_peak_mb", 0.0), peaks.python_mb), states=result.get("states", 0),
+            extra={k: v for k, v in result.items() if k not in ("records", "seconds", "states", "python_peak_mb")},
+        )
+
+
+class FullSyncCase(Case):
+    """(4) ``main.py read`` into a fresh Spark warehouse at one checkpoint interval."""
+
+    def __init__(self, name: str, label: str, interval: Optional[int], spark_master: Optional[str] = None) -> None:
+        self.name, self.label, self.interval, self.spark_master = name, label, interval, spark_master
+
+    def run(self, env: BenchEnv) -> Measurement:
+        warehouse = os.path.join(env.workdir, f"warehouse-{self.name}")
+        shutil.rmtree(warehouse, ignore_errors=True)
+        argv = [env.python, os.path.join(env.root, "main.py"), "read", "--config", env.config_path(self.interval, self.name),
+                "--catalog", env.catalog_path, "--warehouse", warehouse, "--quiet"]
+        if self.spark_master:
+            argv += ["--spark-master", self.spark_master]
+        log_path = os.path.join(env.workdir, f"{self.name}.stderr.log")
+        started = time.perf_counter()
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(argv, cwd=env.root, env=env.child_env(), stdout=subprocess.PIPE, stderr=log)
+            assert process.stdout is not None
+            with PeakMemory(process.pid) as peaks:
+                first = last = None
+                states = 0
+                for line in process.stdout:
+                    now = time.perf_counter()
+                    if first is None and b'"STREAM_STATUS"' in line:
+                        first = now
+                    if line.startswith(b'{"type":"STATE"'):
+                        states += 1
+                    last = now
+                process.wait()
+        process_seconds = time.perf_counter() - started
+        if process.returncode != 0 or first is None or last is None:
+            with open(log_path, errors="replace") as handle:
+                raise RuntimeError(f"{self.name} failed ({process.returncode}):\n{handle.read()[-3000:]}")
+        totals = [commit_stats(os.path.join(warehouse, env.namespace, stream)) for stream in env.streams]
+        measurement = Measurement(
+            case=self.name, records=sum(t.rows for t in totals), seconds=last - first, process_seconds=process_seconds,
+            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states,
+            commits=sum(t.commits for t in totals), data_files=sum(t.files for t in totals),
+        )
+        shutil.rmtree(warehouse, ignore_errors=True)  # millions of rows per run add up on disk
+        return measurement
+
+
+def all_cases(spark_master: Optional[str] = None) -> List[Case]:
+    return [
+        WorkerCase("framework-null", "(1) framework read, records dropped"),
+        WorkerCase("cdk-devnull", "(2) airbyte-cdk read to /dev/null"),
+        WorkerCase("bare-requests", "(3) bare requests + orjson loop"),
+        FullSyncCase("full-slice", "(4) full sync into Spark, slice checkpoints", None, spark_master),
+        FullSyncCase("full-10000", "(4) full sync into Spark, interval 10000", 10000, spark_master),
+        FullSyncCase("full-1000", "(4) full sync into Spark, interval 1000", 1000, spark_master),
+        FullSyncCase("full-100", "(4) full sync into Spark, interval 100", 100, spark_master),
+    ]

@@ -1,0 +1,119 @@
+"""Peak memory of a process and everything it starts (the Spark JVM), sampled from ``/proc``.
+
+Why sampling ``VmHWM``: it is the kernel's own high-water mark of a process's resident memory,
+so a sample taken at any time already includes every earlier peak; sampling only has to
+happen before the process exits. The JVM that pyspark starts is a child of the Python process
+(``spark-submit`` execs ``java``), found by walking ``/proc/<pid>/task/*/children``.
+
+Usage::
+
+    with PeakMemory(process.pid) as peaks:
+        process.wait()
+    peaks.python_mb, peaks.jvm_mb
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Dict, List, Optional
+
+SAMPLE_SECONDS = 0.05
+
+
+class PeakMemory:
+    """Samples the process tree under ``pid`` in a thread until ``stop()``."""
+
+    def __init__(self, pid: int, interval: float = SAMPLE_SECONDS) -> None:
+        self.pid = pid
+        self.interval = interval
+        self._peaks_kb: Dict[int, int] = {}
+        self._names: Dict[int, str] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"peak-memory-{pid}", daemon=True)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+
+    def sample(self) -> None:
+        for pid in _tree(self.pid):
+            high_water = _vm_hwm_kb(pid)
+            if high_water is not None:
+                self._peaks_kb[pid] = max(self._peaks_kb.get(pid, 0), high_water)
+                # Not cached: spark-submit is a shell script that execs java under the same pid.
+                self._names[pid] = _comm(pid) or self._names.get(pid, "")
+
+    @property
+    def python_mb(self) -> float:
+        """The largest Python process of the tree (the measured process itself)."""
+        return max((kb for pid, kb in self._peaks_kb.items() if not self._is_jvm(pid)), default=0) / 1024
+
+    @property
+    def jvm_mb(self) -> float:
+        """The Spark JVM. The largest java process: spark-submit first runs a small, short-lived
+        java launcher to build the real JVM's command line, and the two never overlap."""
+        return max((kb for pid, kb in self._peaks_kb.items() if self._is_jvm(pid)), default=0) / 1024
+
+    def _is_jvm(self, pid: int) -> bool:
+        return self._names.get(pid) == "java"
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.sample()
+            self._stopping.wait(self.interval)
+
+
+def self_peak_mb() -> float:
+    """This process's own peak resident memory, in MB."""
+    return (_vm_hwm_kb(os.getpid()) or 0) / 1024
+
+
+def _tree(root: int) -> List[int]:
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(_children(pid))
+    return found
+
+
+def _children(pid: int) -> List[int]:
+    children: List[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return children
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                children.extend(int(child) for child in handle.read().split())
+        except OSError:
+            continue
+    return children
+
+
+def _vm_hwm_kb(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""

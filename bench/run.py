@@ -1,0 +1,144 @@
+"""The benchmark: the framework, airbyte-cdk and a bare HTTP loop against the demo API, side by side.
+
+::
+
+    python bench/run.py                                   # 200,000 records, 3 repetitions
+    python bench/run.py --records 50000 --repeat 2
+    python bench/run.py --records 1000000,4000000 --cases full-slice --repeat 1   # memory growth
+    python bench/run.py --streams users,orders --json /tmp/bench.json
+
+It starts the demo API (its own process) with N users and N orders, then runs every case once
+per repetition, interleaved (the order rotates each repetition), each in a fresh process:
+
+1. ``framework-null``: our read loop over the same streams, records dropped;
+2. ``cdk-devnull``: airbyte-cdk's own entrypoint reading the same source to /dev/null;
+3. ``bare-requests``: a plain requests + orjson loop over the same pages;
+4. ``full-slice``, ``full-10000``, ``full-1000``, ``full-100``: ``main.py read`` into Spark at
+   slice checkpoints and at those ``state_checkpoint_interval`` values.
+
+It prints medians of records/s, the ratios between cases against the issue's targets, Spark
+commits and data files, and the peak memory of the Python process and the Spark JVM; the same
+goes to JSON (default ``bench/results/bench-<N>.json``). Not a test: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Dict, List, Sequence
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:  # run as a script: make the repository importable
+    sys.path.insert(0, ROOT)
+
+from bench.api_process import DemoApiProcess  # noqa: E402
+from bench.cases import BenchEnv, Case, Measurement, all_cases  # noqa: E402
+from bench.report import BenchReport, memory_growth, memory_growth_text  # noqa: E402
+
+API_KEY = "bench-api-key-8c21"
+CATALOG = os.path.join(ROOT, "integration_tests", "configured_catalog.json")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python bench/run.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", default="200000",
+                        help="users and orders the API serves (default 200000); a comma list runs the benchmark per count")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions; medians are reported (default 3)")
+    parser.add_argument("--streams", default="orders", help="streams to read (default orders: monthly slices)")
+    parser.add_argument("--page-size", type=int, default=1000, help="records per API page (1-1000, default 1000)")
+    parser.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in all_cases()))
+    parser.add_argument("--spark-master", help="Spark master for the full syncs (default: the runtime's, local[*])")
+    parser.add_argument("--json", help="results file (default bench/results/bench-<records>.json)")
+    parser.add_argument("--workdir", help="scratch folder for warehouses and logs (default: a temporary folder)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    counts = [int(text.replace("_", "")) for text in args.records.split(",") if text.strip()]
+    cases = select_cases(all_cases(args.spark_master), args.cases)
+    streams = [s.strip() for s in args.streams.split(",") if s.strip()]
+    reports = []
+    for records in counts:
+        report = run_benchmark(records, cases, streams, args)
+        sys.stdout.write(report.text())
+        path = args.json or os.path.join(ROOT, "bench", "results", f"bench-{records}.json")
+        if len(counts) > 1 and args.json:
+            path = f"{os.path.splitext(args.json)[0]}-{records}.json"
+        write_json(path, report.to_json())
+        sys.stdout.write(f"(written to {path})\n\n")
+        reports.append(report)
+    growth = memory_growth(reports)
+    if growth:
+        sys.stdout.write(memory_growth_text(growth))
+        write_json(os.path.join(os.path.dirname(path), "memory-growth.json"), growth)
+    return 0
+
+
+def select_cases(cases: List[Case], names: str | None) -> List[Case]:
+    if not names:
+        return cases
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = set(wanted) - {c.name for c in cases}
+    if unknown:
+        raise SystemExit(f"unknown case(s): {', '.join(sorted(unknown))}")
+    return [c for c in cases if c.name in wanted]
+
+
+def run_benchmark(records: int, cases: List[Case], streams: List[str], args: argparse.Namespace) -> BenchReport:
+    workdir = args.workdir or tempfile.mkdtemp(prefix=f"bench-{records}-")
+    os.makedirs(workdir, exist_ok=True)
+    measurements: Dict[str, List[Measurement]] = {c.name: [] for c in cases}
+    log(f"starting the demo API with {records:,} records")
+    with DemoApiProcess(records=records, api_key=API_KEY) as api:
+        env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size),
+                       catalog_path=write_catalog(workdir, streams), streams=streams)
+        log("warm-up: one bare pass over the pages (not counted)")
+        next(c for c in all_cases() if c.name == "bare-requests").run(env)
+        for repetition in range(args.repeat):
+            shift = repetition % len(cases)
+            for case in cases[shift:] + cases[:shift]:  # rotate, so no case always runs first or last
+                started = time.perf_counter()
+                measurement = case.run(env)
+                measurements[case.name].append(measurement)
+                log(f"rep {repetition + 1}/{args.repeat} {case.name:<15} {measurement.records_per_second:>10,.0f} rec/s "
+                    f"({measurement.records:,} records, {measurement.seconds:.2f}s; process {time.perf_counter() - started:.1f}s)")
+    settings = {"streams": streams, "page_size": args.page_size, "repeat": args.repeat, "cpus": os.cpu_count(),
+                "spark_master": args.spark_master or "local[*]", "workdir": workdir}
+    return BenchReport(records, measurements, {c.name: c.label for c in cases}, settings)
+
+
+def base_config(api_url: str, page_size: int) -> dict:
+    return {"api_key": API_KEY, "api_url": api_url, "start_date": "2025-01-01T00:00:00Z", "page_size": page_size}
+
+
+def write_catalog(workdir: str, streams: List[str]) -> str:
+    with open(CATALOG) as handle:
+        catalog = json.load(handle)
+    chosen = [entry for entry in catalog["streams"] if entry["stream"]["name"] in streams]
+    missing = set(streams) - {entry["stream"]["name"] for entry in chosen}
+    if missing:
+        raise SystemExit(f"unknown stream(s): {', '.join(sorted(missing))}")
+    path = os.path.join(workdir, "catalog.json")
+    with open(path, "w") as handle:
+        json.dump({"streams": chosen}, handle)
+    return path
+
+
+def write_json(path: str, content: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(content, handle, indent=2)
+
+
+def log(message: str) -> None:
+    sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {message}\n")
+    sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

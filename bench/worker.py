@@ -1,0 +1,151 @@
+"""One in-process measurement, run in its own child process by ``bench/run.py``.
+
+::
+
+    python -m bench.worker framework-null --config C --catalog K --result R.json
+    python -m bench.worker cdk-devnull    --config C --catalog K --result R.json
+    python -m bench.worker bare-requests  --config C --catalog K --result R.json
+
+- ``framework-null``: our runtime's ``read_streams`` over the demo streams into a destination
+  that drops records (``null_destination``); protocol lines go to /dev/null.
+- ``cdk-devnull``: airbyte-cdk's own ``launch(DemoSource(), ["read", ...])`` with stdout on
+  /dev/null (RECORD lines counted on the way out).
+- ``bare-requests``: the same pages with a plain ``requests`` session and ``orjson``: the
+  stream objects only say which URL and parameters come next.
+
+Each writes ``{"records", "seconds", "states", "python_peak_mb"}`` to ``--result``. ``seconds``
+covers the reading only (not the interpreter start or imports), as for every case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Callable, Dict, List
+
+import orjson
+
+
+def framework_null(config: Dict[str, Any], catalog_path: str) -> Dict[str, Any]:
+    from bench.null_destination import NullDestination
+    from source_framework.demo import DemoSource
+    from source_framework.runtime.inputs import load_catalog
+    from source_framework.runtime.output import ProtocolOutput
+    from source_framework.runtime.read import read_streams
+
+    catalog = load_catalog(catalog_path)
+    streams = {stream.name: stream for stream in DemoSource().streams(config)}
+    with open(os.devnull, "wb") as null:
+        output = ProtocolOutput(null)
+        started = time.perf_counter()
+        result = read_streams(streams, catalog, {}, NullDestination(), output)
+        output.flush()
+        seconds = time.perf_counter() - started
+    failed = [s.name for s in result.streams if s.error]
+    if failed:
+        raise RuntimeError(f"streams failed: {failed}")
+    return {"records": sum(s.records for s in result.streams), "seconds": seconds,
+            "states": sum(s.states for s in result.streams)}
+
+
+class _CountingNull:
+    """stdout for the CDK: counts RECORD and STATE lines, writes them to /dev/null."""
+
+    def __init__(self) -> None:
+        self._null = open(os.devnull, "w")
+        self.records = 0
+        self.states = 0
+
+    def write(self, text: str) -> int:
+        # The CDK's print buffer hands over whole lines, many at a time.
+        self.records += text.count('{"type":"RECORD"')
+        self.states += text.count('{"type":"STATE"')
+        return self._null.write(text)
+
+    def flush(self) -> None:
+        self._null.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def cdk_devnull(config_path: str, catalog_path: str) -> Dict[str, Any]:
+    from airbyte_cdk.entrypoint import launch
+
+    from source_framework.demo import DemoSource
+
+    sink = _CountingNull()
+    # The CDK prints through its PrintBuffer, which writes to sys.__stdout__.
+    real = sys.stdout, sys.__stdout__
+    sys.stdout = sys.__stdout__ = sink  # type: ignore[misc]
+    try:
+        started = time.perf_counter()
+        launch(DemoSource(), ["read", "--config", config_path, "--catalog", catalog_path])
+        seconds = time.perf_counter() - started
+    finally:
+        sys.stdout, sys.__stdout__ = real  # type: ignore[misc]
+    return {"records": sink.records, "seconds": seconds, "states": sink.states}
+
+
+def bare_requests(config: Dict[str, Any], catalog_path: str) -> Dict[str, Any]:
+    import requests
+
+    from source_framework.demo import DemoSource
+    from source_framework.runtime.inputs import load_catalog
+
+    catalog = load_catalog(catalog_path)
+    streams = {stream.name: stream for stream in DemoSource().streams(config)}
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {config['api_key']}"
+    records = pages = 0
+    started = time.perf_counter()
+    for configured in catalog.streams:
+        stream = streams[configured.stream.name]
+        slices = stream.stream_slices(sync_mode=configured.sync_mode, cursor_field=configured.cursor_field, stream_state={})
+        for stream_slice in slices:
+            token = None
+            while True:
+                params = stream.request_params(stream_state={}, stream_slice=stream_slice, next_page_token=token)
+                response = session.get(stream.url_base + stream.path(stream_slice=stream_slice), params=params, timeout=60)
+                response.raise_for_status()
+                body = orjson.loads(response.content)
+                for _record in body["data"]:
+                    records += 1
+                pages += 1
+                # The stream's own paging rule, on the body already parsed (no second parse).
+                response.json = lambda _body=body, **_: _body  # type: ignore[method-assign]
+                token = stream.next_page_token(response)
+                if not token:
+                    break
+    return {"records": records, "seconds": time.perf_counter() - started, "states": 0, "pages": pages}
+
+
+CASES: Dict[str, Callable[[argparse.Namespace, Dict[str, Any]], Dict[str, Any]]] = {
+    "framework-null": lambda args, config: framework_null(config, args.catalog),
+    "cdk-devnull": lambda args, config: cdk_devnull(args.config, args.catalog),
+    "bare-requests": lambda args, config: bare_requests(config, args.catalog),
+}
+
+
+def main(argv: List[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker")
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--catalog", required=True)
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    with open(args.config) as handle:
+        config = json.load(handle)
+    result = CASES[args.case](args, config)
+    from bench.memory import self_peak_mb
+
+    result["python_peak_mb"] = self_peak_mb()
+    with open(args.result, "w") as handle:
+        json.dump(result, handle)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

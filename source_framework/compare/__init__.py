@@ -1,0 +1,31 @@
+"""Compare checkpoint intervals: ``python main.py compare-checkpoints``.
+
+Runs the same streams once per ``state_checkpoint_interval`` setting, each also killed mid-way
+and resumed, plus airbyte-cdk's own read for reference, and reports STATEs, Spark commits, data
+files, wall time, records per second, records at risk, records read again, duplicates and
+missing rows, as a table, JSON and a PNG chart.
+
+Modules, one job each:
+
+* ``command``    - the subcommand: arguments, the run, the outputs.
+* ``settings``   - ``--intervals`` parsing; applying a setting to a config.
+* ``experiment`` - per setting: clean run, crash and resume, CDK reference; the table check.
+* ``runner``     - one child process: follow its stdout, kill it after N records.
+* ``probe``      - the child side: ``read`` with the records counted (``python -m ...probe``).
+* ``counters``   - the shared, crash-proof per-stream record counters.
+* ``cdk_read``   - a connector script under airbyte-cdk's entrypoint (``python -m ...cdk_read``).
+* ``risk``       - STATEs, repeated STATEs and records at risk of one run.
+* ``tables``     - commits and files from the tables' records; rows checked with Spark.
+* ``report``, ``plot`` - text, Markdown, JSON; the PNG chart.
+
+Register it on a command line (``runtime.entrypoint`` does)::
+
+    add_compare_parser(subparsers)
+    ...
+    if parsed.command == COMMAND:
+        sys.exit(run_compare(source, parsed))
+"""
+
+from source_framework.compare.command import COMMAND, add_compare_parser, run_compare
+
+__all__ = ["COMMAND", "add_compare_parser", "run_compare"]

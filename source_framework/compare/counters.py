@@ -1,0 +1,77 @@
+"""Per-stream "records read" counters shared between a running ``read`` and whoever watches it.
+
+Why a file: the watcher needs the count *while* the sync runs (to kill it at an exact point)
+and *after* a SIGKILL (to know what the dead process had read). A small memory-mapped file
+does both: the child bumps one 8-byte slot per record (a plain store, no system call) and the
+page survives the process, so the parent reads the last value the child wrote.
+
+Usage::
+
+    counters = ReadCounters.create("/tmp/run.counters", ["users", "orders"])   # parent
+    ...
+    child = ReadCounters.open("/tmp/run.counters", ["users", "orders"])        # child
+    slot = child.slot("orders")
+    child.add(slot)                                                           # once per record
+    counters.read("orders"), counters.total()                                  # parent, any time
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Dict, List, Sequence
+
+SLOT_BYTES = 8
+
+
+class ReadCounters:
+    """One signed 64-bit counter per stream name, in the order the names were given."""
+
+    def __init__(self, path: str, streams: Sequence[str], handle: mmap.mmap) -> None:
+        self.path = path
+        self.streams: List[str] = list(streams)
+        self._slots: Dict[str, int] = {name: index for index, name in enumerate(self.streams)}
+        self._map = handle
+        self._view = memoryview(handle).cast("q")
+        self._local = [0] * len(self.streams)  # the writer's own copies: no read-modify-write on the map
+
+    @classmethod
+    def create(cls, path: str, streams: Sequence[str]) -> "ReadCounters":
+        """A fresh file of zeroed counters (replacing any older one)."""
+        with open(path, "wb") as handle:
+            handle.write(b"\0" * (SLOT_BYTES * max(1, len(streams))))
+        return cls.open(path, streams)
+
+    @classmethod
+    def open(cls, path: str, streams: Sequence[str]) -> "ReadCounters":
+        fd = os.open(path, os.O_RDWR)
+        try:
+            handle = mmap.mmap(fd, SLOT_BYTES * max(1, len(streams)))
+        finally:
+            os.close(fd)
+        return cls(path, streams, handle)
+
+    def slot(self, stream: str) -> int:
+        """The slot of ``stream``; -1 when it was not announced (then nothing is counted)."""
+        return self._slots.get(stream, -1)
+
+    def add(self, slot: int, count: int = 1) -> None:
+        """Writer side: ``count`` more records of the stream in ``slot``."""
+        if slot >= 0:
+            value = self._local[slot] + count
+            self._local[slot] = value
+            self._view[slot] = value
+
+    def read(self, stream: str) -> int:
+        slot = self.slot(stream)
+        return int(self._view[slot]) if slot >= 0 else 0
+
+    def snapshot(self) -> Dict[str, int]:
+        return {name: int(self._view[index]) for index, name in enumerate(self.streams)}
+
+    def total(self) -> int:
+        return sum(int(value) for value in self._view[: len(self.streams)])
+
+    def close(self) -> None:
+        self._view.release()
+        self._map.close()

@@ -1,0 +1,172 @@
+"""One comparison: for each checkpoint setting, an uninterrupted sync, a crash and resume, and
+airbyte-cdk's own read of the same streams for reference.
+
+Per setting, in its own folder ``<workdir>/<setting>/``:
+
+1. ``clean``: ``main.py read`` into ``clean/`` (a fresh warehouse): STATEs, commits, files,
+   wall time, records per second, the most records ever at risk.
+2. ``crash``: the same into ``crash/``, killed with SIGKILL once ``crash_at`` of the records the
+   clean run read have been read; the last STATE per stream it printed is kept.
+3. ``resume``: ``main.py read --state <those STATEs>`` into ``crash/``, as an orchestrator would.
+   Records read again = read by the crashed run + read by the resume - read by the clean run.
+4. ``cdk``: the connector under airbyte-cdk's ``read`` with the same config: its STATEs (and
+   repeated ones) and its records at risk (RECORD lines since the stream's last STATE).
+
+Rows, duplicates and missing rows of ``crash/`` against ``clean/`` are checked afterwards with
+Spark (``tables.TableDiff``), once all children are done, so no JVM of ours competes with the
+measured runs.
+
+Usage::
+
+    experiment = Experiment(workdir, script="main.py", config=config, catalog_path=k,
+                            streams=["users", "orders"], namespace="demo")
+    results = [experiment.run_setting(s, crash_at=0.5) for s in parse_intervals("none,1000")]
+    experiment.check_tables(results, spark)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from source_framework.compare.runner import RunResult, SyncRunner
+from source_framework.compare.settings import Setting
+from source_framework.compare.tables import CommitStats, Diff, TableDiff, commit_stats
+
+logger = logging.getLogger("source_framework.compare")
+
+
+class RunFailed(RuntimeError):
+    """A child that should have completed exited non-zero."""
+
+
+@dataclass
+class CrashResult:
+    kill_after: int  # the record count that triggered the kill
+    crashed: RunResult
+    resumed: RunResult
+    read_again: int
+    diff: Optional[Diff] = None
+
+
+@dataclass
+class SettingResult:
+    setting: Setting
+    clean: RunResult
+    commits: CommitStats
+    cdk: Optional[RunResult] = None
+    crash: Optional[CrashResult] = None
+    folder: str = ""
+    per_stream_diff: Dict[str, Diff] = field(default_factory=dict)
+
+
+@dataclass
+class StreamTable:
+    """Where one configured stream's table is, and its key for the row check."""
+
+    name: str
+    folder: str  # <namespace>/<name> under a warehouse
+    key: List[str]
+
+
+class Experiment:
+    """Runs the children of one comparison and keeps their results."""
+
+    def __init__(
+        self,
+        workdir: str,
+        script: str,
+        config: Mapping[str, Any],
+        catalog_path: str,
+        tables: Sequence[StreamTable],
+        spark_master: Optional[str] = None,
+        with_cdk: bool = True,
+    ) -> None:
+        self.workdir = os.path.abspath(workdir)
+        self.script = script
+        self.config = dict(config)
+        self.catalog_path = os.path.abspath(catalog_path)
+        self.tables = list(tables)
+        self.spark_master = spark_master
+        self.with_cdk = with_cdk
+
+    def run_setting(self, setting: Setting, crash_at: Optional[float]) -> SettingResult:
+        folder = os.path.join(self.workdir, setting.slug)
+        for stale in ("clean", "crash"):
+            shutil.rmtree(os.path.join(folder, stale), ignore_errors=True)  # a warehouse from an earlier comparison
+        runner = SyncRunner(folder, self.script, [t.name for t in self.tables])
+        config_path = self._write_config(folder, setting)
+        try:
+            logger.info("setting %s: uninterrupted sync", setting.label)
+            clean = _completed(runner.run_ours("clean", self._read_args(config_path, folder, "clean")))
+            commits = sum((commit_stats(self._table(folder, "clean", t)) for t in self.tables), CommitStats())
+            result = SettingResult(setting, clean, commits, folder=folder)
+            if crash_at is not None and clean.records > 0:
+                result.crash = self._crash_and_resume(runner, config_path, folder, clean, crash_at)
+            if self.with_cdk:
+                logger.info("setting %s: airbyte-cdk's own read", setting.label)
+                result.cdk = _completed(runner.run_cdk("cdk", ["read", "--config", config_path, "--catalog", self.catalog_path]))
+        finally:
+            os.remove(config_path)  # it holds the user's secrets; the results do not
+        return result
+
+    def _crash_and_resume(
+        self, runner: SyncRunner, config_path: str, folder: str, clean: RunResult, crash_at: float
+    ) -> CrashResult:
+        kill_after = min(clean.records, max(1, int(clean.records * crash_at)))
+        logger.info("setting %s: sync killed after %d records read", os.path.basename(folder), kill_after)
+        crashed = runner.run_ours("crash", self._read_args(config_path, folder, "crash"), kill_after=kill_after)
+        if not crashed.killed:
+            _completed(crashed)  # it finished before the kill point (fewer records this time)
+        state_path = runner.write_states("crash", crashed)
+        resume_args = self._read_args(config_path, folder, "crash") + (["--state", state_path] if state_path else [])
+        logger.info("setting %s: resume from the crashed run's last STATEs", os.path.basename(folder))
+        resumed = _completed(runner.run_ours("resume", resume_args))
+        read_again = max(0, crashed.records + resumed.records - clean.records)
+        return CrashResult(kill_after, crashed, resumed, read_again)
+
+    def check_tables(self, results: Sequence[SettingResult], spark: Any) -> None:
+        """Rows, duplicates and missing rows of each crash-and-resume table against the clean one."""
+        differ = TableDiff(spark)
+        for result in results:
+            if result.crash is None:
+                continue
+            for table in self.tables:
+                result.per_stream_diff[table.name] = differ.compare(
+                    self._table(result.folder, "clean", table), self._table(result.folder, "crash", table), table.key
+                )
+            result.crash.diff = sum(result.per_stream_diff.values(), Diff(0, 0, 0, 0))
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _write_config(self, folder: str, setting: Setting) -> str:
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "config.json")
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # secrets: owner only
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(setting.apply(self.config), handle)
+        return path
+
+    def _read_args(self, config_path: str, folder: str, warehouse: str) -> List[str]:
+        args = ["read", "--config", config_path, "--catalog", self.catalog_path,
+                "--warehouse", os.path.join(folder, warehouse), "--quiet"]
+        if self.spark_master:
+            args += ["--spark-master", self.spark_master]
+        return args
+
+    @staticmethod
+    def _table(folder: str, warehouse: str, table: StreamTable) -> str:
+        return os.path.join(folder, warehouse, table.folder)
+
+
+def _completed(run: RunResult) -> RunResult:
+    if run.returncode != 0 and not run.killed:
+        raise RunFailed(
+            f"the '{run.name}' run exited with code {run.returncode}; the end of its stderr "
+            f"({run.stderr_path}):\n{run.stderr_tail()}"
+        )
+    return run

@@ -1,0 +1,104 @@
+"""Run a connector's ``read`` with every record counted as it reaches the destination.
+
+::
+
+    python -m source_framework.compare.probe --counters run.counters --streams users,orders -- \\
+        main.py read --config C --catalog K --warehouse W
+
+The connector script runs in this process exactly as ``python main.py read ...`` would (same
+runtime, same Spark destination, same stdout), except that the destination the runtime builds
+is wrapped in ``CountingDestination``: each record handed to a stream's sink also bumps that
+stream's counter in the counters file (see ``counters``). The compare command reads those
+counters to kill a sync after an exact number of records, and to measure how many records
+were read but not yet covered by a STATE. The cost is one extra call per record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from concurrent.futures import Future
+from typing import Any, Iterator, List, Mapping
+
+from source_framework.compare.counters import ReadCounters
+from source_framework.destinations.base import Destination, StreamSink, StreamTarget
+
+
+class CountingSink(StreamSink):
+    """Passes everything to ``inner``; counts the records written.
+
+    Calls other than ``write`` are forwarded with whatever arguments the runtime gives, so the
+    probe keeps working when the sink interface grows an optional argument.
+    """
+
+    def __init__(self, inner: StreamSink, counters: ReadCounters, slot: int) -> None:
+        self._inner, self._counters, self._slot = inner, counters, slot
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._inner.write(record)
+        self._counters.add(self._slot)
+
+    def commit(self, *args: Any, **kwargs: Any) -> "Future[Any]":
+        return self._inner.commit(*args, **kwargs)
+
+    def committed(self) -> Iterator[Mapping[str, Any]]:
+        return self._inner.committed()
+
+    def finish(self, *args: Any, **kwargs: Any) -> "Future[Any]":
+        return self._inner.finish(*args, **kwargs)
+
+    def abort(self) -> None:
+        self._inner.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class CountingDestination(Destination):
+    """A destination decorator: the wrapped destination's sinks, counted."""
+
+    def __init__(self, inner: Destination, counters: ReadCounters) -> None:
+        self._inner, self._counters = inner, counters
+
+    def open_stream(self, target: StreamTarget) -> StreamSink:
+        return CountingSink(self._inner.open_stream(target), self._counters, self._counters.slot(target.name))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def describe(self) -> str:
+        return self._inner.describe()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else the runtime may ask of its destination (e.g. the Spark session).
+        return getattr(self._inner, name)
+
+
+def install(counters: ReadCounters) -> None:
+    """Make the runtime wrap the destination it builds for ``read`` in a ``CountingDestination``."""
+    from source_framework.runtime import entrypoint
+
+    build = entrypoint.make_destination
+
+    def make_counted_destination(*args: Any, **kwargs: Any) -> Destination:
+        return CountingDestination(build(*args, **kwargs), counters)
+
+    entrypoint.make_destination = make_counted_destination
+
+
+def main(argv: List[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m source_framework.compare.probe")
+    parser.add_argument("--counters", required=True, help="counters file created by the parent")
+    parser.add_argument("--streams", required=True, help="comma-separated stream names, in the file's slot order")
+    parser.add_argument("script", help="the connector's entry script, e.g. main.py")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, e.g. read --config C --catalog K")
+    parsed = parser.parse_args(argv)
+    install(ReadCounters.open(parsed.counters, [s for s in parsed.streams.split(",") if s]))
+    args = parsed.args[1:] if parsed.args[:1] == ["--"] else parsed.args
+    sys.argv = [parsed.script, *args]
+    runpy.run_path(parsed.script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,87 @@
+"""What a crash could cost: records read but not yet covered by a STATE the orchestrator holds.
+
+Whoever runs a connector saves the STATE lines it receives; after a crash it resumes from the
+last one. Every record read after the records that STATE covers is at risk: it must be read
+again (or, without a barrier, may be lost). ``ScheduleTracker`` follows a run's STATE lines and
+the running count of records read per stream, and keeps the largest number at risk, sampled
+just before each STATE arrives (the at-risk count only grows between STATEs).
+
+- For our runtime the read counts come from the probe's counters (``probe``), sampled when a
+  STATE line reaches the watcher, which is when an orchestrator could save it.
+- For airbyte-cdk's own ``read`` the RECORD lines are on stdout, before their STATE: the count
+  is the RECORD lines seen (``on_record``).
+
+A stream's COMPLETE status covers all its records too: full-refresh streams print no STATE and
+publish their data when the stream completes.
+
+Usage::
+
+    tracker = ScheduleTracker()
+    tracker.on_state("users", {"type": "STREAM", ...}, record_count=1000, reads={"users": 1040})
+    tracker.on_complete("users", reads={"users": 2000})
+    tracker.max_at_risk, tracker.states, tracker.repeated_states, tracker.last_states
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+
+class ScheduleTracker:
+    """STATE messages, repeated STATEs, and the largest number of records at risk, of one run."""
+
+    def __init__(self) -> None:
+        self.states = 0
+        self.repeated_states = 0  # a STATE equal to the same stream's previous one
+        self.max_at_risk = 0
+        self.covered: Dict[str, int] = {}
+        self.record_lines: Dict[str, int] = {}
+        self.last_states: Dict[str, Dict[str, Any]] = {}  # stream -> the STATE message's "state" object
+        self._last_value: Dict[str, Any] = {}
+
+    # --- events -------------------------------------------------------------------------------
+
+    def on_record(self, stream: str) -> None:
+        """A RECORD line (airbyte-cdk's read): one more record read of ``stream``."""
+        self.record_lines[stream] = self.record_lines.get(stream, 0) + 1
+
+    def on_state(
+        self,
+        stream: str,
+        state: Mapping[str, Any],
+        record_count: Optional[float],
+        reads: Optional[Mapping[str, int]] = None,
+    ) -> None:
+        """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen)."""
+        self.sample(reads)
+        self.states += 1
+        value = (state.get("stream") or {}).get("stream_state")
+        if stream in self._last_value and self._last_value[stream] == value:
+            self.repeated_states += 1
+        self._last_value[stream] = value
+        self.last_states[stream] = dict(state)
+        self.covered[stream] = self.covered.get(stream, 0) + int(record_count or 0)
+
+    def on_complete(self, stream: str, reads: Optional[Mapping[str, int]] = None) -> None:
+        """The stream's COMPLETE status: everything it read is published."""
+        reads = self._reads(reads)
+        self.sample(reads)
+        self.covered[stream] = max(self.covered.get(stream, 0), reads.get(stream, 0))
+
+    # --- measures -----------------------------------------------------------------------------
+
+    def at_risk(self, reads: Optional[Mapping[str, int]] = None) -> int:
+        """Records read now but not covered by a received STATE (or COMPLETE)."""
+        reads = self._reads(reads)
+        return sum(max(0, count - self.covered.get(stream, 0)) for stream, count in reads.items())
+
+    def sample(self, reads: Optional[Mapping[str, int]] = None) -> int:
+        value = self.at_risk(reads)
+        self.max_at_risk = max(self.max_at_risk, value)
+        return value
+
+    def covered_total(self) -> int:
+        return sum(self.covered.values())
+
+    def _reads(self, reads: Optional[Mapping[str, int]]) -> Mapping[str, int]:
+        return self.record_lines if reads is None else reads

@@ -1,0 +1,201 @@
+"""Run one sync in a child process, follow its stdout, and optionally kill it mid-way.
+
+Two kinds of child:
+
+- ``run_ours``: ``main.py read`` through the probe (``probe``), so the records read per stream
+  are known at every moment, also after the child is killed with SIGKILL;
+- ``run_cdk``: the same script under airbyte-cdk's own entrypoint (``cdk_read``); its RECORD
+  lines are counted from stdout.
+
+Each STATE line is handed to a ``ScheduleTracker`` as it arrives (at-risk records, repeated
+STATEs, the last STATE per stream, to resume from). stderr goes to ``<workdir>/<name>.stderr.log``.
+
+Usage::
+
+    runner = SyncRunner(workdir, script="main.py", streams=["users", "orders"])
+    clean = runner.run_ours("clean", ["read", "--config", c, "--catalog", k, "--warehouse", w])
+    crashed = runner.run_ours("crash", [...], kill_after=clean.records // 2)
+    resumed = runner.run_ours("resume", [..., "--state", runner.write_states("resume", crashed)])
+    reference = runner.run_cdk("cdk", ["read", "--config", c, "--catalog", k])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import orjson
+
+from source_framework.compare.counters import ReadCounters
+from source_framework.compare.risk import ScheduleTracker
+
+KILL_POLL_SECONDS = 0.002  # how often the counters are checked while a kill is pending
+_RECORD_PREFIX = b'{"type":"RECORD","record":{"stream":"'
+
+
+@dataclass
+class RunResult:
+    """How one child run went, and what its stdout and counters showed."""
+
+    name: str
+    argv: List[str]
+    returncode: Optional[int]  # None when we killed it
+    killed: bool
+    seconds: float
+    records: int  # records read: handed to the destination (ours) or RECORD lines (CDK)
+    states: int
+    repeated_states: int
+    max_at_risk: int
+    at_risk_at_end: int  # read but not covered by a received STATE when the run ended (or was killed)
+    covered: int  # records covered by the STATEs (and COMPLETEs) received
+    last_states: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    stderr_path: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.killed or self.returncode == 0
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    def stderr_tail(self, lines: int = 25) -> str:
+        try:
+            with open(self.stderr_path, encoding="utf-8", errors="replace") as handle:
+                return "".join(handle.readlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class SyncRunner:
+    """Starts the children of one comparison; all files go under ``workdir``."""
+
+    def __init__(self, workdir: str, script: str, streams: Sequence[str], python: str = sys.executable) -> None:
+        self.workdir = workdir
+        self.script = os.path.abspath(script)
+        self.streams = list(streams)
+        self.python = python
+        os.makedirs(workdir, exist_ok=True)
+
+    def run_ours(self, name: str, read_args: Sequence[str], kill_after: Optional[int] = None) -> RunResult:
+        """``script read ...`` through the probe; SIGKILL once ``kill_after`` records were read."""
+        counter_path = os.path.join(self.workdir, f"{name}.counters")
+        counters = ReadCounters.create(counter_path, self.streams)
+        argv = [
+            self.python, "-m", "source_framework.compare.probe",
+            "--counters", counter_path, "--streams", ",".join(self.streams),
+            self.script, *read_args,
+        ]
+        try:
+            return self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after)
+        finally:
+            counters.close()
+
+    def run_cdk(self, name: str, read_args: Sequence[str]) -> RunResult:
+        """The same script and arguments under airbyte-cdk's own ``read``."""
+        argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
+        return self._run(name, argv, None, None, None)
+
+    def write_states(self, name: str, run: RunResult) -> Optional[str]:
+        """The last STATE per stream of ``run`` as a ``--state`` file; None when it printed none."""
+        if not run.last_states:
+            return None
+        path = os.path.join(self.workdir, f"{name}.state.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(list(run.last_states.values()), handle)
+        return path
+
+    # --- one child ----------------------------------------------------------------------------
+
+    def _run(
+        self,
+        name: str,
+        argv: List[str],
+        reads: Optional[Callable[[], Dict[str, int]]],
+        total: Optional[Callable[[], int]],
+        kill_after: Optional[int],
+    ) -> RunResult:
+        tracker = ScheduleTracker()
+        stderr_path = os.path.join(self.workdir, f"{name}.stderr.log")
+        started = time.perf_counter()
+        with open(stderr_path, "wb") as stderr:
+            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, env=_child_env())
+            assert process.stdout is not None
+            reader = threading.Thread(target=_follow, args=(process.stdout, tracker, reads), daemon=True)
+            reader.start()
+            killed = False
+            if kill_after is not None and total is not None:
+                while process.poll() is None:
+                    if total() >= kill_after:
+                        process.kill()  # SIGKILL: no clean-up of any kind, as in a real crash
+                        killed = True
+                        break
+                    time.sleep(KILL_POLL_SECONDS)
+            returncode = process.wait()
+            seconds = time.perf_counter() - started
+            reader.join()
+        final_reads = reads() if reads is not None else dict(tracker.record_lines)
+        return RunResult(
+            name=name,
+            argv=argv,
+            returncode=None if killed else returncode,
+            killed=killed,
+            seconds=seconds,
+            records=sum(final_reads.values()),
+            states=tracker.states,
+            repeated_states=tracker.repeated_states,
+            max_at_risk=max(tracker.max_at_risk, tracker.at_risk(final_reads) if killed else 0),
+            at_risk_at_end=tracker.at_risk(final_reads),
+            covered=tracker.covered_total(),
+            last_states=tracker.last_states,
+            stderr_path=stderr_path,
+        )
+
+
+def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Optional[Callable[[], Dict[str, int]]]) -> None:
+    """The reader thread: feed every protocol line to the tracker as it arrives."""
+    for line in stdout:
+        if line.startswith(_RECORD_PREFIX):
+            # The hot path for the CDK's RECORD lines: the stream name, no full parse.
+            end = line.find(b'"', len(_RECORD_PREFIX))
+            tracker.on_record(line[len(_RECORD_PREFIX):end].decode())
+            continue
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # not a protocol line; the runtime keeps stdout clean, so this is rare
+        if not isinstance(message, dict):
+            continue
+        _handle(message, tracker, reads)
+
+
+def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Optional[Callable[[], Dict[str, int]]]) -> None:
+    kind = message.get("type")
+    if kind == "RECORD":
+        tracker.on_record(str(message.get("record", {}).get("stream", "")))
+    elif kind == "STATE":
+        state = message.get("state") or {}
+        stream = ((state.get("stream") or {}).get("stream_descriptor") or {}).get("name", "")
+        count = (state.get("sourceStats") or {}).get("recordCount")
+        tracker.on_state(stream, state, count, reads() if reads else None)
+    elif kind == "TRACE":
+        trace = message.get("trace") or {}
+        status = trace.get("stream_status") or {}
+        if trace.get("type") == "STREAM_STATUS" and status.get("status") == "COMPLETE":
+            stream = (status.get("stream_descriptor") or {}).get("name", "")
+            tracker.on_complete(stream, reads() if reads else None)
+
+
+def _child_env() -> Dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SOURCE_FRAMEWORK_PAUSE_AT", None)  # a fault point left in the environment would hang a run
+    # The children import source_framework as this process does, wherever it was started from.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env

@@ -1,0 +1,81 @@
+"""The end-of-run summary of ``read``, on stderr: one row per stream.
+
+::
+
+    read finished in 14.2s: 2 stream(s), 0 failed
+    stream  status  rows    checkpoints  commits  final cursor                      time  where
+    users   ok      20,000  21           9        updatedAt=2025-12-31T23:57:18Z    6.1s  /data/warehouse/demo/users
+    stores  ok      10      0            1        -                                 0.4s  /data/warehouse/demo/stores
+
+``rows`` are the rows written to the table (for a failed stream, fewer than it read),
+``checkpoints`` the STATEs printed, ``commits`` the writes that reached the table (checkpoints
+queued behind a slow commit share one write; a full-refresh stream has one commit and no
+checkpoint), ``where`` the table's folder, or ``stdout`` with ``--destination stdout``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence
+
+from source_framework.runtime.read import ReadResult, StreamResult
+
+HEADER = ("stream", "status", "rows", "checkpoints", "commits", "final cursor", "time", "where")
+
+
+def format_summary(result: ReadResult, seconds: float) -> str:
+    failed = len(result.failed)
+    rows = [HEADER] + [_row(stream) for stream in result.streams]
+    lines = [f"read finished in {human_seconds(seconds)}: {len(result.streams)} stream(s), {failed} failed"]
+    lines += _aligned(rows)
+    return "\n".join(lines) + "\n"
+
+
+def _row(stream: StreamResult) -> Sequence[str]:
+    commits = "-" if stream.commits is None else f"{stream.commits:,}"
+    return (
+        stream.name,
+        "FAILED" if stream.error is not None else "ok",
+        f"{stream.rows:,}",
+        f"{stream.states:,}",
+        commits,
+        short_state(stream.final_state),
+        human_seconds(stream.duration),
+        stream.location or "-",
+    )
+
+
+def _aligned(rows: List[Sequence[str]]) -> List[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def short_state(state: Optional[Mapping[str, Any]], limit: int = 60) -> str:
+    """A state in a few words: ``updatedAt=2025-03-01T00:00:00Z``, or for per-partition states
+    ``10 partitions, max updatedAt=...``."""
+    if not state:
+        return "-"
+    partitions = state.get("states")
+    if isinstance(partitions, list):
+        text = f"{len(partitions)} partitions"
+        cursors = [entry.get("cursor") for entry in partitions if isinstance(entry, Mapping)]
+        keys = {key for cursor in cursors if isinstance(cursor, Mapping) for key in cursor}
+        if len(keys) == 1:
+            key = keys.pop()
+            try:
+                text += f", max {key}={max(cursor[key] for cursor in cursors)}"
+            except (TypeError, KeyError):  # mixed or missing values: the count alone
+                pass
+        return text
+    text = ", ".join(f"{key}={value}" for key, value in state.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def human_seconds(seconds: float) -> str:
+    """``0.4s``, ``12.3s``, ``4m05s``, ``2h03m``."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"

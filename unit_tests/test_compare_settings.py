@@ -1,0 +1,39 @@
+"""compare-checkpoints: parsing --intervals and --crash-at, applying a setting to a config."""
+
+import pytest
+
+from source_framework.compare.command import parse_fraction
+from source_framework.compare.settings import Setting, parse_intervals
+
+
+def test_intervals_keep_their_order_and_none_means_slice_checkpoints_only():
+    settings = parse_intervals("none, 10000,1_000,100")
+    assert [s.interval for s in settings] == [None, 10000, 1000, 100]
+    assert [s.label for s in settings] == ["none", "10000", "1000", "100"]
+    assert [s.slug for s in settings][:2] == ["interval-none", "interval-10000"]
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5", "ten", "100,100", "none,null"])
+def test_bad_intervals_are_refused_with_the_option_named(text):
+    with pytest.raises(ValueError, match="--intervals"):
+        parse_intervals(text)
+
+
+def test_a_setting_writes_the_interval_into_a_copy_of_the_config():
+    config = {"api_key": "k", "state_checkpoint_interval": 7, "destination": {"type": "spark"}}
+    assert Setting(None).apply(config)["state_checkpoint_interval"] is None
+    updated = Setting(100).apply(config)
+    updated["destination"]["type"] = "changed"
+    assert updated["state_checkpoint_interval"] == 100
+    assert config == {"api_key": "k", "state_checkpoint_interval": 7, "destination": {"type": "spark"}}
+
+
+@pytest.mark.parametrize("text, value", [("0.5", 0.5), ("25%", 0.25), (" 0.9 ", 0.9)])
+def test_crash_fraction(text, value):
+    assert parse_fraction(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["0", "1", "150%", "half"])
+def test_crash_fraction_must_be_strictly_inside_the_run(text):
+    with pytest.raises(ValueError, match="--crash-at"):
+        parse_fraction(text)

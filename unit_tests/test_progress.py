@@ -1,0 +1,433 @@
+"""The progress display of ``read`` and its end-of-run summary: what they show, how often, where."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pty
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Iterable, List, Mapping, Optional
+
+import pytest
+from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
+from airbyte_cdk.sources.streams import CheckpointMixin, Stream
+from rich.console import Console
+
+from source_framework.destinations.base import (
+    Destination,
+    StreamSink,
+    StreamTarget,
+    done,
+)
+from source_framework.destinations.stdout import StdoutSink
+from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.progress import (
+    LineProgress,
+    LiveProgress,
+    Progress,
+    checkpoint_line,
+    make_progress,
+)
+from source_framework.runtime.read import ReadResult, StreamResult, read_streams
+from source_framework.runtime.summary import format_summary, human_seconds, short_state
+
+
+class Clock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingSink(StreamSink):
+    location = "/warehouse/demo/users"
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.rows = 0
+        self._pending = 0
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._pending += 1
+
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> "Future[Any]":
+        self.commits += 1
+        self.rows += self._pending
+        self._pending = 0
+        return done()
+
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> "Future[Any]":
+        return self.commit(state) if self._pending else done()
+
+
+def terminal_console(width: int = 160) -> Console:
+    return Console(file=io.StringIO(), force_terminal=True, width=width, color_system=None)
+
+
+def rendered(progress: LiveProgress) -> str:
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(progress.render())
+    return console.file.getvalue()
+
+
+# -- what is shown ---------------------------------------------------------------------------
+
+
+def test_a_checkpoint_line_names_the_stream_and_its_counters():
+    clock = Clock()
+    progress = LineProgress(clock=clock)
+    result = StreamResult(name="users", records=1500, slices=1, slices_total=4, sink=CountingSink())
+    result.sink.rows = 1000
+    progress.stream_started(result)
+    clock.now += 2.0
+    view = progress.views()[0]
+    view.checkpoints = 3
+    line = checkpoint_line(view, {"updatedAt": "2025-03-01T00:00:00Z"}, clock())
+    assert line == (
+        "users: checkpoint 3 committed, 1,000 rows written, 1,500 records read, 1/4 slices, 750 records/s, "
+        "state updatedAt=2025-03-01T00:00:00Z"
+    )
+
+
+def test_without_a_terminal_each_committed_checkpoint_logs_one_line(caplog):
+    clock = Clock()
+    progress = LineProgress(clock=clock)
+    result = StreamResult(name="orders", sink=CountingSink())
+    with caplog.at_level(logging.INFO, logger="source_framework.progress"):
+        with progress:
+            progress.stream_started(result)
+            for n in range(1, 4):
+                result.records += 10
+                result.slices += 1
+                clock.now += 1
+                progress.checkpoint_committed("orders", None, {"updatedAt": f"2025-0{n}-01T00:00:00Z"})
+            progress.checkpoint_committed("not-started", None, {"x": 1})  # ignored: never started
+            progress.stream_finished(result)
+    lines = [r.getMessage() for r in caplog.records if r.name == "source_framework.progress"]
+    assert len(lines) == 3
+    assert lines[0].startswith("orders: checkpoint 1 committed,") and "10 records read, 1 slices" in lines[0]
+    assert lines[2].startswith("orders: checkpoint 3 committed,") and "updatedAt=2025-03-01T00:00:00Z" in lines[2]
+
+
+def test_quiet_shows_nothing(caplog, capsys):
+    progress = make_progress(quiet=True)
+    assert type(progress) is Progress
+    result = StreamResult(name="users")
+    with caplog.at_level(logging.DEBUG):
+        with progress:
+            progress.stream_started(result)
+            progress.checkpoint_committed("users", None, {"updatedAt": "2025-01-01T00:00:00Z"})
+            progress.stream_finished(result)
+    assert not [r for r in caplog.records if r.name == "source_framework.progress"]
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_the_live_table_shows_each_stream_with_its_counters():
+    clock = Clock()
+    progress = LiveProgress(terminal_console(), clock=clock)
+    users = StreamResult(name="users", records=20000, slices=1, slices_total=1, sink=CountingSink())
+    orders = StreamResult(name="orders", records=1234, slices=2, slices_total=13, sink=CountingSink())
+    progress.stream_started(users)
+    clock.now += 4
+    progress.checkpoint_committed("users", None, {"updatedAt": "x"})
+    progress.stream_finished(users)
+    progress.stream_started(orders)
+    clock.now += 1
+    progress.checkpoint_committed("orders", None, {"updatedAt": "y"})
+    progress.checkpoint_committed("orders", None, {"updatedAt": "z"})
+    clock.now += 1.5
+    text = rendered(progress)
+    for header in ("stream", "status", "records", "slices", "checkpoints", "records/s", "last commit"):
+        assert header in text
+    users_row = next(line for line in text.splitlines() if "users" in line).split()
+    orders_row = next(line for line in text.splitlines() if "orders" in line).split()
+    assert users_row[:5] == ["users", "done", "20,000", "1/1", "1"]
+    assert "5,000" in users_row  # 20,000 records in 4 s
+    assert orders_row[:5] == ["orders", "reading", "1,234", "2/13", "2"]
+    assert "1.5s" in orders_row and "ago" in orders_row  # time since its last commit
+    assert "494" in orders_row  # 1,234 records in 2.5 s
+
+
+def test_slices_of_unknown_total_show_the_count_alone():
+    progress = LiveProgress(terminal_console(), clock=Clock())
+    progress.stream_started(StreamResult(name="store_orders", records=7, slices=3))
+    row = next(line for line in rendered(progress).splitlines() if "store_orders" in line).split()
+    assert row[:4] == ["store_orders", "reading", "7", "3"]
+
+
+def test_a_failed_stream_shows_as_failed():
+    progress = LiveProgress(terminal_console(), clock=Clock())
+    result = StreamResult(name="users")
+    progress.stream_started(result)
+    result.error = RuntimeError("boom")
+    progress.stream_finished(result)
+    assert "failed" in next(line for line in rendered(progress).splitlines() if "users" in line)
+
+
+# -- how often -------------------------------------------------------------------------------
+
+
+def test_redraws_are_throttled_to_the_refresh_rate():
+    clock = Clock()
+    progress = LiveProgress(terminal_console(), refresh_per_second=4, clock=clock)
+    assert progress.refresh() is True
+    assert [progress.refresh() for _ in range(100)] == [False] * 100  # same instant: nothing drawn
+    clock.now += 0.2
+    assert progress.refresh() is False
+    clock.now += 0.05
+    assert progress.refresh() is True
+    for _ in range(40):  # 10 s of events at 1 kHz-ish bursts: at most 4 draws a second
+        clock.now += 0.25
+        for _ in range(25):
+            progress.refresh()
+    assert progress.draws == 2 + 40
+
+
+def test_the_live_table_redraws_on_its_own_at_most_four_times_a_second():
+    console = terminal_console()
+    progress = LiveProgress(console, refresh_per_second=4)
+    result = StreamResult(name="users")
+    with progress:
+        progress.stream_started(result)
+        for _ in range(200_000):  # what the read loop does per record: an integer increment
+            result.records += 1
+        time.sleep(1.2)
+        assert progress.showing
+    assert not progress.showing
+    assert 3 <= progress.draws <= 7
+    assert "users" in console.file.getvalue() and "200,000" in console.file.getvalue()
+
+
+# -- where -----------------------------------------------------------------------------------
+
+
+def test_the_mode_follows_whether_stderr_is_a_terminal(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
+    assert isinstance(make_progress(quiet=False, stream=io.StringIO()), LineProgress)
+    master, slave = pty.openpty()
+    try:
+        with os.fdopen(slave, "w", closefd=False) as terminal:
+            assert isinstance(make_progress(quiet=False, stream=terminal), LiveProgress)
+            assert type(make_progress(quiet=True, stream=terminal)) is Progress
+            monkeypatch.setenv("TERM", "dumb")
+            assert isinstance(make_progress(quiet=False, stream=terminal), LineProgress)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_log_lines_print_above_the_live_table_and_go_back_after(monkeypatch):
+    master, slave = pty.openpty()
+    terminal = os.fdopen(slave, "w", closefd=True)
+    handler = logging.StreamHandler(terminal)
+    root = logging.getLogger()
+    monkeypatch.setattr("sys.stderr", terminal)
+    root.addHandler(handler)
+    reader = threading.Thread(target=_drain, args=(master,), daemon=True)
+    reader.start()
+    try:
+        progress = make_progress(quiet=False, stream=terminal)
+        assert isinstance(progress, LiveProgress)
+        with progress:
+            assert handler.stream is not terminal  # rich's proxy, which prints above the table
+        assert handler.stream is terminal
+    finally:
+        root.removeHandler(handler)
+        terminal.close()
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 65536):
+            pass
+    except OSError:
+        pass
+
+
+def test_protocol_lines_on_the_same_terminal_print_above_the_table_whole():
+    master, slave = pty.openpty()
+    reader = threading.Thread(target=_drain, args=(master,), daemon=True)
+    reader.start()
+    terminal = os.fdopen(slave, "w", closefd=False)
+    protocol = os.fdopen(os.dup(slave), "wb")
+    try:
+        console = Console(file=terminal, force_terminal=True, width=100)
+        progress = LiveProgress(console)
+        stream = progress.protocol_stream(protocol)
+        assert stream is not protocol
+        printed: List[str] = []
+        print_now = console.print
+
+        def print_and_keep(renderable: Any = "", **kwargs: Any) -> None:
+            if isinstance(renderable, str):
+                printed.append(renderable)
+            print_now(renderable, **kwargs)
+
+        console.print = print_and_keep  # type: ignore[method-assign]
+        with progress:
+            stream.write(b'{"type":"RECORD","n":1}\n')
+            stream.write(b'{"type":"STATE","n":1}\n')
+            assert printed == []  # held until the protocol flushes: one redraw for many lines
+            stream.flush()
+            assert printed == ['{"type":"RECORD","n":1}\n{"type":"STATE","n":1}']
+            for _ in range(1200):  # or until 64 KB wait (1,200 lines of 68 bytes)
+                stream.write(b'{"type":"RECORD","data":"' + b"x" * 40 + b'"}\n')
+            assert len(printed) == 2 and printed[1].count("\n") > 900
+            stream.write(b'{"type":"RECORD","n":2}\n')
+        # the table is gone: what was held, then the rest, straight to the stream
+        stream.write(b'{"type":"LOG"}\n')
+        stream.flush()
+        assert len(printed) == 2
+        # not a terminal: the protocol stream is left alone
+        assert LiveProgress(console).protocol_stream(io.BytesIO()).__class__ is io.BytesIO
+    finally:
+        protocol.close()
+        terminal.close()
+        os.close(slave)
+        os.close(master)
+
+
+# -- the read loop feeds it ------------------------------------------------------------------
+
+
+class Numbers(Stream, CheckpointMixin):
+    primary_key = "id"
+    cursor_field = "n"
+    state_checkpoint_interval = 2
+
+    def __init__(self, slices: List[List[int]], as_list: bool) -> None:
+        self._slices, self._as_list, self._cursor = slices, as_list, None
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        return {"n": self._cursor} if self._cursor is not None else {}
+
+    @state.setter
+    def state(self, value: Mapping[str, Any]) -> None:
+        self._cursor = value.get("n")
+
+    def get_json_schema(self) -> Mapping[str, Any]:
+        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+
+    def stream_slices(self, **kwargs: Any) -> Iterable[Optional[Mapping[str, Any]]]:
+        slices = [{"index": i} for i in range(len(self._slices))]
+        return slices if self._as_list else iter(slices)
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for value in self._slices[stream_slice["index"]]:
+            self._cursor = max(self._cursor or 0, value)
+            yield {"id": value, "n": value}
+
+
+class OneSlice(Numbers):
+    stream_slices = Stream.stream_slices  # the CDK's default: one slice
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        yield from super().read_records(sync_mode, cursor_field, {"index": 0}, stream_state)
+
+
+class Sinks(Destination):
+    def __init__(self) -> None:
+        self.sinks: dict = {}
+
+    def open_stream(self, target: StreamTarget) -> StreamSink:
+        self.sinks[target.name] = CountingSink()
+        return self.sinks[target.name]
+
+
+def _catalog(name: str) -> Any:
+    return ConfiguredAirbyteCatalogSerializer.load(
+        {
+            "streams": [
+                {
+                    "stream": {"name": name, "json_schema": {}, "supported_sync_modes": ["incremental"]},
+                    "sync_mode": "incremental",
+                    "destination_sync_mode": "append",
+                    "cursor_field": ["n"],
+                }
+            ]
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "stream, total",
+    [(Numbers([[1, 2, 3], [4, 5]], as_list=True), 2), (Numbers([[1, 2, 3], [4, 5]], as_list=False), None), (OneSlice([[1, 2, 3]], as_list=False), 1)],
+    ids=["list", "generator", "default-single-slice"],
+)
+def test_read_streams_feeds_the_progress(stream, total, caplog):
+    output = ProtocolOutput(io.BytesIO())
+    progress = LineProgress()
+    output.add_state_listener(progress.checkpoint_committed)
+    with caplog.at_level(logging.INFO, logger="source_framework.progress"):
+        result = read_streams({stream.name: stream}, _catalog(stream.name), {}, Sinks(), output, progress=progress)
+    (stream_result,) = result.streams
+    assert stream_result.slices_total == total
+    assert stream_result.duration > 0
+    assert stream_result.location == "/warehouse/demo/users"
+    lines = [r.getMessage() for r in caplog.records if r.name == "source_framework.progress"]
+    assert len(lines) == stream_result.states > 0  # one line per committed checkpoint
+    view = progress.views()[0]
+    assert view.finished is not None and view.checkpoints == stream_result.states
+    assert stream_result.rows == stream_result.records == sum(len(s) for s in stream._slices)
+    assert stream_result.commits == stream_result.sink.commits
+
+
+def test_state_listeners_run_in_order_after_the_line_is_out():
+    out = io.BytesIO()
+    calls: List[Any] = []
+    output = ProtocolOutput(out, on_state=lambda *a: calls.append(("file", out.getvalue().count(b"\n"))))
+    output.add_state_listener(lambda stream, namespace, state: calls.append(("progress", stream, dict(state))))
+    output.state("users", None, {"n": 1}, 5)
+    assert calls == [("file", 1), ("progress", "users", {"n": 1})]
+
+
+# -- the summary -----------------------------------------------------------------------------
+
+
+def test_the_summary_has_a_row_per_stream_with_rows_commits_cursor_time_and_table():
+    users_sink, stores_sink = CountingSink(), CountingSink()
+    users_sink.commits, users_sink.rows = 4, 20000
+    stores_sink.commits, stores_sink.rows, stores_sink.location = 1, 10, "/warehouse/demo/stores"
+    failed_sink = CountingSink()
+    failed_sink.commits, failed_sink.rows, failed_sink.location = 1, 500, "/warehouse/demo/orders"
+    stdout_sink = StdoutSink(StreamTarget("products", None, {}, incremental=False), ProtocolOutput(io.BytesIO()))
+
+    result = ReadResult(
+        streams=[
+            StreamResult(name="users", records=20000, states=7, final_state={"updatedAt": "2025-12-31T00:00:00Z"}, duration=6.04, sink=users_sink),
+            StreamResult(name="stores", records=10, duration=0.4, sink=stores_sink),
+            StreamResult(name="orders", records=900, states=1, error=RuntimeError("x"), duration=75, sink=failed_sink),
+            StreamResult(name="products", records=42, sink=stdout_sink),
+        ]
+    )
+    text = format_summary(result, 81.9)
+    lines = text.splitlines()
+    assert lines[0] == "read finished in 1m21s: 4 stream(s), 1 failed"
+    assert lines[1].split() == ["stream", "status", "rows", "checkpoints", "commits", "final", "cursor", "time", "where"]
+    assert lines[2].split() == ["users", "ok", "20,000", "7", "4", "updatedAt=2025-12-31T00:00:00Z", "6.0s", "/warehouse/demo/users"]
+    assert lines[3].split() == ["stores", "ok", "10", "0", "1", "-", "0.4s", "/warehouse/demo/stores"]
+    assert lines[4].split() == ["orders", "FAILED", "500", "1", "1", "-", "1m15s", "/warehouse/demo/orders"]
+    assert lines[5].split() == ["products", "ok", "42", "0", "-", "-", "0.0s", "stdout"]
+    # columns line up
+    assert len({line.index("where") if "where" in line else None for line in lines[1:2]}) == 1
+    assert all(line[lines[1].index("where"):].startswith(("/", "stdout", "where")) for line in lines[1:])
+
+
+def test_short_states():
+    assert short_state(None) == "-" and short_state({}) == "-"
+    assert short_state({"updatedAt": "2025-01-01T00:00:00Z"}) == "updatedAt=2025-01-01T00:00:00Z"
+    partitioned = {
+        "states": [
+            {"partition": {"store_id": 1}, "cursor": {"updatedAt": "2025-03-01T00:00:00Z"}},
+            {"partition": {"store_id": 2}, "cursor": {"updatedAt": "2025-05-01T00:00:00Z"}},
+        ]
+    }
+    assert short_state(partitioned) == "2 partitions, max updatedAt=2025-05-01T00:00:00Z"
+    assert short_state({"k": "x" * 100}).endswith("...") and len(short_state({"k": "x" * 100})) == 60
+    assert [human_seconds(s) for s in (0.04, 12.345, 65, 7380)] == ["0.0s", "12.3s", "1m05s", "2h03m"]
