@@ -143,7 +143,7 @@ class FullSyncCase(Case):
         totals = [commit_stats(os.path.join(warehouse, env.namespace, stream)) for stream in env.streams]
         measurement = Measurement(
             case=self.name, records=sum(t.rows for t in totals), seconds=last - first, process_seconds=process_seconds,
-            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states,
+            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states, extra={"processes": peaks.processes()},
             commits=sum(t.commits for t in totals), data_files=sum(t.files for t in totals),
         )
         shutil.rmtree(warehouse, ignore_errors=True)  # millions of rows per run add up on disk

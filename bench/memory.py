@@ -29,6 +29,7 @@ class PeakMemory:
         self.interval = interval
         self._peaks_kb: Dict[int, int] = {}
         self._names: Dict[int, str] = {}
+        self._commands: Dict[int, str] = {}
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"peak-memory-{pid}", daemon=True)
 
@@ -50,17 +51,27 @@ class PeakMemory:
                 self._peaks_kb[pid] = max(self._peaks_kb.get(pid, 0), high_water)
                 # Not cached: spark-submit is a shell script that execs java under the same pid.
                 self._names[pid] = _comm(pid) or self._names.get(pid, "")
+                if pid not in self._commands:
+                    self._commands[pid] = _cmdline(pid)
 
     @property
     def python_mb(self) -> float:
-        """The largest Python process of the tree (the measured process itself)."""
-        return max((kb for pid, kb in self._peaks_kb.items() if not self._is_jvm(pid)), default=0) / 1024
+        """The measured Python process itself. Not "the largest non-java process": Hadoop forks
+        the JVM to run ``chmod``, and each fork briefly shows the JVM's peak under a thread's name."""
+        return self._peaks_kb.get(self.pid, 0) / 1024
 
     @property
     def jvm_mb(self) -> float:
         """The Spark JVM. The largest java process: spark-submit first runs a small, short-lived
         java launcher to build the real JVM's command line, and the two never overlap."""
         return max((kb for pid, kb in self._peaks_kb.items() if self._is_jvm(pid)), default=0) / 1024
+
+    def processes(self) -> List[Dict[str, object]]:
+        """Every process seen in the tree with its peak, so a surprising figure can be traced."""
+        return [
+            {"pid": pid, "name": self._names.get(pid, ""), "peak_mb": round(kb / 1024, 1), "command": self._commands.get(pid, "")}
+            for pid, kb in sorted(self._peaks_kb.items(), key=lambda item: -item[1])
+        ]
 
     def _is_jvm(self, pid: int) -> bool:
         return self._names.get(pid) == "java"
@@ -109,6 +120,14 @@ def _vm_hwm_kb(pid: int) -> Optional[int]:
     except OSError:
         return None
     return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()[:160]
+    except OSError:
+        return ""
 
 
 def _comm(pid: int) -> str:
