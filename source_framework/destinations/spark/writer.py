@@ -171,17 +171,20 @@ class SparkSink(StreamSink):
 
     def _submit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> "Future[Any]":
         self._to_arrow()
-        job = CommitJob(self, self._batches, self._batched_rows, sum(b.nbytes for b in self._batches), state, notes)
-        self._batches, self._batched_rows, self._staged_since_commit = [], 0, 0
-        return self._destination.committer.submit(job)
+        self._staged_since_commit = 0
+        return self._destination.committer.submit(self._job(state, notes, stage_only=False))
 
     def _submit_stage(self) -> None:
         """Hand the rows held so far to Spark ahead of their checkpoint (a failure surfaces at
         the next commit, through ``failed``)."""
-        job = CommitJob(self, self._batches, self._batched_rows, sum(b.nbytes for b in self._batches), None, None, stage_only=True)
         self._staged_since_commit += self._batched_rows
+        self._destination.committer.submit(self._job(None, None, stage_only=True))
+
+    def _job(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]], stage_only: bool) -> CommitJob:
+        """The batches held so far, as one job for the committer; the sink starts holding anew."""
+        batches, rows = self._batches, self._batched_rows
         self._batches, self._batched_rows = [], 0
-        self._destination.committer.submit(job)
+        return CommitJob(self, batches, rows, sum(b.nbytes for b in batches), state, notes, stage_only=stage_only)
 
     def commit_jobs(self, jobs: List[CommitJob]) -> Any:
         """Runs on the committer's thread: one Spark write for one or more queued checkpoints."""
@@ -206,28 +209,26 @@ class SparkSink(StreamSink):
         arrow = self._numbered(batches, seq)
         data: Any = arrow
         staged, self._staged = self._staged, []
+        new_rows = arrow.num_rows + sum(item.rows for item in staged)
+        publish, merged_away = staged, []
         replace = self._replace_next
         if self._mode == APPEND_DEDUP:
             data = self._merged(arrow, include_table=not replace, staged=staged)
-            replace = True
+            publish, merged_away, replace = [], staged, True
         extra = dict(notes or {})
         if self._reset_id:
             extra["reset_id"] = self._reset_id
-        info = table.commit(
-            data, state=dict(state or {}), seq=seq, replace=replace, extra=extra,
-            staged=() if self._mode == APPEND_DEDUP else staged,
-        )
-        if self._mode == APPEND_DEDUP:
-            for item in staged:  # merged into the new table version above
-                shutil.rmtree(item.folder, ignore_errors=True)
+        info = table.commit(data, state=dict(state or {}), seq=seq, replace=replace, extra=extra, staged=publish)
+        for item in merged_away:  # their rows are in the new table version now
+            shutil.rmtree(item.folder, ignore_errors=True)
         if self._reset_id:
             os.remove(os.path.join(self.path, RESET_MARKER))
             self._reset_id = None
         self._replace_next = False  # a rebuild replaces once; the rest of this run adds to it
         self._next_seq = seq + 1
         self.commits += 1
-        self.rows += info.rows if self._mode != APPEND_DEDUP else arrow.num_rows + sum(i.rows for i in staged)
-        logger.debug("%s: commit %d, %d rows, %.0f ms", self.name, seq, arrow.num_rows, info.ms)
+        self.rows += new_rows
+        logger.debug("%s: commit %d, %d new rows, %.0f ms", self.name, seq, new_rows, info.ms)
         return info
 
     def _numbered(self, batches: List[pa.Table], seq: int) -> pa.Table:
