@@ -58,11 +58,20 @@ class AcceptanceReads:
     # --- catalogs ---------------------------------------------------------------------------
 
     def catalog(self, entry: Any) -> Dict[str, Any]:
-        """The entry's configured catalog, or (without one) every discovered stream but the empty ones."""
+        """The entry's configured catalog or, without one, CAT's default: the discovered streams.
+
+        For a read test, every discovered stream but its ``empty_streams``, in full refresh. For
+        an incremental test, every discovered stream, those that support it in incremental mode
+        with their default cursor (CAT's incremental tests then read those).
+        """
         if entry.configured_catalog_path:
             return load_catalog(entry.configured_catalog_path)
-        discovered = self._once(("discover", entry.config_path), lambda: self.runner.discover(entry.config_path))
-        return from_discovered(discovered, without=tuple(getattr(entry, "empty_streams", ())))
+        discovered = self._once(
+            ("discover", entry.config_path),
+            lambda: self.runner.discover(entry.config_path, timeout=entry.timeout_seconds),
+        )
+        catalog = from_discovered(discovered, without=tuple(getattr(entry, "empty_streams", ())))
+        return incremental_where_supported(catalog) if isinstance(entry, IncrementalEntry) else catalog
 
     def full_refresh_catalog(self, entry: ReadEntry) -> Dict[str, Any]:
         return as_full_refresh(self.catalog(entry))
@@ -145,3 +154,20 @@ class AcceptanceReads:
     def cached(self, key: Tuple[Any, ...], make: Any) -> Any:
         """Remember any other value (e.g. table snapshots) for the test class."""
         return self._once(key, make)
+
+
+def incremental_where_supported(catalog: Mapping[str, Any]) -> Dict[str, Any]:
+    """``catalog`` with each stream that supports incremental sync read incrementally, from its
+    default cursor and appended: CAT's catalog for an incremental test without a configured one."""
+    streams = []
+    for configured in catalog["streams"]:
+        stream = configured["stream"]
+        if "incremental" in (stream.get("supported_sync_modes") or []):
+            configured = {
+                **configured,
+                "sync_mode": "incremental",
+                "destination_sync_mode": "append",
+                "cursor_field": list(stream.get("default_cursor_field") or []),
+            }
+        streams.append(configured)
+    return {"streams": streams}

@@ -21,8 +21,10 @@ What this class adds to the CDK's base class, and why:
   as a class or factory;
 - ``acceptance_test_config_path`` names the YAML (default: the CDK's own search upwards from the
   test file); its folder is the connector root the YAML's paths are relative to;
-- the keys this package's runner checks (``expect_records``, ``ignored_fields``, ...; see
-  ``acceptance_config.RUNNER_KEYS``) are hidden from the CDK's suite, which rejects them;
+- the suite is given the YAML in the shape it reads (``acceptance_config.load_for_standard_suite``):
+  without the CAT keys it refuses because it no longer acts on them (``expect_records``,
+  ``timeout_seconds``, ``validate_data_points``, ...; this package's runner reads those from the
+  file itself), with CAT's legacy ``tests:`` layout migrated and ``base_path`` applied;
 - the scenario parametrization and the command-line fixtures the suite needs come with the
   class (the CDK normally adds them with ``-p airbyte_cdk.test.standard_tests.pytest_hooks``);
 - the Docker image tests (marked ``image_tests``; ``airbyte-cdk image test`` runs them) are
@@ -77,7 +79,7 @@ class StandardSourceSuite(SourceTestSuiteBase):
 
     @classproperty
     def acceptance_test_config(cls) -> Any:  # noqa: N805 - a class property
-        """The YAML without the keys this package's runner checks (see ``RUNNER_KEYS``)."""
+        """The YAML as the CDK's suite reads it (see ``load_for_standard_suite``)."""
         path = cls._config_file()
         if not path.exists():
             raise FileNotFoundError(f"Acceptance test config file not found at: {path}")

@@ -11,7 +11,9 @@ Subclass it in any test module (no conftest, no plugin, no command-line option n
 ``connector`` is relative to the YAML's folder (default ``main.py`` there); without
 ``acceptance_test_config_path`` the YAML is searched upwards from the test file, as airbyte-cdk
 does. Every test is parametrized with the YAML's entries of its section, and each runs the
-connector's ``read`` as a subprocess through the source_framework runtime:
+connector's ``read`` as a subprocess through the source_framework runtime, with the file's
+``custom_environment_variables`` set. What the file bypasses is reported as skipped, with its
+``bypass_reason``: a section, an entry, an entry's ``expect_records`` or ``future_state``.
 
 =============================================  ==============================================
 test                                           what it checks
@@ -38,12 +40,13 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, Optional
+from typing import Any, Callable, ClassVar, Dict, List, Optional
 
 import pytest
 
 from source_framework.testing.acceptance_config import (
     AcceptanceConfig,
+    Entry,
     IncrementalEntry,
     ReadEntry,
 )
@@ -121,8 +124,7 @@ class AcceptanceSuite:
         section = getattr(metafunc.function, "acceptance_section", None)
         if section is None or "entry" not in metafunc.fixturenames:
             return
-        entries = getattr(type(self).acceptance_config(), section)
-        metafunc.parametrize("entry", entries, ids=[entry.id for entry in entries])
+        metafunc.parametrize("entry", _entry_params(type(self).acceptance_config(), section))
         for name, values in getattr(metafunc.function, "acceptance_extra", {}).items():
             values = values(type(self)) if callable(values) else values
             metafunc.parametrize(name, values, ids=[f"{name}{value}" for value in values])
@@ -132,8 +134,9 @@ class AcceptanceSuite:
     @pytest.fixture(scope="class")
     def acceptance_reads(self, tmp_path_factory: pytest.TempPathFactory) -> AcceptanceReads:
         workdir = tmp_path_factory.mktemp(f"acceptance-{type(self).__name__}")
-        runner = ConnectorRunner(type(self).connector_reference(), workdir=str(workdir))
-        return AcceptanceReads(runner, type(self).acceptance_config(), spark_master=type(self).spark_master)
+        config = type(self).acceptance_config()
+        runner = ConnectorRunner(type(self).connector_reference(), workdir=str(workdir), env=config.environment)
+        return AcceptanceReads(runner, config, spark_master=type(self).spark_master)
 
     @pytest.fixture(scope="class")
     def acceptance_spark(self, request: pytest.FixtureRequest) -> Any:
@@ -154,13 +157,16 @@ class AcceptanceSuite:
     @for_section("basic_read")
     def test_expected_records(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
         """``expect_records``: a full-refresh read returns the expected records."""
-        if entry.expect_records is None:
+        expect = entry.expect_records
+        if expect is None:
             pytest.skip(f"{entry.id} has no expect_records")
+        if expect.bypass_reason or expect.path is None:
+            pytest.skip(f"{entry.id}: expect_records is bypassed: {expect.bypass_reason}")
         catalog = acceptance_reads.full_refresh_catalog(entry)
         check_expected_records(
             acceptance_reads.basic_read(entry),
-            load_expected_records(entry.expect_records.path),
-            entry.expect_records,
+            load_expected_records(expect.path),
+            expect,
             streams=stream_names(catalog),
             ignored_fields=entry.ignored_fields,
             empty_streams=entry.empty_streams,
@@ -213,6 +219,8 @@ class AcceptanceSuite:
     @for_section("incremental")
     def test_future_state(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
         """A state with cursors far in the future: no records, at least one STATE."""
+        if entry.future_state_bypass_reason:
+            pytest.skip(f"{entry.id}: future_state is bypassed: {entry.future_state_bypass_reason}")
         if entry.future_state_path is None:
             pytest.skip(f"{entry.id} has no future_state")
         streams = self._incremental_streams(entry, acceptance_reads)
@@ -254,3 +262,23 @@ class AcceptanceSuite:
     def _skip_unless_spark(self) -> None:
         if not type(self).check_spark_tables:
             pytest.skip(f"{type(self).__name__}.check_spark_tables is False")
+
+
+def _entry_params(config: AcceptanceConfig, section: str) -> List[Any]:
+    """One param per entry of ``section``; what runs nothing is a param skipped with the reason.
+
+    A bypassed entry, and a section without entries (bypassed, absent or empty), are reported
+    as skipped tests that say why, as Airbyte's acceptance tests report them, rather than
+    vanishing from the run.
+    """
+    entries = config.entries(section)
+    if not entries:
+        reason = config.why_no_tests(section) or f"'{section}' has no tests"
+        return [pytest.param(None, id=f"{section}:none", marks=pytest.mark.skip(reason=reason))]
+    return [_entry_param(entry) for entry in entries]
+
+
+def _entry_param(entry: Entry) -> Any:
+    if entry.skip_reason is None:
+        return pytest.param(entry, id=entry.id)
+    return pytest.param(entry, id=entry.id, marks=pytest.mark.skip(reason=f"{entry.id}: {entry.skip_reason}"))
