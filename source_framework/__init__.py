@@ -1,16 +1,28 @@
 """source_framework: HTTP API connectors as airbyte-cdk streams, landed in Spark tables
 with exactly-once checkpoints.
 
-A connector in a few lines::
+A whole connector, for the demo API's users (``python -m source_framework.demo.api --port 8000
+--api-key secret`` serves it), saved as ``users.py``::
 
     import sys
+
     from source_framework import IncrementalHttpStream, Source, TokenAuthenticator, launch
+
 
     class Users(IncrementalHttpStream):
         url_base = "http://127.0.0.1:8000/"
-        cursor_field = "updatedAt"
+        cursor_field = "updatedAt"          # state = {"updatedAt": <highest value seen>}, kept for you
         primary_key = "id"
-        state_checkpoint_interval = 1000
+        state_checkpoint_interval = 1000    # also checkpoint every 1000 records inside a slice
+        json_schema = {                     # the table's columns (or schemas/users.json beside this file)
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "name": {"type": "string"},
+                "email": {"type": "string"},
+                "updatedAt": {"type": "string", "format": "date-time"},
+            },
+        }
 
         def path(self, **kwargs):
             return "users"
@@ -27,17 +39,29 @@ A connector in a few lines::
         def parse_response(self, response, **kwargs):
             yield from response.json()["data"]
 
-    class MySource(Source):
-        spec_json = {"connectionSpecification": {"type": "object", "properties": {}}}
+
+    class DemoUsers(Source):
+        spec_json = {
+            "connectionSpecification": {
+                "type": "object",
+                "required": ["api_key"],
+                "properties": {"api_key": {"type": "string", "airbyte_secret": True}},
+            }
+        }
 
         def check_connection(self, logger, config):
             return True, None
 
         def streams(self, config):
-            return [Users()]
+            return [Users(authenticator=TokenAuthenticator(config["api_key"]))]
+
 
     if __name__ == "__main__":
-        launch(MySource(), sys.argv[1:])
+        launch(DemoUsers(), sys.argv[1:])
+
+Then ``python users.py read --config config.json --catalog catalog.json --state-file state.json``
+with ``{"api_key": "secret"}`` in ``config.json``; the table lands in
+``./warehouse/demo_users/users``. Any airbyte-cdk source runs the same way: hand it to ``launch``.
 """
 
 from airbyte_cdk.sources.streams.http import HttpStream

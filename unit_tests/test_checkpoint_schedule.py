@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import io
-import threading
-from concurrent.futures import Future
 from typing import Any, Iterable, List, Mapping, Optional
 
-import orjson
 import pytest
-from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from source_framework.destinations.base import (
-    Destination,
-    StreamSink,
-    StreamTarget,
-    done,
-)
-from source_framework.runtime.output import ProtocolOutput
-from source_framework.runtime.read import read_streams
+from unit_tests.conftest import sync
 
 
 class ListStream(Stream, CheckpointMixin):
@@ -63,103 +51,9 @@ class ListStream(Stream, CheckpointMixin):
             yield {"id": value, "n": value}
 
 
-class Event:
-    def __init__(self) -> None:
-        self.log: List[Any] = []
-
-
-class RecordingSink(StreamSink):
-    """Keeps what was committed; can hold commits back to test that STATEs wait for them."""
-
-    def __init__(self, events: Event, hold: bool = False, fail_at: Optional[int] = None) -> None:
-        self.events, self.hold, self.fail_at = events, hold, fail_at
-        self.buffer: List[Mapping[str, Any]] = []
-        self.landed: List[Mapping[str, Any]] = []
-        self.pending: List[Future] = []
-        self.commits = 0
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        self.buffer.append(record)
-
-    def commit(self, state: Optional[Mapping[str, Any]], notes=None) -> Future:
-        self.commits += 1
-        if self.fail_at == self.commits:
-            future: Future = Future()
-            future.set_exception(RuntimeError("disk full"))
-            return future
-        batch, self.buffer = self.buffer, []
-        if not self.hold:
-            self.landed.extend(batch)
-            self.events.log.append(("commit", dict(state or {})))
-            return done()
-        future = Future()
-
-        def finish_later() -> None:
-            self.landed.extend(batch)
-            self.events.log.append(("commit", dict(state or {})))
-            future.set_result(None)
-
-        timer = threading.Timer(0.01, finish_later)
-        timer.start()
-        self.pending.append(future)
-        return future
-
-    def finish(self, state: Optional[Mapping[str, Any]], notes=None) -> Future:
-        self.landed.extend(self.buffer)
-        self.buffer = []
-        return done()
-
-
-class RecordingDestination(Destination):
-    def __init__(self, **sink_options: Any) -> None:
-        self.events = Event()
-        self.sinks: dict = {}
-        self.sink_options = sink_options
-
-    def open_stream(self, target: StreamTarget) -> StreamSink:
-        self.sinks[target.name] = RecordingSink(self.events, **self.sink_options)
-        return self.sinks[target.name]
-
-
-class EventOutput(io.RawIOBase):
-    """A stdout stand-in that logs each STATE line into the shared event log as it is written."""
-
-    def __init__(self, events: Event) -> None:
-        self.events = events
-        self.lines: List[dict] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes) -> int:
-        for line in bytes(data).splitlines():
-            message = orjson.loads(line)
-            self.lines.append(message)
-            if message["type"] == "STATE":
-                self.events.log.append(("STATE", message["state"]["stream"]["stream_state"]))
-        return len(data)
-
-
 def run(stream: ListStream, input_state: Optional[dict] = None, **sink_options: Any):
-    destination = RecordingDestination(**sink_options)
-    out = EventOutput(destination.events)
-    catalog = ConfiguredAirbyteCatalogSerializer.load(
-        {
-            "streams": [
-                {
-                    "stream": {"name": stream.name, "json_schema": {}, "supported_sync_modes": ["incremental"]},
-                    "sync_mode": "incremental",
-                    "destination_sync_mode": "append",
-                    "cursor_field": ["n"],
-                }
-            ]
-        }
-    )
-    if input_state:
-        stream.state = input_state
-    result = read_streams({stream.name: stream}, catalog, {stream.name: input_state} if input_state else {}, destination, ProtocolOutput(out))
-    states = [m["state"] for m in out.lines if m["type"] == "STATE"]
-    return result, states, destination, out
+    result, out, destination = sync(stream, input_state=input_state, **sink_options)
+    return result, out.states, destination, out
 
 
 def cursors(states: List[dict]) -> List[int]:
@@ -253,17 +147,8 @@ class TextCursorStream(ListStream):
 
 
 def run_text(values, secrets=()):
-    from source_framework.runtime.secrets import SecretFilter
-
-    stream = TextCursorStream([values])
-    destination = RecordingDestination()
-    out = EventOutput(destination.events)
-    catalog = ConfiguredAirbyteCatalogSerializer.load(
-        {"streams": [{"stream": {"name": stream.name, "json_schema": {}, "supported_sync_modes": ["incremental"]},
-                      "sync_mode": "incremental", "destination_sync_mode": "append", "cursor_field": ["n"]}]}
-    )
-    result = read_streams({stream.name: stream}, catalog, {}, destination, ProtocolOutput(out, SecretFilter(secrets)))
-    return result, [m for m in out.lines if m["type"] == "STATE"]
+    result, out, _ = sync(TextCursorStream([values]), secrets=tuple(secrets))
+    return result, out.of_type("STATE")
 
 
 def test_a_state_over_10_mb_is_refused_naming_the_stream():

@@ -23,7 +23,7 @@ def test_queued_checkpoints_of_one_stream_merge_into_one_write_and_all_futures_c
         started.set()
         gate.wait(5)
         writes.append([j.state["s"] for j in jobs])
-        return len(writes)
+        return [len(writes)] * len(jobs)  # one result per job
 
     committer = BackgroundCommitter(commit)
     sink = Sink()
@@ -39,7 +39,7 @@ def test_queued_checkpoints_of_one_stream_merge_into_one_write_and_all_futures_c
 
 def test_jobs_of_different_streams_are_not_merged_and_keep_their_order():
     writes = []
-    committer = BackgroundCommitter(lambda jobs: writes.append([j.state["s"] for j in jobs]))
+    committer = BackgroundCommitter(lambda jobs: writes.append([j.state["s"] for j in jobs]) or [None] * len(jobs))
     a, b = Sink(), Sink()
     for sink, state in ((a, 1), (b, 2), (a, 3)):
         committer.submit(job(sink, 1, state))
@@ -58,7 +58,7 @@ def test_jobs_of_different_streams_are_not_merged_and_keep_their_order():
 )
 def test_back_pressure_blocks_the_reader_while_too_much_waits(bounds, size):
     gate = threading.Event()
-    committer = BackgroundCommitter(lambda jobs: gate.wait(5), **bounds)
+    committer = BackgroundCommitter(lambda jobs: [gate.wait(5)] * len(jobs), **bounds)
     sink = Sink()
     committer.submit(job(sink, size, 1))
     time.sleep(0.05)  # the worker holds job 1
@@ -88,4 +88,20 @@ def test_a_failed_commit_fails_its_futures():
     with pytest.raises(OSError):
         future.result(5)
     assert sink.failed is not None
+    committer.close()
+
+
+def test_each_job_gets_its_own_result():
+    committer = BackgroundCommitter(lambda jobs: [job.state["s"] * 10 for job in jobs])
+    sink = Sink()
+    futures = [committer.submit(job(sink, 1, s)) for s in (1, 2, 3)]
+    assert [f.result(5) for f in futures] == [10, 20, 30]
+    committer.close()
+
+
+def test_a_commit_returning_the_wrong_number_of_results_fails_its_futures():
+    committer = BackgroundCommitter(lambda jobs: [])
+    future = committer.submit(job(Sink(), 1, 1))
+    with pytest.raises(RuntimeError, match="0 results for 1 jobs"):
+        future.result(5)
     committer.close()

@@ -17,12 +17,12 @@ from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 from rich.console import Console
 
 from source_framework.destinations.base import (
+    CommitReceipt,
     Destination,
     StreamSink,
     StreamTarget,
     done,
 )
-from source_framework.destinations.stdout import StdoutSink
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.progress import (
     LineProgress,
@@ -31,7 +31,9 @@ from source_framework.runtime.progress import (
     checkpoint_line,
     make_progress,
 )
-from source_framework.runtime.read import ReadResult, StreamResult, read_streams
+from source_framework.runtime.read import read_streams
+from source_framework.runtime.results import ReadResult, StreamResult
+from source_framework.runtime.stream_adapters import adapt
 from source_framework.runtime.summary import format_summary, human_seconds, short_state
 
 
@@ -58,10 +60,10 @@ class CountingSink(StreamSink):
         self.commits += 1
         self.rows += self._pending
         self._pending = 0
-        return done()
+        return done(CommitReceipt(self.rows, self.commits))
 
     def finish(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> "Future[Any]":
-        return self.commit(state) if self._pending else done()
+        return self.commit(state) if self._pending else done(CommitReceipt(self.rows, self.commits))
 
 
 def terminal_console(width: int = 160) -> Console:
@@ -80,8 +82,7 @@ def rendered(progress: LiveProgress) -> str:
 def test_a_checkpoint_line_names_the_stream_and_its_counters():
     clock = Clock()
     progress = LineProgress(clock=clock)
-    result = StreamResult(name="users", records=1500, slices=1, slices_total=4, sink=CountingSink())
-    result.sink.rows = 1000
+    result = StreamResult(name="users", records=1500, committed=1000, slices=1, slices_total=4)
     progress.stream_started(result)
     clock.now += 2.0
     view = progress.views()[0]
@@ -96,7 +97,7 @@ def test_a_checkpoint_line_names_the_stream_and_its_counters():
 def test_without_a_terminal_each_committed_checkpoint_logs_one_line(caplog):
     clock = Clock()
     progress = LineProgress(clock=clock)
-    result = StreamResult(name="orders", sink=CountingSink())
+    result = StreamResult(name="orders")
     with caplog.at_level(logging.INFO, logger="source_framework.progress"):
         with progress:
             progress.stream_started(result)
@@ -130,8 +131,8 @@ def test_quiet_shows_nothing(caplog, capsys):
 def test_the_live_table_shows_each_stream_with_its_counters():
     clock = Clock()
     progress = LiveProgress(terminal_console(), clock=clock)
-    users = StreamResult(name="users", records=20000, slices=1, slices_total=1, sink=CountingSink())
-    orders = StreamResult(name="orders", records=1234, slices=2, slices_total=13, sink=CountingSink())
+    users = StreamResult(name="users", records=20000, slices=1, slices_total=1)
+    orders = StreamResult(name="orders", records=1234, slices=2, slices_total=13)
     progress.stream_started(users)
     clock.now += 4
     progress.checkpoint_committed("users", None, {"updatedAt": "x"})
@@ -365,7 +366,9 @@ def test_read_streams_feeds_the_progress(stream, total, caplog):
     progress = LineProgress()
     output.add_state_listener(progress.checkpoint_committed)
     with caplog.at_level(logging.INFO, logger="source_framework.progress"):
-        result = read_streams({stream.name: stream}, _catalog(stream.name), {}, Sinks(), output, progress=progress)
+        catalog = _catalog(stream.name)
+        sinks = Sinks()
+        result = read_streams({stream.name: adapt(stream, catalog.streams[0])}, catalog, {}, sinks, output, progress=progress)
     (stream_result,) = result.streams
     assert stream_result.slices_total == total
     assert stream_result.duration > 0
@@ -375,7 +378,7 @@ def test_read_streams_feeds_the_progress(stream, total, caplog):
     view = progress.views()[0]
     assert view.finished is not None and view.checkpoints == stream_result.states
     assert stream_result.rows == stream_result.records == sum(len(s) for s in stream._slices)
-    assert stream_result.commits == stream_result.sink.commits
+    assert stream_result.commits == sinks.sinks[stream.name].commits
 
 
 def test_state_listeners_run_in_order_after_the_line_is_out():
@@ -390,32 +393,28 @@ def test_state_listeners_run_in_order_after_the_line_is_out():
 # -- the summary -----------------------------------------------------------------------------
 
 
-def test_the_summary_has_a_row_per_stream_with_rows_commits_cursor_time_and_table():
-    users_sink, stores_sink = CountingSink(), CountingSink()
-    users_sink.commits, users_sink.rows = 4, 20000
-    stores_sink.commits, stores_sink.rows, stores_sink.location = 1, 10, "/warehouse/demo/stores"
-    failed_sink = CountingSink()
-    failed_sink.commits, failed_sink.rows, failed_sink.location = 1, 500, "/warehouse/demo/orders"
-    stdout_sink = StdoutSink(StreamTarget("products", None, {}, incremental=False), ProtocolOutput(io.BytesIO()))
-
+def test_the_summary_has_a_row_per_stream_with_counts_commits_cursor_time_and_table():
     result = ReadResult(
         streams=[
-            StreamResult(name="users", records=20000, states=7, final_state={"updatedAt": "2025-12-31T00:00:00Z"}, duration=6.04, sink=users_sink),
-            StreamResult(name="stores", records=10, duration=0.4, sink=stores_sink),
-            StreamResult(name="orders", records=900, states=1, error=RuntimeError("x"), duration=75, sink=failed_sink),
-            StreamResult(name="products", records=42, sink=stdout_sink),
+            StreamResult(name="users", records=20010, handed=20000, skipped=10, committed=20000, states=7, commits=4,
+                         final_state={"updatedAt": "2025-12-31T00:00:00Z"}, duration=6.04, location="/warehouse/demo/users"),
+            StreamResult(name="stores", records=10, handed=10, committed=10, states=1, commits=1, duration=0.4,
+                         location="/warehouse/demo/stores"),
+            StreamResult(name="orders", records=900, handed=900, committed=500, states=1, commits=1,
+                         error=RuntimeError("x"), duration=75, location="/warehouse/demo/orders"),
+            StreamResult(name="products", records=42, handed=42, committed=42, states=1, location="stdout"),
         ]
     )
     text = format_summary(result, 81.9)
     lines = text.splitlines()
     assert lines[0] == "read finished in 1m21s: 4 stream(s), 1 failed"
-    assert lines[1].split() == ["stream", "status", "rows", "checkpoints", "commits", "final", "cursor", "time", "where"]
-    assert lines[2].split() == ["users", "ok", "20,000", "7", "4", "updatedAt=2025-12-31T00:00:00Z", "6.0s", "/warehouse/demo/users"]
-    assert lines[3].split() == ["stores", "ok", "10", "0", "1", "-", "0.4s", "/warehouse/demo/stores"]
-    assert lines[4].split() == ["orders", "FAILED", "500", "1", "1", "-", "1m15s", "/warehouse/demo/orders"]
-    assert lines[5].split() == ["products", "ok", "42", "0", "-", "-", "0.0s", "stdout"]
+    assert lines[1].split() == ["stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final",
+                                "cursor", "time", "where"]
+    assert lines[2].split() == ["users", "ok", "20,010", "20,000", "10", "7", "4", "updatedAt=2025-12-31T00:00:00Z", "6.0s", "/warehouse/demo/users"]
+    assert lines[3].split() == ["stores", "ok", "10", "10", "0", "1", "1", "-", "0.4s", "/warehouse/demo/stores"]
+    assert lines[4].split() == ["orders", "FAILED", "900", "500", "0", "1", "1", "-", "1m15s", "/warehouse/demo/orders"]
+    assert lines[5].split() == ["products", "ok", "42", "42", "0", "1", "-", "-", "0.0s", "stdout"]
     # columns line up
-    assert len({line.index("where") if "where" in line else None for line in lines[1:2]}) == 1
     assert all(line[lines[1].index("where"):].startswith(("/", "stdout", "where")) for line in lines[1:])
 
 

@@ -253,3 +253,42 @@ def test_order_is_checked_within_a_slice_not_across_slices():
     Pages.records = [{"id": 2, "updatedAt": "2025-01-01T00:00:00Z"}]  # older, but another partition
     read_all(stream, {"partition": {"store_id": 2}})
     assert len(stream.state["states"]) == 2
+
+
+def test_a_record_without_the_cursor_field_stops_the_stream_with_a_clear_error():
+    from source_framework.streams.incremental import CursorFieldMissing
+
+    Pages.records = [{"id": 1, "updatedAt": "2025-01-01T00:00:00Z"}, {"id": 2, "updated_at": "2025-01-02T00:00:00Z"}]
+    with pytest.raises(CursorFieldMissing) as error:
+        read_all(Users())
+    assert "has no 'updatedAt' field" in str(error.value) and "updated_at" in str(error.value)
+
+
+def test_a_null_cursor_is_written_and_does_not_move_the_state():
+    Pages.records = [{"id": 1, "updatedAt": "2025-01-01T00:00:00Z"}, {"id": 2, "updatedAt": None}]
+    stream = Users()
+    assert [r["id"] for r in read_all(stream)] == [1, 2]
+    assert stream.state == {"updatedAt": "2025-01-01T00:00:00Z"}
+
+
+class NoSchemaUsers(Users):
+    get_json_schema = IncrementalHttpStream.get_json_schema
+    name = "sample_users"
+
+
+def test_the_schema_is_read_from_a_class_attribute_or_a_file_beside_the_module(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    class Inline(NoSchemaUsers):
+        json_schema = {"type": "object", "properties": {"x": {"type": "string"}}}
+
+    assert Inline().get_json_schema()["properties"] == {"x": {"type": "string"}}
+
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "sample_users.json").write_text('{"type": "object", "properties": {"y": {"type": "integer"}}}')
+    module = types.ModuleType("connector_in_a_folder")
+    module.__file__ = str(tmp_path / "connector.py")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    Beside = type("Beside", (NoSchemaUsers,), {"__module__": module.__name__})
+    assert Beside().get_json_schema()["properties"] == {"y": {"type": "integer"}}

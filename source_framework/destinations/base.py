@@ -9,7 +9,8 @@ that future has completed, in the order the commits were asked for. A sink may c
     for record in records:
         sink.write(record)
     future = sink.commit({"updatedAt": "2025-02-01T00:00:00Z"})
-    future.result()          # committed: now the STATE may be printed
+    receipt = future.result()     # committed: now the STATE may be printed...
+    receipt.rows_through          # ...if the commits so far hold every record written before it
 """
 
 from __future__ import annotations
@@ -38,6 +39,20 @@ class StreamTarget:
     rebuild: bool = False
 
 
+@dataclass(frozen=True)
+class CommitReceipt:
+    """What a sink's commit reached storage with, counted by the sink itself.
+
+    ``rows_through``: rows this sink has committed in this run, up to and including this commit
+    (a sink counts them where it can see them, e.g. in the files it published). The runtime
+    prints a STATE only if this is at least the number of records it handed over before it.
+    ``writes``: writes that reached storage so far (queued checkpoints may share one).
+    """
+
+    rows_through: int
+    writes: Optional[int] = None
+
+
 def done(value: Any = None) -> "Future[Any]":
     """A future that has already completed with ``value``."""
     future: "Future[Any]" = Future()
@@ -50,16 +65,13 @@ class StreamSink(ABC):
 
     #: where the records land, for people reading the end-of-run summary: a table's path, "stdout"
     location: str = ""
-    #: commits that reached storage so far and the rows they held; None where a sink does not count
-    commits: Optional[int] = None
-    rows: Optional[int] = None
 
     @abstractmethod
     def write(self, record: Mapping[str, Any]) -> None:
         """Take one record; it becomes visible only with the next commit."""
 
     @abstractmethod
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
         """Commit every record written so far, together with the state that covers them.
 
         ``notes`` (JSON-able: the boundary keys, the run's start state) are kept with the
@@ -71,7 +83,7 @@ class StreamSink(ABC):
         return iter(())
 
     @abstractmethod
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
         """The stream completed: commit what is left and publish (overwrite switches tables here)."""
 
     def abort(self) -> None:

@@ -6,6 +6,7 @@ from concurrent.futures import Future
 from typing import Any, Mapping, Optional
 
 from source_framework.destinations.base import (
+    CommitReceipt,
     Destination,
     StreamSink,
     StreamTarget,
@@ -19,16 +20,18 @@ class StdoutSink(StreamSink):
 
     def __init__(self, target: StreamTarget, output: ProtocolOutput) -> None:
         self._name, self._namespace, self._output = target.name, target.namespace, output
+        self._written = 0
 
     def write(self, record: Mapping[str, Any]) -> None:
         self._output.record(self._name, self._namespace, record, now_ms())
+        self._written += 1
 
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
         # RECORD lines already went out before this call, so the STATE after them is in order.
-        return done()
+        return done(CommitReceipt(self._written))
 
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
-        return done()
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
+        return done(CommitReceipt(self._written))
 
 
 class StdoutDestination(Destination):

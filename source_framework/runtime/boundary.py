@@ -11,17 +11,9 @@ updated since (new cursor value) is always written.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from source_framework.streams.cursor import CursorValueError, cursor_sort_key
-
-
-def partition_of(stream_slice: Optional[Mapping[str, Any]]) -> str:
-    """The key of a slice's partition: its ``partition`` entry, or ``""`` (date windows, no slices)."""
-    if isinstance(stream_slice, Mapping) and isinstance(stream_slice.get("partition"), Mapping):
-        return json.dumps(stream_slice["partition"], sort_keys=True, default=str)
-    return ""
+from source_framework.streams.cursor import CursorValueError, cursor_sort_key, partition_key
 
 
 class Boundary:
@@ -49,7 +41,11 @@ class Boundary:
         self.skipped = 0
 
     def start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
-        self._partition = partition_of(stream_slice)
+        self.start_partition(partition_key(stream_slice))
+
+    def start_partition(self, partition: str) -> None:
+        """The records that follow belong to ``partition`` (see ``streams.cursor.partition_key``)."""
+        self._partition = partition
         self._current = self._entries.get(self._partition)
         self._current_skip = self._skip.get(self._partition)
 

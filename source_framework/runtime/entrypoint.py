@@ -5,14 +5,15 @@
     if __name__ == "__main__":
         launch(MySource(), sys.argv[1:])
 
-``spec``, ``check`` and ``discover`` are airbyte-cdk's own. ``read`` is ours: it lands records in
-Spark tables (or prints them with ``--destination stdout``) and prints each STATE only after the
-records before it are committed.
+Any airbyte-cdk 7 source runs here unchanged: one built on ``AbstractSource`` (``HttpStream``s
+and any other ``Stream``), or on the concurrent framework (declarative YAML manifests,
+``DefaultStream``). ``spec``, ``check`` and ``discover`` are airbyte-cdk's own. ``read`` is ours:
+it lands records in Spark tables (or prints them with ``--destination stdout``) and prints each
+STATE only after the records before it are committed. Every flag airbyte-cdk's entrypoint takes
+(``--debug``, ``--manifest-path``, ``--components-path``) is taken here too.
 
-stdout carries protocol messages and nothing else: during ``read`` the process's file
-descriptor 1 is pointed at stderr, so a stray ``print`` or the JVM's own output cannot reach it,
-and protocol lines go to a private copy of the original stdout. stderr gets the logs, the
-progress of ``read`` (``runtime.progress``) and its end-of-run summary (``runtime.summary``).
+stdout carries protocol messages and nothing else (``runtime.process``). stderr gets the logs,
+the progress of ``read`` (``runtime.progress``) and its end-of-run summary (``runtime.summary``).
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from contextlib import contextmanager
+from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
 from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
+from airbyte_cdk.utils.constants import ENV_REQUEST_CACHE_PATH
 
 from source_framework.compare.command import COMMAND as COMPARE_COMMAND
 from source_framework.compare.command import add_compare_parser, run_compare
@@ -38,6 +42,7 @@ from source_framework.destinations.base import (
     OVERWRITE,
     Destination,
 )
+from source_framework.runtime.concurrent_states import state_setter
 from source_framework.runtime.inputs import (
     InputError,
     load_catalog,
@@ -45,8 +50,16 @@ from source_framework.runtime.inputs import (
     load_state,
 )
 from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.process import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    log_to_stderr,
+    private_stdout,
+)
 from source_framework.runtime.progress import make_progress
-from source_framework.runtime.read import read_streams
+from source_framework.runtime.read import read_streams, schema_missing_message
 from source_framework.runtime.secrets import (
     MaskingLogFilter,
     SecretFilter,
@@ -57,23 +70,33 @@ from source_framework.runtime.state_commands import (
     run_state_command,
 )
 from source_framework.runtime.state_file import StateFile
+from source_framework.runtime.stream_adapters import (
+    FULL_REFRESH_STATE,
+    MessageDrain,
+    StreamAdapter,
+    adapt,
+    is_concurrent,
+    supports_incremental,
+)
 from source_framework.runtime.summary import format_summary
-from source_framework.sources.source import Source
 from source_framework.streams.cursor import CursorValueError
 
 logger = logging.getLogger("source_framework")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "launch", "run_read"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="main.py", description="An Airbyte source that lands data in Spark tables.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="detailed debug logs (as airbyte-cdk's --debug)")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("spec", help="print the connector's specification")
+    commands.add_parser("spec", help="print the connector's specification", parents=[common])
     for name, text in (("check", "check the config against the API"), ("discover", "print the catalog")):
-        command = commands.add_parser(name, help=text)
+        command = commands.add_parser(name, help=text, parents=[common])
         command.add_argument("--config", required=True)
-    read = commands.add_parser("read", help="sync the configured streams")
+        _add_cdk_manifest_flags(command)
+    read = commands.add_parser("read", help="sync the configured streams", parents=[common])
     read.add_argument("--config", required=True, help="config JSON file")
     read.add_argument("--catalog", required=True, help="configured catalog JSON file")
     read.add_argument("--state", help="state JSON file: per-stream list, legacy dict or Singer bookmarks")
@@ -101,33 +124,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="no progress on stderr (neither the live table on a terminal nor the line per committed "
         "checkpoint otherwise) and no end-of-run summary",
     )
+    _add_cdk_manifest_flags(read)
     add_state_commands(commands)
     add_compare_parser(commands)
     return parser
 
 
-def launch(source: Source, args: List[str]) -> None:
-    """Run one command of ``source`` and exit with its status code."""
-    parsed = build_parser().parse_args(args)
+def _add_cdk_manifest_flags(command: argparse.ArgumentParser) -> None:
+    """airbyte-cdk's entrypoint takes these for its manifest runner; so do we, with the same meaning
+    (they are read by whoever builds the source, not by the entrypoint)."""
+    command.add_argument("--manifest-path", help="path to the YAML manifest file (as airbyte-cdk's entrypoint)")
+    command.add_argument("--components-path", help="path to the custom components file (as airbyte-cdk's entrypoint)")
+
+
+def launch(source: Any, args: List[str]) -> None:
+    """Run one command of ``source`` (any airbyte-cdk 7 source) and exit with its status code."""
+    sys.exit(run_command(source, build_parser().parse_args(args)))
+
+
+def run_command(source: Any, parsed: argparse.Namespace) -> int:
     if parsed.command == "read":
-        sys.exit(run_read(source, parsed))
+        return run_read(source, parsed)
     if parsed.command == "state":
-        sys.exit(run_state_command(source, parsed))
+        return run_state_command(source, parsed)
     if parsed.command == COMPARE_COMMAND:
-        sys.exit(run_compare(source, parsed))
-    sys.exit(run_cdk_command(source, parsed))
+        return run_compare(source, parsed)
+    return run_cdk_command(source, parsed)
 
 
-def run_cdk_command(source: Source, parsed: argparse.Namespace) -> int:
+def run_cdk_command(source: Any, parsed: argparse.Namespace) -> int:
     """``spec``, ``check`` and ``discover`` through airbyte-cdk's entrypoint, after our own
     check of the config file so that a bad file gets a one-line error, not a traceback."""
-    cdk_args = [parsed.command]
+    cdk_args = [parsed.command] + (["--debug"] if parsed.debug else [])
     if parsed.command != "spec":
         try:
-            load_config(parsed.config)
+            config = load_config(parsed.config)
+            if parsed.command == "discover":
+                _check_schemas(source, config)
         except InputError as error:
             return _bad_input(error, ProtocolOutput())
         cdk_args += ["--config", parsed.config]
+        for flag in ("manifest_path", "components_path"):
+            if getattr(parsed, flag, None):
+                cdk_args += ["--" + flag.replace("_", "-"), getattr(parsed, flag)]
     entrypoint = AirbyteEntrypoint(source)
     for line in entrypoint.run(entrypoint.parse_args(cdk_args)):
         sys.stdout.write(line + "\n")
@@ -135,70 +174,121 @@ def run_cdk_command(source: Source, parsed: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_read(source: Source, parsed: argparse.Namespace) -> int:
-    output = ProtocolOutput(_private_stdout())
-    _log_to_stderr()
-    try:
-        config = load_config(parsed.config)
-        spec = source.spec(logger)
-        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
-        output = ProtocolOutput(output._out, secrets)
-        update_secrets(secrets.secrets)
-        for handler in logging.getLogger().handlers:
-            handler.addFilter(MaskingLogFilter(secrets))
-        _check_config(config, spec)
-        catalog = load_catalog(parsed.catalog)
-        states, rebuild, state_file = _load_states(parsed)
-        if state_file is not None:
-            output = ProtocolOutput(output._out, secrets, on_state=state_file.update)
-        for name, value in states.items():
-            if secrets.contains_secret(json.dumps(value, default=str)):
-                raise InputError(f"state file '{parsed.state}': the state of stream '{name}' contains a secret value from the config; refusing it")
-        streams = _prepare_streams(source, config, catalog, states, parsed, rebuild)
-        destination = make_destination(source, config, parsed, output)
-    except InputError as error:
-        return _bad_input(error, output)
+def _check_schemas(source: Any, config: Mapping[str, Any]) -> None:
+    """Every stream has a JSON schema, or ``discover`` says which one has none and how to add it."""
+    for stream in source.streams(config):
+        try:
+            stream.get_json_schema()
+        except Exception as error:
+            raise InputError(schema_missing_message(stream.name, stream, error)) from None
 
-    started = time.monotonic()
-    logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
-    progress = make_progress(parsed.quiet)
-    output.add_state_listener(progress.checkpoint_committed)
-    output._out = progress.protocol_stream(output._out)
-    try:
-        with progress:
-            result = read_streams(streams, catalog, states, destination, output, rebuild=rebuild, progress=progress)
-    except KeyboardInterrupt:
-        logger.warning(
-            "interrupted (Ctrl-C): the tables keep every checkpoint committed so far; run the same command "
-            "again, with the last STATEs (or the same --state-file), to go on from there"
-        )
-        return EXIT_INTERRUPTED
-    finally:
-        destination.close()
-        output.flush()
+
+def run_read(source: Any, parsed: argparse.Namespace, protocol_out: Optional[BinaryIO] = None) -> int:
+    """``read``. With ``protocol_out`` (in-process runs, see ``source_framework.testing.read``) the
+    protocol lines go there and the process's stdout and logging are left as they are."""
+    in_process = protocol_out is not None
+    progress = make_progress(parsed.quiet or in_process)
+    output = ProtocolOutput(progress.protocol_stream(protocol_out or private_stdout()))
+    if not in_process:
+        log_to_stderr(parsed.debug)
+    with _masking_logs() as masking, _request_cache_folder():
+        try:
+            config = load_config(parsed.config)
+            spec = source.spec(logger)
+            output.secrets = masking.secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
+            update_secrets(output.secrets.secrets)
+            _check_config(source, config, spec)
+            catalog = load_catalog(parsed.catalog)
+            states, rebuild, state_file = _load_states(parsed)
+            if state_file is not None:
+                output.add_state_listener(state_file.update)
+            for name, value in states.items():
+                if output.secrets.contains_secret(json.dumps(value, default=str)):
+                    raise InputError(
+                        f"state file '{parsed.state or parsed.state_file}': the state of stream '{name}' contains "
+                        f"a secret value from the config; refusing it"
+                    )
+            adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
+            destination = make_destination(source, config, parsed, output)
+        except InputError as error:
+            return _bad_input(error, output)
+
+        started = time.monotonic()
+        logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
+        output.add_state_listener(progress.checkpoint_committed)
+        try:
+            with progress:
+                result = read_streams(
+                    adapters, catalog, states, destination, output,
+                    rebuild=rebuild, progress=progress, side_messages=MessageDrain(source),
+                )
+        except KeyboardInterrupt:
+            logger.warning(
+                "interrupted (Ctrl-C): the tables keep every checkpoint committed so far; run the same command "
+                "again, with the last STATEs (or the same --state-file), to go on from there"
+            )
+            return EXIT_INTERRUPTED
+        finally:
+            destination.close()
+            output.flush()
     if not parsed.quiet:
         sys.stderr.write(format_summary(result, time.monotonic() - started))
         sys.stderr.flush()
     return EXIT_FAILED if result.failed else EXIT_OK
 
 
-def _check_config(config: Mapping[str, Any], spec: Any) -> None:
+@contextmanager
+def _masking_logs() -> Iterator[MaskingLogFilter]:
+    """Mask config secrets in every log line for the duration of the command."""
+    masking = MaskingLogFilter(SecretFilter(()))
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(masking)
+    try:
+        yield masking
+    finally:
+        for handler in handlers:
+            handler.removeFilter(masking)
+
+
+@contextmanager
+def _request_cache_folder() -> Iterator[None]:
+    """airbyte-cdk's HTTP cache (streams with ``use_cache``) writes its files where its entrypoint
+    points it: a temporary folder for the command."""
+    previous = os.environ.get(ENV_REQUEST_CACHE_PATH)
+    with tempfile.TemporaryDirectory(prefix="source-framework-cache-", ignore_cleanup_errors=True) as folder:
+        os.environ[ENV_REQUEST_CACHE_PATH] = folder
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop(ENV_REQUEST_CACHE_PATH, None)
+            else:
+                os.environ[ENV_REQUEST_CACHE_PATH] = previous
+
+
+def _check_config(source: Any, config: Mapping[str, Any], spec: Any) -> None:
+    if getattr(source, "check_config_against_spec", True) is False:
+        return
     try:
         check_config_against_spec_or_exit(config, spec)
     except Exception as error:
         raise InputError(f"config file does not match the connector's spec: {getattr(error, 'message', error)}") from None
 
 
-def _prepare_streams(
-    source: Source,
+def prepare_streams(
+    source: Any,
     config: Mapping[str, Any],
     catalog: ConfiguredAirbyteCatalog,
-    states: Mapping[str, Any],
+    states: Dict[str, Any],
     parsed: argparse.Namespace,
     rebuild: Set[str],
-) -> Dict[str, Any]:
-    """Check the catalog against the source and apply the input state, before anything is written."""
+) -> Dict[str, StreamAdapter]:
+    """Check the catalog against the source and the input states against the streams, before
+    anything is written; one adapter per configured stream."""
     streams = {stream.name: stream for stream in source.streams(config)}
+    set_state = state_setter(source, config)
+    adapters: Dict[str, StreamAdapter] = {}
     for configured in catalog.streams:
         name = configured.stream.name
         if name not in streams:
@@ -207,32 +297,55 @@ def _prepare_streams(
                 f"(it has: {', '.join(sorted(streams))})"
             )
         stream = streams[name]
-        mode = configured.destination_sync_mode.value
-        if mode not in (APPEND, OVERWRITE, APPEND_DEDUP):
-            raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' has unknown destination_sync_mode '{mode}'")
-        if mode == APPEND_DEDUP and not (configured.primary_key or stream.primary_key):
-            raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' asks for append_dedup but has no primary key")
-        if configured.sync_mode == SyncMode.incremental:
-            if not stream.supports_incremental:
-                raise InputError(
-                    f"catalog file '{parsed.catalog}': stream '{name}' has no cursor, so it cannot be read incrementally"
-                )
-            if name in states:
-                try:
-                    stream.state = states[name]
-                except (CursorValueError, ValueError, TypeError, AttributeError) as error:
-                    problem = f"state file '{parsed.state or parsed.state_file}': {error}"
-                    if parsed.on_bad_state != "resync":
-                        raise InputError(problem) from None
-                    logger.warning("%s; --on-bad-state resync: stream %s re-syncs from scratch and its table is rebuilt", problem, name)
-                    stream.state = {}
-                    rebuild.add(name)
-    return streams
+        rebuild_with = None
+        if set_state is not None and is_concurrent(stream):
+            rebuild_with = lambda state, name=name, namespace=stream.namespace: set_state(name, namespace, state)  # noqa: E731
+        adapter = adapt(stream, configured, rebuild_with, built_with=states.get(name))
+        _check_modes(adapter, configured, stream, parsed)
+        if configured.sync_mode == SyncMode.incremental and name in states:
+            _check_state(adapter, states, rebuild, parsed)
+        adapters[name] = adapter
+    return adapters
+
+
+def _check_modes(adapter: StreamAdapter, configured: Any, stream: Any, parsed: argparse.Namespace) -> None:
+    name = adapter.name
+    mode = configured.destination_sync_mode.value
+    if mode not in (APPEND, OVERWRITE, APPEND_DEDUP):
+        raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' has unknown destination_sync_mode '{mode}'")
+    if mode == APPEND_DEDUP and not adapter.primary_key:
+        raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' asks for append_dedup but has no primary key")
+    if configured.sync_mode == SyncMode.incremental and not supports_incremental(stream):
+        raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' has no cursor, so it cannot be read incrementally")
+
+
+def _check_state(adapter: StreamAdapter, states: Dict[str, Any], rebuild: Set[str], parsed: argparse.Namespace) -> None:
+    """Give the stream its input state now, so that a state of the wrong shape stops ``read``
+    before anything is written (or, with ``--on-bad-state resync``, re-syncs the stream)."""
+    name = adapter.name
+    try:
+        adapter.validate_state(states[name])
+    except (CursorValueError, ValueError, TypeError, AttributeError, KeyError) as error:
+        problem = f"state file '{parsed.state or parsed.state_file}': stream '{name}': {error}"
+        if parsed.on_bad_state != "resync":
+            raise InputError(problem) from None
+        logger.warning("%s; --on-bad-state resync: stream %s re-syncs from scratch and its table is rebuilt", problem, name)
+        states[name] = {}
+        adapter.validate_state({})
+        rebuild.add(name)
 
 
 def _load_states(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], Optional[StateFile]]:
     """The input states, the streams to rebuild (bad state and ``--on-bad-state resync``), and the
-    state file to keep up to date, if any."""
+    state file to keep up to date, if any. A full refresh's final state means "no state"."""
+    states, rebuild, state_file = _read_state_input(parsed)
+    for name, value in list(states.items()):
+        if value == FULL_REFRESH_STATE:
+            states[name] = {}
+    return states, rebuild, state_file
+
+
+def _read_state_input(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], Optional[StateFile]]:
     if parsed.state and parsed.state_file:
         raise InputError("give --state or --state-file, not both")
     path = parsed.state or parsed.state_file
@@ -253,7 +366,7 @@ def _load_states(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], 
         return {}, {"*"}, None
 
 
-def make_destination(source: Source, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput) -> Destination:
+def make_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput) -> Destination:
     settings = dict(config.get("destination") or {})
     kind = parsed.destination or settings.get("type", "spark")
     if kind == "stdout":
@@ -276,29 +389,8 @@ def make_destination(source: Source, config: Mapping[str, Any], parsed: argparse
 
 
 def _bad_input(error: InputError, output: ProtocolOutput) -> int:
-    message = str(error)
+    message = output.secrets.mask(str(error))
     output.error(message, error, failure_type="config_error")
     output.flush()
     sys.stderr.write(f"error: {message}\n")
     return EXIT_BAD_INPUT
-
-
-def _private_stdout() -> Any:
-    """A binary file on the real stdout, after pointing descriptor 1 at stderr."""
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return os.fdopen(protocol_fd, "wb", buffering=1 << 16)
-
-
-def _log_to_stderr() -> None:
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    for noisy in ("py4j", "urllib3", "pyspark"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -78,6 +78,16 @@ class ProtocolOutput:
     def log(self, level: str, message: str) -> None:
         self._write({"type": "LOG", "log": {"level": level, "message": self.secrets.mask(message)}}, flush=True)
 
+    def message(self, message: Mapping[str, Any]) -> None:
+        """Pass on a protocol message a stream emitted (a TRACE estimate, a CONTROL message), with
+        any config secret in it masked."""
+        line = orjson.dumps(message)
+        text = line.decode("utf-8", "replace")
+        if self.secrets.contains_secret(text):
+            line = self.secrets.mask(text).encode("utf-8")
+        self._out.write(line + b"\n")
+        self._out.flush()
+
     def stream_status(self, stream: str, namespace: Optional[str], status: str) -> None:
         descriptor: dict = {"name": stream}
         if namespace:

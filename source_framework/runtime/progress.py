@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, TextIO
 
-from source_framework.runtime.read import StreamResult
+from source_framework.runtime.results import StreamResult
 from source_framework.runtime.summary import human_seconds, short_state
 
 REFRESH_PER_SECOND = 4

@@ -5,13 +5,18 @@ The schedule (SPEC.md, "Checkpoint rules"), for incremental streams:
 - a checkpoint after every slice, and every ``state_checkpoint_interval`` records *within* a
   slice; the counter restarts with each slice. (airbyte-cdk 7's ``Stream.read`` counts across
   the whole stream and can print the same state twice; we do neither.)
+- a STATE the stream yields itself is a checkpoint too, with that state;
 - a STATE is printed only when the state differs from the last one printed (or given as input);
 - one final STATE per stream, even when nothing changed, so a run always ends with a state.
 
-Full-refresh streams have no checkpoints: their sink publishes the data when the stream ends.
+Full-refresh streams have no checkpoints: their sink publishes the data when the stream ends,
+then the stream's one STATE says so (``{"__ab_no_cursor_state_message": true}``, as airbyte-cdk).
 
 The barrier: a checkpoint asks the sink to ``commit(state)`` and queues the STATE line behind the
-returned future; lines leave the queue strictly in order, each only after its commit finished.
+returned future; lines leave the queue strictly in order, each only after its commit finished
+and only if the commit holds every record handed to the sink before it (``results`` says how
+the counts add up). Whatever a stream yields is a record, a message passed on, a checkpoint, or
+an error that stops the stream (``stream_items``): nothing is dropped.
 """
 
 from __future__ import annotations
@@ -21,31 +26,15 @@ import json
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Deque,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
-    Optional,
-    Sized,
-    Tuple,
-)
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterable, Mapping, Optional, Tuple
 
 import orjson
-from airbyte_cdk.models import (
-    ConfiguredAirbyteCatalog,
-    ConfiguredAirbyteStream,
-    SyncMode,
-)
-from airbyte_cdk.sources.streams import Stream
-from airbyte_cdk.sources.streams.checkpoint import ResumableFullRefreshCursor
+from airbyte_cdk.models import ConfiguredAirbyteCatalog
+from airbyte_cdk.sources.types import Record
 
 from source_framework.destinations.base import (
     OVERWRITE,
+    CommitReceipt,
     Destination,
     StreamSink,
     StreamTarget,
@@ -54,7 +43,10 @@ from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.faults import fault_point
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
+from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE, StreamAdapter
+from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify
 
 if TYPE_CHECKING:
     from source_framework.runtime.progress import Progress
@@ -63,55 +55,20 @@ logger = logging.getLogger("source_framework.read")
 
 WARN_STATE_BYTES = 1024 * 1024
 
+#: Records between two looks at finished background commits and side messages.
+POLL_EVERY = 256
+
 
 class StateRefused(Exception):
-    """A state the runtime will not print: over the size limit, or holding a secret."""
+    """A state the runtime will not print: over the size limit, not JSON, or holding a secret."""
 
 
-@dataclass
-class StreamResult:
-    """What happened to one stream, for the progress display and the end-of-run summary.
-
-    Updated as the stream is read (``records`` and ``slices`` are the read loop's own counters,
-    which the progress display samples), final once ``read_streams`` moves to the next stream.
-    """
-
-    name: str
-    records: int = 0
-    states: int = 0
-    slices: int = 0
-    #: how many slices the stream has, where that is known without reading (see ``_slice_total``)
-    slices_total: Optional[int] = None
-    final_state: Optional[Mapping[str, Any]] = None
-    error: Optional[BaseException] = None
-    #: seconds from the stream's start to its end (its last commit, or its failure)
-    duration: float = 0.0
-    sink: Optional[StreamSink] = field(default=None, repr=False, compare=False)
-
-    @property
-    def location(self) -> str:
-        """Where the records went: the table's path, "stdout", ..."""
-        return self.sink.location if self.sink is not None else ""
-
-    @property
-    def commits(self) -> Optional[int]:
-        """Writes that reached the table (queued checkpoints may share one); None if not counted."""
-        return self.sink.commits if self.sink is not None else None
-
-    @property
-    def rows(self) -> int:
-        """Rows the sink wrote (for a failed stream, fewer than the records read)."""
-        rows = self.sink.rows if self.sink is not None else None
-        return self.records if rows is None else rows
+class RowsMissing(Exception):
+    """The sink committed fewer rows than the records handed to it: the STATE is not printed."""
 
 
-@dataclass
-class ReadResult:
-    streams: List[StreamResult] = field(default_factory=list)
-
-    @property
-    def failed(self) -> List[StreamResult]:
-        return [s for s in self.streams if s.error is not None]
+class SchemaMissing(Exception):
+    """A stream has no JSON schema, so its table has no columns."""
 
 
 class StreamSync:
@@ -119,29 +76,34 @@ class StreamSync:
 
     def __init__(
         self,
-        stream: Stream,
-        configured: ConfiguredAirbyteStream,
+        adapter: StreamAdapter,
         target: StreamTarget,
         sink: StreamSink,
         output: ProtocolOutput,
         input_state: Optional[Mapping[str, Any]],
+        side_messages: Callable[[], Iterable[Any]] = lambda: (),
     ) -> None:
-        self.stream = stream
-        self.configured = configured
+        self.adapter = adapter
+        self.name = adapter.name
         self.sink = sink
         self.output = output
-        self.incremental = configured.sync_mode == SyncMode.incremental
+        self.side_messages = side_messages
+        self.incremental = adapter.incremental
         # An overwrite stream's data is published only when it completes, so a STATE in the
         # middle would claim records that no reader can see yet: it checkpoints once, at the end.
-        self.checkpoints = self.incremental and configured.destination_sync_mode.value != OVERWRITE
-        self.result = StreamResult(name=stream.name, sink=sink)
-        self._last_state: Optional[Dict[str, Any]] = copy.deepcopy(dict(input_state)) if input_state else {}
+        self.checkpoints = self.incremental and target.destination_sync_mode != OVERWRITE
+        self.result = StreamResult(name=self.name, location=sink.location)
+        self._last_state: Dict[str, Any] = copy.deepcopy(dict(input_state)) if input_state else {}
         self._printed_any = False
-        self._uncovered = 0  # records read since the last checkpoint was asked for
-        self._queue: Deque[Tuple[Any, Dict[str, Any], int]] = deque()
+        # (future, state to print or None, records handed when the commit was asked for)
+        self._queue: Deque[Tuple[Any, Optional[Dict[str, Any]], int, int]] = deque()
+        self._uncovered = 0  # records handed since the last commit was asked for
         self._warned_size = False
+        # A state the stream yielded itself, and what the adapter said then (see _current_state)
+        self._yielded: Optional[Tuple[Dict[str, Any], Optional[Dict[str, Any]]]] = None
         resumed = self._resume()
         self._start_state = copy.deepcopy(self._last_state)
+        adapter.start(self._start_state)
         self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed)
 
     def _resume(self) -> Optional[Mapping[str, Any]]:
@@ -153,79 +115,162 @@ class StreamSync:
             logger.warning(
                 "stream %s: the given state %s is older than the table's checkpoint %s (a run died after its "
                 "commit, before its STATE was saved); resuming from the table's state %s",
-                self.stream.name, _brief(self._last_state), point.seq, _brief(point.state),
+                self.name, _brief(self._last_state), point.seq, _brief(point.state),
             )
-            self.stream.state = dict(point.state)
             self._last_state = copy.deepcopy(dict(point.state))
         elif point.reason == EDITED:
             logger.info(
                 "stream %s: the given state %s matches no checkpoint of the table; reading from it as given "
-                "(a partial re-sync)", self.stream.name, _brief(self._last_state),
+                "(a partial re-sync)", self.name, _brief(self._last_state),
             )
         return point.boundary
 
     def run(self) -> StreamResult:
-        stream, sync_mode = self.stream, self.configured.sync_mode
-        cursor_field = self.configured.cursor_field or None
+        adapter, result, boundary = self.adapter, self.result, self.boundary
         interval = self._interval()
-        if not self.incremental and isinstance(stream.get_cursor(), ResumableFullRefreshCursor):
-            # The CDK reads such streams one page per call and keeps a page token as state; a
-            # full refresh here reads everything and replaces the table, so plain paging it is.
-            stream.cursor = None
-        stream_state = self._current_state() if self.incremental else {}
-        boundary = self.boundary
-        slices = stream.stream_slices(sync_mode=sync_mode, cursor_field=cursor_field, stream_state=stream_state)
-        self.result.slices_total = _slice_total(stream, slices)
-        for stream_slice in slices:
+        write = self.sink.write
+        observe = adapter.observe if adapter.observes_records else None
+        transform = adapter.transform
+        for stream_slice in adapter.slices():
+            result.slices_total = adapter.slices_total
             in_slice = 0
-            boundary.start_slice(stream_slice)
-            for item in stream.read_records(
-                sync_mode=sync_mode,
-                cursor_field=cursor_field,
-                stream_slice=stream_slice,
-                stream_state=stream_state,
-            ):
-                if not isinstance(item, Mapping):
-                    self._forward(item)
+            boundary.start_partition(stream_slice.partition)
+            for item in stream_slice.items():
+                if type(item) is dict:
+                    data = item
+                elif isinstance(item, Record):
+                    data = item.data
+                elif isinstance(item, Mapping):
+                    data = item
+                else:
+                    data = self._message(item)
+                    if data is None:
+                        continue
+                result.records += 1
+                if observe is not None:
+                    observe(data)
+                if transform is not None:
+                    data = dict(data)
+                    transform(data)
+                if boundary.already_committed(data):
+                    result.skipped += 1
                     continue
-                if boundary.already_committed(item):
-                    continue
-                self.sink.write(item)
+                write(data)
+                result.handed += 1
                 self._uncovered += 1
-                self.result.records += 1
                 in_slice += 1
                 if interval and in_slice % interval == 0:
                     self.checkpoint()
-                elif self._queue and not in_slice & 255:
-                    self._print_ready(wait=False)  # a background commit may have finished
-            self.result.slices += 1
+                elif not in_slice % POLL_EVERY:
+                    self._poll()
+            stream_slice.close()
+            result.slices += 1
+            self._drain_side_messages()
             if self.checkpoints:
                 self.checkpoint()
+        adapter.finish()
+        self._drain_side_messages()
+        self._finish()
+        return result
+
+    def _finish(self) -> None:
         if self.checkpoints:
             self.checkpoint(final=True)
+            # Records that did not move the state (cursor ties) are committed under the last one.
             self._enqueue(self.sink.finish(self._last_state, self._notes()), None)
         else:
-            state = self._current_state() if self.incremental else None
+            state = self._current_state() if self.incremental else dict(FULL_REFRESH_STATE)
+            self._check_state(state)
             self._enqueue(self.sink.finish(state), state)
         self._print_ready(wait=True)
-        return self.result
+        if self.result.committed != self.result.handed:
+            raise RowsMissing(
+                f"stream '{self.name}': {self.result.handed:,} records were handed to the destination but "
+                f"{self.result.committed:,} rows were committed; the stream's last STATE was not printed"
+            )
 
     def _interval(self) -> Optional[int]:
         if not self.checkpoints:
             return None
-        interval = getattr(self.stream, "state_checkpoint_interval", None)
-        if interval is not None and (not isinstance(interval, int) or interval <= 0):
-            raise ValueError(f"stream '{self.stream.name}': state_checkpoint_interval must be a positive int or None")
-        if interval and getattr(self.stream, "is_sorted", True) is False:
+        interval = self.adapter.checkpoint_interval
+        if interval is not None and (not isinstance(interval, int) or isinstance(interval, bool) or interval <= 0):
+            raise ValueError(f"stream '{self.name}': state_checkpoint_interval must be a positive int or None, got {interval!r}")
+        if interval and not self.adapter.is_sorted:
             logger.info(
                 "stream %s is declared unsorted: it checkpoints only when a slice completes; "
-                "its state_checkpoint_interval (%d) is not used", self.stream.name, interval,
+                "its state_checkpoint_interval (%d) is not used", self.name, interval,
             )
             return None
         return interval
 
+    # -- what the stream yields besides records ---------------------------------------------
+
+    def _message(self, item: Any) -> Optional[Mapping[str, Any]]:
+        """Act on a non-record item; return the record's data if it is a RECORD message."""
+        classified = classify(item, self.name)
+        if classified.kind == RECORD:
+            if classified.stream != self.name:
+                raise ValueError(
+                    f"stream '{self.name}' yielded a RECORD message for stream '{classified.stream}'; a stream's "
+                    f"records must name the stream itself (its table would not be the one the record belongs to)"
+                )
+            return classified.record
+        if classified.kind == STATE:
+            self._state_from_stream(classified)
+            return None
+        self._pass_on(classified)
+        return None
+
+    def _state_from_stream(self, item: StreamItem) -> None:
+        if item.stream != self.name:
+            raise ValueError(
+                f"stream '{self.name}' yielded a STATE message for stream '{item.stream}'; only a stream's own "
+                f"state can be checkpointed with its records"
+            )
+        if not self.checkpoints:
+            logger.debug("stream %s: a STATE it yielded is not a checkpoint (a full refresh publishes once, at its end)", self.name)
+            return
+        self._yielded = (dict(item.state or {}), copy.deepcopy(self.adapter.state()))
+        self.checkpoint()
+
+    def _pass_on(self, item: StreamItem) -> None:
+        if item.kind == LOG:
+            self.output.log(item.level, item.text)
+        elif item.kind in (TRACE, CONTROL) and item.message is not None:
+            self.output.message(item.message)
+
+    def _drain_side_messages(self) -> None:
+        """Messages the source's components emitted on the side (airbyte-cdk's message repository).
+
+        A concurrent cursor's STATE messages are not checkpoints: the adapter reads the same
+        state from the cursor when a partition closes. Anything unknown stops the stream.
+        """
+        for message in self.side_messages():
+            classified = classify(message, self.name)
+            if classified.kind == STATE:
+                logger.debug("stream %s: a component emitted the state of %s; the cursor's own state is used", self.name, classified.stream)
+            elif classified.kind == RECORD:
+                raise ValueError(
+                    f"stream '{self.name}': a component emitted a RECORD message for '{classified.stream}' outside the "
+                    f"records the stream yields; it cannot be placed in any table's checkpoints"
+                )
+            else:
+                self._pass_on(classified)
+
+    def _poll(self) -> None:
+        self._drain_side_messages()
+        if self._queue:
+            self._print_ready(wait=False)  # a background commit may have finished
+
+    # -- checkpoints ----------------------------------------------------------------------
+
     def _current_state(self) -> Dict[str, Any]:
-        return copy.deepcopy(dict(self.stream.state or {}))
+        state = self.adapter.state()
+        if self._yielded is not None:
+            yielded, adapter_then = self._yielded
+            if state is None or state == adapter_then:
+                state = yielded  # the stream keeps its state in the STATEs it yields
+        return copy.deepcopy(dict(state or {}))
 
     def checkpoint(self, final: bool = False) -> None:
         """Commit what was read and queue its STATE, unless the state has not moved."""
@@ -243,124 +288,177 @@ class StreamSync:
         return {"boundary": self.boundary.snapshot(), "start_state": self._start_state}
 
     def _check_state(self, state: Mapping[str, Any]) -> None:
-        """Refuse a state too large to be stored or carrying a config secret; warn when large."""
-        encoded = orjson.dumps(state, default=str)
+        """Refuse a state that is not JSON, too large to be stored, or carries a config secret."""
+        problem = json_problem(state)
+        if problem:
+            raise StateRefused(
+                f"stream '{self.name}': its state is not JSON-serialisable: {problem}. A stream's state must hold "
+                f"only objects, lists, strings, numbers, booleans and null (format date-times as strings)"
+            )
+        encoded = orjson.dumps(state)
         if len(encoded) > MAX_STATE_BYTES:
             raise StateRefused(
-                f"stream '{self.stream.name}': its state is {len(encoded) / 1e6:.1f} MB, over the "
+                f"stream '{self.name}': its state is {len(encoded) / 1e6:.1f} MB, over the "
                 f"{MAX_STATE_BYTES // 2**20} MB limit (too many partitions or too large a cursor?)"
             )
         if len(encoded) > WARN_STATE_BYTES and not self._warned_size:
             self._warned_size = True
-            logger.warning("stream %s: its state is %.1f MB; states over 10 MB are refused", self.stream.name, len(encoded) / 1e6)
+            logger.warning("stream %s: its state is %.1f MB; states over 10 MB are refused", self.name, len(encoded) / 1e6)
         if self.output.secrets.contains_secret(encoded.decode("utf-8", "replace")):
-            raise StateRefused(f"stream '{self.stream.name}': its state contains a secret value from the config; refusing to emit it")
+            raise StateRefused(f"stream '{self.name}': its state contains a secret value from the config; refusing to emit it")
 
     def _enqueue(self, future: Any, state: Optional[Dict[str, Any]]) -> None:
-        self._queue.append((future, state, self._uncovered))
+        self._queue.append((future, state, self._uncovered, self.result.handed))
         self._uncovered = 0
 
     def _print_ready(self, wait: bool) -> None:
         while self._queue and (wait or self._queue[0][0].done()):
-            future, state, count = self._queue.popleft()
-            future.result()  # a failed commit raises here, and its STATE is never printed
+            future, state, count, handed = self._queue.popleft()
+            receipt: CommitReceipt = future.result()  # a failed commit raises here: no STATE
+            self.result.committed = max(self.result.committed, receipt.rows_through)
+            self.result.commits = receipt.writes
+            if receipt.rows_through < handed:
+                raise RowsMissing(
+                    f"stream '{self.name}': {handed:,} records were handed to the destination before this checkpoint "
+                    f"but its commit holds {receipt.rows_through:,} rows; the STATE was not printed"
+                )
             if state is None:
                 continue
-            self.output.state(self.stream.name, self.stream.namespace, state, count)
+            self.output.state(self.name, self.adapter.namespace, state, count)
             fault_point("state.printed")
             self.result.states += 1
             self.result.final_state = state
 
-    def _forward(self, message: Any) -> None:
-        """Pass on LOG and TRACE messages a stream yields between its records."""
-        log = getattr(message, "log", None)
-        if log is not None:
-            self.output.log(str(getattr(log.level, "value", log.level)), log.message)
-
 
 def read_streams(
-    streams: Mapping[str, Stream],
+    adapters: Mapping[str, StreamAdapter],
     catalog: ConfiguredAirbyteCatalog,
     states: Mapping[str, Any],
     destination: Destination,
     output: ProtocolOutput,
     rebuild: Iterable[str] = (),
     progress: Optional["Progress"] = None,
+    side_messages: Callable[[], Iterable[Any]] = lambda: (),
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others.
 
-    ``streams`` must hold every stream the catalog names, with input state already applied
-    (see ``runtime.entrypoint``), so nothing here can fail on bad input. Streams named in
-    ``rebuild`` (``"*"``: all) start over and replace their tables. ``progress`` is told when
-    each stream starts and ends.
+    ``adapters`` holds every stream the catalog names (see ``runtime.entrypoint``), so nothing
+    here fails on bad input. Streams named in ``rebuild`` (``"*"``: all) start over and replace
+    their tables. ``progress`` is told when each stream starts and ends. ``side_messages``
+    yields what the source's components emitted outside the streams' items.
     """
     rebuild = set(rebuild)
     result = ReadResult()
     for configured in catalog.streams:
-        stream = streams[configured.stream.name]
-        namespace = stream.namespace
-        output.stream_status(stream.name, namespace, "STARTED")
-        target = StreamTarget(
-            name=stream.name,
-            namespace=namespace,
-            json_schema=stream.get_json_schema(),
-            incremental=configured.sync_mode == SyncMode.incremental,
-            destination_sync_mode=configured.destination_sync_mode.value,
-            primary_key=[list(k) for k in (configured.primary_key or _wrap_keys(stream.primary_key))],
-            cursor_field=list(configured.cursor_field or _wrap_cursor(stream.cursor_field)),
-            rebuild=stream.name in rebuild or "*" in rebuild,
-        )
-        sink = destination.open_stream(target)
-        sync = StreamSync(stream, configured, target, sink, output, states.get(stream.name))
-        output.stream_status(stream.name, namespace, "RUNNING")
-        started = time.monotonic()
-        if progress is not None:
-            progress.stream_started(sync.result)
-        try:
-            stream_result = sync.run()
-        except Exception as error:  # one stream's failure is reported, then the next stream runs
-            sink.abort()
-            stream_result = sync.result
-            stream_result.error = error
-            failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
-            message = getattr(error, "message", None) or f"stream '{stream.name}' failed: {error}"
-            output.error(message, error, failure_type=failure_type, stream=stream.name, namespace=namespace)
-            output.stream_status(stream.name, namespace, "INCOMPLETE")
-            logger.error("stream %s failed after %d records: %s", stream.name, stream_result.records, error)
-        else:
-            output.stream_status(stream.name, namespace, "COMPLETE")
-        stream_result.duration = time.monotonic() - started
-        if progress is not None:
-            progress.stream_finished(stream_result)
+        adapter = adapters[configured.stream.name]
+        stream_result = _sync_one(adapter, configured.destination_sync_mode.value, states, destination, output,
+                                  rebuild, progress, side_messages)
         result.streams.append(stream_result)
     return result
 
 
-def _slice_total(stream: Stream, slices: Iterable[Any]) -> Optional[int]:
-    """How many slices there are, when that is known without reading any: ``stream_slices``
-    returned a list (date windows do), or the stream keeps the CDK's default single slice.
-    A generator (substream parents, ...) is never drained ahead for this."""
-    if isinstance(slices, Sized):
-        return len(slices)
-    if type(stream).stream_slices is Stream.stream_slices:
-        return 1
-    return None
+def _sync_one(
+    adapter: StreamAdapter,
+    destination_sync_mode: str,
+    states: Mapping[str, Any],
+    destination: Destination,
+    output: ProtocolOutput,
+    rebuild: set,
+    progress: Optional["Progress"],
+    side_messages: Callable[[], Iterable[Any]],
+) -> StreamResult:
+    """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""
+    name, namespace = adapter.name, adapter.namespace
+    output.stream_status(name, namespace, "STARTED")
+    started = time.monotonic()
+    sink: Optional[StreamSink] = None
+    sync: Optional[StreamSync] = None
+    try:
+        target = StreamTarget(
+            name=name,
+            namespace=namespace,
+            json_schema=_schema_of(adapter),
+            incremental=adapter.incremental,
+            destination_sync_mode=destination_sync_mode,
+            primary_key=adapter.primary_key,
+            cursor_field=adapter.cursor_field,
+            rebuild=name in rebuild or "*" in rebuild,
+        )
+        sink = destination.open_stream(target)
+        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages)
+        output.stream_status(name, namespace, "RUNNING")
+        if progress is not None:
+            progress.stream_started(sync.result)
+        stream_result = sync.run()
+    except Exception as error:  # one stream's failure is reported, then the next stream runs
+        if sink is not None:
+            sink.abort()
+        stream_result = sync.result if sync is not None else StreamResult(name=name)
+        stream_result.error = error
+        failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
+        message = getattr(error, "message", None) or f"stream '{name}' failed: {error}"
+        output.error(message, error, failure_type=failure_type, stream=name, namespace=namespace)
+        output.stream_status(name, namespace, "INCOMPLETE")
+        logger.error("stream %s failed after %d records: %s", name, stream_result.records, output.secrets.mask(str(error)))
+    else:
+        output.stream_status(name, namespace, "COMPLETE")
+    stream_result.duration = time.monotonic() - started
+    if progress is not None:
+        progress.stream_finished(stream_result)
+    return stream_result
 
 
-def _wrap_keys(keys: Any) -> List[List[str]]:
-    if not keys:
-        return []
-    if isinstance(keys, str):
-        return [[keys]]
-    return [[k] if isinstance(k, str) else list(k) for k in keys]
+def _schema_of(adapter: StreamAdapter) -> Mapping[str, Any]:
+    """The stream's JSON schema, or an error that says where it was looked for and how to give one."""
+    try:
+        schema = adapter.json_schema()
+    except Exception as error:
+        raise SchemaMissing(schema_missing_message(adapter.name, getattr(adapter, "stream", None), error)) from error
+    if not isinstance(schema, Mapping):
+        raise SchemaMissing(f"stream '{adapter.name}': get_json_schema() returned {type(schema).__name__}, not a JSON schema object")
+    return schema
 
 
-def _wrap_cursor(cursor: Any) -> List[str]:
-    if not cursor:
-        return []
-    return [cursor] if isinstance(cursor, str) else list(cursor)
+def schema_missing_message(name: str, stream: Any, error: BaseException) -> str:
+    """Where airbyte-cdk looked for a stream's schema (``schemas/<name>.json`` in the package of the
+    module that defines the stream class), and the two ways to provide one."""
+    module = type(stream).__module__ if stream is not None else "?"
+    package = module.split(".")[0]
+    where = (
+        "the stream class is defined in a script run as __main__, which has no package to look in"
+        if package == "__main__"
+        else f"it looked for schemas/{name}.json inside the package '{package}'"
+    )
+    return (
+        f"stream '{name}' has no JSON schema ({type(error).__name__}: {error}): {where}. Provide one: put the schema "
+        f"in a file schemas/{name}.json beside the module that defines the stream (source_framework's stream bases "
+        f"look there, also for scripts), or override get_json_schema() in the stream class to return it"
+    )
 
 
-def _brief(state: Optional[Mapping[str, Any]], limit: int = 160) -> str:
+def json_problem(value: Any, path: str = "state") -> Optional[str]:
+    """Where ``value`` holds something JSON cannot carry (``state.updatedAt is a datetime``), or None."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if value == value and value not in (float("inf"), float("-inf")) else f"{path} is {value}"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has the key {key!r}, which is not a string"
+            problem = json_problem(item, f"{path}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            problem = json_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    return f"{path} is a {type(value).__module__}.{type(value).__qualname__} ({_brief(value, 60)})"
+
+
+def _brief(state: Any, limit: int = 160) -> str:
     text = json.dumps(state, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + "..."

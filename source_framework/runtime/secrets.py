@@ -54,11 +54,11 @@ class MaskingLogFilter(logging.Filter):
 
     def __init__(self, secrets: SecretFilter) -> None:
         super().__init__()
-        self._secrets = secrets
+        self.secrets = secrets
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        masked = self._secrets.mask(message)
+        masked = self.secrets.mask(message)
         if masked != message:
             record.msg, record.args = masked, ()
         return True

@@ -42,9 +42,9 @@ def add_state_commands(commands: Any) -> None:
 
 
 def run_state_command(source: Any, parsed: argparse.Namespace) -> int:
-    from source_framework.runtime.entrypoint import EXIT_BAD_INPUT, _log_to_stderr
+    from source_framework.runtime.process import EXIT_BAD_INPUT, log_to_stderr
 
-    _log_to_stderr()
+    log_to_stderr()
     try:
         state_file = StateFile(parsed.state_file)
         if parsed.action == "show":

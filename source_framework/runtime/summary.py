@@ -3,23 +3,27 @@
 ::
 
     read finished in 14.2s: 2 stream(s), 0 failed
-    stream  status  rows    checkpoints  commits  final cursor                      time  where
-    users   ok      20,000  21           9        updatedAt=2025-12-31T23:57:18Z    6.1s  /data/warehouse/demo/users
-    stores  ok      10      0            1        -                                 0.4s  /data/warehouse/demo/stores
+    stream  status  read    committed  skipped  checkpoints  commits  final cursor                    time  where
+    users   ok      20,010  20,000     10       21           9        updatedAt=2025-12-31T23:57:18Z  6.1s  /data/warehouse/demo/users
+    stores  ok      10      10         0        1            1        -                               0.4s  /data/warehouse/demo/stores
 
-``rows`` are the rows written to the table (for a failed stream, fewer than it read),
-``checkpoints`` the STATEs printed, ``commits`` the writes that reached the table (checkpoints
-queued behind a slow commit share one write; a full-refresh stream has one commit and no
-checkpoint), ``where`` the table's folder, or ``stdout`` with ``--destination stdout``.
+``read`` are the records the stream yielded, ``committed`` the rows the destination committed
+(for a failed stream, what its last commit held), ``skipped`` the records a resumed sync read
+again at its cursor and did not write twice (the table held them). An ``ok`` stream always has
+``committed = read - skipped``. ``checkpoints`` are the STATEs printed, ``commits`` the writes
+that reached the table (checkpoints queued behind a slow commit share one write; a full-refresh
+stream has one commit and one STATE, at its end), ``where`` the table's folder, or ``stdout``
+with ``--destination stdout``.
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence
 
-from source_framework.runtime.read import ReadResult, StreamResult
+from source_framework.runtime.results import ReadResult, StreamResult
+from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE
 
-HEADER = ("stream", "status", "rows", "checkpoints", "commits", "final cursor", "time", "where")
+HEADER = ("stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final cursor", "time", "where")
 
 
 def format_summary(result: ReadResult, seconds: float) -> str:
@@ -35,7 +39,9 @@ def _row(stream: StreamResult) -> Sequence[str]:
     return (
         stream.name,
         "FAILED" if stream.error is not None else "ok",
-        f"{stream.rows:,}",
+        f"{stream.records:,}",
+        f"{stream.committed:,}",
+        f"{stream.skipped:,}",
         f"{stream.states:,}",
         commits,
         short_state(stream.final_state),
@@ -52,7 +58,7 @@ def _aligned(rows: List[Sequence[str]]) -> List[str]:
 def short_state(state: Optional[Mapping[str, Any]], limit: int = 60) -> str:
     """A state in a few words: ``updatedAt=2025-03-01T00:00:00Z``, or for per-partition states
     ``10 partitions, max updatedAt=...``."""
-    if not state:
+    if not state or state == FULL_REFRESH_STATE:
         return "-"
     partitions = state.get("states")
     if isinstance(partitions, list):

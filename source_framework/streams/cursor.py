@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Tuple
+import json
+from typing import Any, Mapping, Tuple
 
 
 class CursorValueError(ValueError):
@@ -47,3 +48,24 @@ def short_repr(value: Any, limit: int = 120) -> str:
     """``repr`` cut to ``limit`` characters, for error messages about user input."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def partition_key(stream_slice: Any) -> str:
+    """The one identity of a slice's partition (a parent record, ...), ``""`` when it has none.
+
+    A slice names its partition as airbyte-cdk's ``StreamSlice.partition`` or as a ``"partition"``
+    entry (``PartitionedIncrementalStream``'s slices, airbyte-cdk's legacy cursor slices). The
+    state of partitioned streams, the boundary keys kept with each commit and the resume logic
+    all identify partitions by this key, so they always agree.
+    """
+    partition = getattr(stream_slice, "partition", None)
+    if partition is None and isinstance(stream_slice, Mapping):
+        partition = stream_slice.get("partition")
+    if isinstance(partition, Mapping) and partition:
+        return partition_identity(partition)
+    return ""
+
+
+def partition_identity(partition: Mapping[str, Any]) -> str:
+    """A partition (``{"store_id": 7}``) as a string key: the same for equal partitions."""
+    return json.dumps(partition, sort_keys=True, default=str)

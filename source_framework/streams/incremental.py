@@ -27,6 +27,9 @@ under the CDK's own ``read`` and under ours. Authors who need another state shap
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from abc import ABC
 from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
 
@@ -45,6 +48,13 @@ class CursorWentBackwards(Exception):
     """A stream declared sorted produced a record older than one before it in the same slice."""
 
 
+class CursorFieldMissing(KeyError):
+    """A record has no ``cursor_field`` at all: the cursor could never move past it."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class IncrementalHttpStream(HttpStream, ABC):
     """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen.
 
@@ -57,16 +67,25 @@ class IncrementalHttpStream(HttpStream, ABC):
       cursor goes backwards then stops the stream with ``CursorWentBackwards``: a checkpoint
       already past it would lose it on resume. ``False``: the runtime checkpoints only when a
       slice (or the stream) completes and ignores ``state_checkpoint_interval``.
+    - ``json_schema``: the stream's JSON schema (its table's columns). Without it, the schema is
+      read from ``schemas/<stream name>.json`` beside the module that defines the class (a
+      script's folder too), else from the package, as airbyte-cdk does.
+
+    A record without the ``cursor_field`` key stops the stream with ``CursorFieldMissing`` (a
+    misspelled field would otherwise leave the state where it was forever); a record whose
+    cursor value is null is written and does not move the state.
     """
 
     cursor_field: str = ""
     is_sorted: bool = True
     state_checkpoint_interval: Optional[int] = None
+    json_schema: Optional[Mapping[str, Any]] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._cursor_value: Any = None
         self._cursor_key: Any = None
+        self._schema_from_file: Optional[Mapping[str, Any]] = None
 
     # -- state, IncrementalMixin style -----------------------------------------------------------
 
@@ -104,6 +123,20 @@ class IncrementalHttpStream(HttpStream, ABC):
         properties = self.get_json_schema().get("properties", {})
         return properties.get(self.cursor_field, {}).get("format") == "date-time"
 
+    def get_json_schema(self) -> Mapping[str, Any]:
+        if self.json_schema is not None:
+            return self.json_schema
+        if getattr(self, "_schema_from_file", None) is None:
+            module = sys.modules.get(type(self).__module__)
+            folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", None) or "."))
+            beside = os.path.join(folder, "schemas", f"{self.name}.json")
+            if os.path.isfile(beside):
+                with open(beside, encoding="utf-8") as handle:
+                    self._schema_from_file = json.load(handle)
+            else:
+                self._schema_from_file = super().get_json_schema()
+        return self._schema_from_file
+
     # -- reading ---------------------------------------------------------------------------------
 
     def read_records(
@@ -118,6 +151,12 @@ class IncrementalHttpStream(HttpStream, ABC):
         for record in super().read_records(sync_mode, cursor_field, stream_slice, stream_state):
             if isinstance(record, Mapping):
                 value = record.get(field)
+                if value is None and field not in record:
+                    raise CursorFieldMissing(
+                        f"stream '{self.name}': a record has no '{field}' field, the stream's cursor_field, so the "
+                        f"state could never move past it (the record's fields: {', '.join(sorted(map(str, record))[:20])}). "
+                        f"Set cursor_field to a field the records carry."
+                    )
                 if value is not None:
                     key = cursor_sort_key(value, stream=self.name)
                     if check_order:

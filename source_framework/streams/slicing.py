@@ -30,7 +30,6 @@ The state looks like airbyte-cdk's per-partition state::
 from __future__ import annotations
 
 import datetime as dt
-import json
 from abc import ABC, abstractmethod
 from typing import (
     Any,
@@ -51,6 +50,7 @@ from source_framework.streams.cursor import (
     format_datetime,
     is_datetime_key,
     parse_datetime,
+    partition_identity,
     short_repr,
 )
 from source_framework.streams.incremental import IncrementalHttpStream
@@ -130,7 +130,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         stream_state: Optional[Mapping[str, Any]] = None,
     ) -> Iterable[Optional[Mapping[str, Any]]]:
         for partition in self.partitions():
-            entry = self._cursors.get(_partition_key(partition))
+            entry = self._cursors.get(partition_identity(partition))
             yield {"partition": dict(partition), "cursor_start": entry["value"] if entry else None}
 
     def cursor_for(self, stream_slice: Optional[Mapping[str, Any]]) -> Any:
@@ -182,7 +182,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
                     f"{short_repr(item['partition'])} cannot be parsed as an ISO 8601 date-time"
                 )
             partition = dict(item["partition"])
-            self._cursors[_partition_key(partition)] = {"partition": partition, "value": raw, "key": key}
+            self._cursors[partition_identity(partition)] = {"partition": partition, "value": raw, "key": key}
 
     def read_records(
         self,
@@ -192,7 +192,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         stream_state: Optional[Mapping[str, Any]] = None,
     ) -> Iterable[Mapping[str, Any]]:
         partition = dict((stream_slice or {}).get("partition", {}))
-        self._current = self._cursors.get(_partition_key(partition)) or {
+        self._current = self._cursors.get(partition_identity(partition)) or {
             "partition": partition, "value": None, "key": None,
         }
         yield from super().read_records(sync_mode, cursor_field, stream_slice, stream_state)
@@ -203,8 +203,4 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
             return
         if entry["key"] is None or key > entry["key"]:
             entry["value"], entry["key"] = value, key
-            self._cursors.setdefault(_partition_key(entry["partition"]), entry)
-
-
-def _partition_key(partition: Mapping[str, Any]) -> str:
-    return json.dumps(partition, sort_keys=True, default=str)
+            self._cursors.setdefault(partition_identity(entry["partition"]), entry)

@@ -28,7 +28,9 @@ YAML's folder. From a shell, without writing a test module::
     python -m source_framework.testing --connector main.py --acceptance-config acceptance-test-config.yml [-- pytest args]
 
 Modules: ``acceptance_config`` (the YAML), ``connector_reference`` (script or module:Class),
-``connector_runs`` (subprocess runs and their parsed output), ``catalogs``, ``cursors``,
+``connector_runs`` (subprocess runs and their parsed output), ``in_process`` (``read`` in this
+process, for tests that need no process of their own: ``from source_framework.testing import
+read``), ``catalogs``, ``cursors``,
 ``incremental_checks``, ``record_checks``, ``table_checks`` (the checks, pytest-free),
 ``acceptance_reads`` (which reads, run once each), ``suite`` and ``standard_suite`` (pytest
 classes), ``expected_records`` (write an expected-records file from a read).
@@ -48,6 +50,7 @@ _EXPORTS = {
     "ConnectorRunner": "connector_runs",
     "ReadOutput": "connector_runs",
     "StandardSourceSuite": "standard_suite",
+    "read": "in_process",
     "standard_suite_for": "standard_suite",
 }
 

@@ -14,7 +14,7 @@ reader until the worker catches up (back-pressure).
 
 Usage::
 
-    committer = BackgroundCommitter(lambda jobs: write(jobs), max_pending_records=100_000)
+    committer = BackgroundCommitter(lambda jobs: [write(job) for job in jobs], max_pending_records=100_000)
     future = committer.submit(CommitJob(sink, batches, rows=len(records), nbytes=size, state=s, notes=None))
     future.result()     # the checkpoint is committed
     committer.close()
@@ -48,11 +48,12 @@ class CommitJob:
 
 
 class BackgroundCommitter:
-    """A single worker thread running ``commit(jobs)`` for batches of queued jobs."""
+    """A single worker thread running ``commit(jobs)`` for batches of queued jobs; ``commit``
+    returns one result per job, in order, which becomes that job's future's result."""
 
     def __init__(
         self,
-        commit: Callable[[List[CommitJob]], Any],
+        commit: Callable[[List[CommitJob]], List[Any]],
         max_pending_records: int = 200_000,
         max_pending_bytes: int = 256 * 1024 * 1024,
     ) -> None:
@@ -116,7 +117,9 @@ class BackgroundCommitter:
             if not batch:
                 return
             try:
-                result = self._commit(batch)
+                results = self._commit(batch)
+                if len(results) != len(batch):
+                    raise RuntimeError(f"a commit returned {len(results)} results for {len(batch)} jobs")
             except BaseException as error:  # each waiting STATE learns its commit failed
                 logger.error("commit of %s failed: %r", getattr(batch[0].sink, "name", "?"), error)
                 for job in batch:
@@ -125,6 +128,6 @@ class BackgroundCommitter:
             else:
                 self.writes += 1
                 self.merged += len(batch) - 1
-                for job in batch:
+                for job, result in zip(batch, results):
                     job.future.set_result(result)
             self._done(batch)

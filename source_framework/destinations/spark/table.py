@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from source_framework.destinations.spark.atomic_files import (
     fsync_directory,
@@ -204,22 +205,15 @@ class SparkTable:
         self, data: "pa.Table | DataFrame", seq: int, staged: Sequence[StagedFiles] = ()
     ) -> tuple[list[SinkFileStatus], int]:
         """Let Spark write ``data`` to a private staging folder, then move it, and any files
-        staged before, into the table."""
+        staged before, into the table. The rows are counted in the moved files' Parquet footers:
+        what the commit publishes, not what was asked for."""
         commit_id = uuid.uuid4().hex
         folders = [item.folder for item in staged]
-        rows = sum(item.rows for item in staged)
         if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
             staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{commit_id}")
-            if isinstance(data, pa.Table):
-                frame, data_rows = arrow_frame(self.spark, data), data.num_rows
-            else:
-                frame = data.cache()  # counted and written: compute it once
-                data_rows = frame.count()
+            frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
             frame.coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
-            if not isinstance(data, pa.Table):
-                frame.unpersist()
             folders.append(staging)
-            rows += data_rows
         parts = [
             os.path.join(folder, name)
             for folder in folders
@@ -228,11 +222,12 @@ class SparkTable:
         ]
         if not parts:
             raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
-        moved = []
+        moved, rows = [], 0
         for n, part in enumerate(parts):
             target = os.path.join(self.path, f"c{seq:08d}-{n}-{commit_id}.parquet")
             os.rename(part, target)
             fsync_file(target)
+            rows += pq.read_metadata(target).num_rows
             moved.append(SinkFileStatus.for_local_file(target))
         fsync_directory(self.path)
         for folder in folders:

@@ -29,6 +29,7 @@ import pyarrow as pa
 from source_framework.destinations.base import (
     APPEND_DEDUP,
     OVERWRITE,
+    CommitReceipt,
     Destination,
     StreamSink,
     StreamTarget,
@@ -94,10 +95,11 @@ class SparkSink(StreamSink):
         self._reset_id: Optional[str] = None
         self._replace_next = self._mode == OVERWRITE or target.rebuild
         self._next_seq = 0
+        self._last_commit: Optional["Future[Any]"] = None  # the future of the last commit asked for
         self.name = target.name
         self.failed: Optional[BaseException] = None
-        self.commits = 0
-        self.rows = 0
+        self.commits = 0  # writes that reached the table (committer thread)
+        self.rows = 0  # rows they published (committer thread)
         if self._mode == APPEND_DEDUP and not target.primary_key:
             raise ValueError(f"stream '{target.name}': append_dedup needs a primary key")
 
@@ -163,7 +165,8 @@ class SparkSink(StreamSink):
     def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[Any]":
         if self._mode == OVERWRITE or self.target.rebuild or self._records or self._batches or self._staged_since_commit:
             return self._submit(state, notes)
-        return done()
+        # Nothing left to write: the last commit's receipt already counts every row.
+        return self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
 
     def abort(self) -> None:
         self._records, self._extracted_at = [], []
@@ -172,7 +175,8 @@ class SparkSink(StreamSink):
     def _submit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> "Future[Any]":
         self._to_arrow()
         self._staged_since_commit = 0
-        return self._destination.committer.submit(self._job(state, notes, stage_only=False))
+        self._last_commit = self._destination.committer.submit(self._job(state, notes, stage_only=False))
+        return self._last_commit
 
     def _submit_stage(self) -> None:
         """Hand the rows held so far to Spark ahead of their checkpoint (a failure surfaces at
@@ -186,8 +190,9 @@ class SparkSink(StreamSink):
         self._batches, self._batched_rows = [], 0
         return CommitJob(self, batches, rows, sum(b.nbytes for b in batches), state, notes, stage_only=stage_only)
 
-    def commit_jobs(self, jobs: List[CommitJob]) -> Any:
-        """Runs on the committer's thread: one Spark write for one or more queued checkpoints."""
+    def commit_jobs(self, jobs: List[CommitJob]) -> List[Any]:
+        """Runs on the committer's thread: one Spark write for one or more queued checkpoints;
+        returns each job's result (a ``CommitReceipt``, or the ``StagedFiles`` of a stage job)."""
         if self.failed is not None:
             raise RuntimeError(f"stream '{self.name}': an earlier commit failed ({self.failed})")
         batches = [batch for job in jobs for batch in job.batches]
@@ -195,13 +200,14 @@ class SparkSink(StreamSink):
             table = self.table  # opened first: it knows the next commit's number
             staged = table.stage(self._numbered(batches, self._next_seq))
             self._staged.append(staged)
-            return staged
+            return [staged] * len(jobs)
         notes = dict(jobs[-1].notes or {})
         if len(jobs) > 1:
             # The STATEs of the merged checkpoints are printed too; a later run given one of
             # them must know the table already holds what came after it.
             notes["merged_states"] = [dict(job.state or {}) for job in jobs[:-1]]
-        return self._commit(batches, jobs[-1].state, notes)
+        self._commit(batches, jobs[-1].state, notes)
+        return [CommitReceipt(self.rows, self.commits)] * len(jobs)
 
     def _commit(self, batches: List[pa.Table], state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]]) -> Any:
         table = self.table
@@ -219,6 +225,10 @@ class SparkSink(StreamSink):
         if self._reset_id:
             extra["reset_id"] = self._reset_id
         info = table.commit(data, state=dict(state or {}), seq=seq, replace=replace, extra=extra, staged=publish)
+        if self._mode != APPEND_DEDUP:
+            # Counted in the footers of the files just published, not taken on trust: the
+            # runtime prints the STATE only if they hold every record it handed over.
+            new_rows = info.rows
         for item in merged_away:  # their rows are in the new table version now
             shutil.rmtree(item.folder, ignore_errors=True)
         if self._reset_id:

@@ -1,0 +1,96 @@
+"""Run an existing airbyte-cdk source on source_framework's runtime, unchanged.
+
+::
+
+    python -m source_framework manifest.yaml read --config config.json --catalog catalog.json --state state.json
+    python -m source_framework source_github.source:SourceGithub read --config config.json --catalog catalog.json
+
+The first argument names the connector: a declarative manifest (``.yaml``/``.yml``, built as
+airbyte-cdk's manifest-only connectors build it: ``YamlDeclarativeSource``), or a source class as
+``module:Class`` (importable from the current folder or the environment). The rest is the command
+line of ``main.py`` (``spec | check | discover | read | state``, every flag included). A class
+whose constructor takes ``config``, ``catalog`` or ``state`` gets them from the command line's
+files, as the ``run.py`` of published Airbyte connectors does.
+
+In a connector's own entrypoint the same is one changed import::
+
+    from source_framework import launch      # was: from airbyte_cdk.entrypoint import launch
+    launch(SourceGithub(), sys.argv[1:])
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any, Dict, List, Optional
+
+from source_framework.runtime.entrypoint import build_parser, run_command
+from source_framework.runtime.inputs import InputError, load_catalog, load_config, load_state
+from source_framework.runtime.process import EXIT_BAD_INPUT
+
+USAGE = "usage: python -m source_framework <manifest.yaml | module:SourceClass> <spec|check|discover|read|state> [flags]"
+
+
+def main(argv: List[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        sys.stderr.write(USAGE + "\n")
+        return 0
+    if len(argv) < 2:
+        sys.stderr.write(USAGE + "\n")
+        return EXIT_BAD_INPUT
+    parsed = build_parser().parse_args(argv[1:])
+    try:
+        source = build_source(argv[0], _inputs(parsed))
+    except (InputError, ImportError, AttributeError, TypeError, FileNotFoundError) as error:
+        sys.stderr.write(f"error: connector '{argv[0]}': {error}\n")
+        return EXIT_BAD_INPUT
+    return run_command(source, parsed)
+
+
+def build_source(reference: str, inputs: Dict[str, Any]) -> Any:
+    """The source ``reference`` names, constructed with the ``inputs`` its constructor asks for."""
+    if reference.endswith((".yaml", ".yml")):
+        if not os.path.isfile(reference):
+            raise FileNotFoundError(f"manifest file '{reference}' does not exist")
+        from airbyte_cdk.sources.declarative.yaml_declarative_source import YamlDeclarativeSource
+
+        return YamlDeclarativeSource(path_to_yaml=reference, **inputs)
+    module_name, _, class_name = reference.partition(":")
+    if not class_name:
+        raise InputError("name a manifest (.yaml) or a source class as module:Class")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    source_class = getattr(importlib.import_module(module_name), class_name)
+    accepted = inspect.signature(source_class).parameters
+    return source_class(**{name: value for name, value in inputs.items() if name in accepted})
+
+
+def _inputs(parsed: Any) -> Dict[str, Any]:
+    """``config``, ``catalog`` and ``state`` from the command line's files, in airbyte-cdk's types."""
+    inputs: Dict[str, Any] = {}
+    config_path: Optional[str] = getattr(parsed, "config", None)
+    if config_path:
+        inputs["config"] = load_config(config_path)
+    if getattr(parsed, "catalog", None):
+        inputs["catalog"] = load_catalog(parsed.catalog)
+    state_path = getattr(parsed, "state", None) or getattr(parsed, "state_file", None)
+    if parsed.command == "read":
+        inputs["state"] = _state_messages(load_state(state_path) if state_path and os.path.exists(state_path) else {})
+    return inputs
+
+
+def _state_messages(states: Dict[str, Any]) -> List[Any]:
+    from airbyte_cdk.models import AirbyteStateMessageSerializer
+
+    return [
+        AirbyteStateMessageSerializer.load(
+            {"type": "STREAM", "stream": {"stream_descriptor": {"name": name}, "stream_state": value}}
+        )
+        for name, value in states.items()
+    ]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,48 @@
+"""What a command owns in its process: exit codes, the protocol stdout, the logging set-up.
+
+stdout carries Airbyte protocol messages and nothing else. When ``main.py read`` runs as its own
+process, descriptor 1 is pointed at stderr (so a stray ``print``, or the JVM's own output,
+cannot reach the protocol stream) and protocol lines go to a private copy of the original
+stdout. Run in-process (tests, ``source_framework.testing.read``), nothing of the process is
+touched: the caller hands in the stream the protocol lines go to.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import BinaryIO
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+#: Loggers that are noisy at INFO and say nothing a user of ``read`` needs.
+QUIET_LOGGERS = ("py4j", "urllib3", "pyspark")
+
+
+def private_stdout() -> BinaryIO:
+    """A binary file on the real stdout, after pointing descriptor 1 at stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return os.fdopen(protocol_fd, "wb", buffering=1 << 16)
+
+
+def log_to_stderr(debug: bool = False) -> None:
+    """One handler on the root logger, writing to stderr; ``debug`` (``--debug``) lowers the level."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)
+    level = logging.DEBUG if debug else logging.INFO
+    root.setLevel(level)
+    # airbyte-cdk's entrypoint sets its own loggers' level from --debug; ours follow the root.
+    for name in ("airbyte", "source_framework"):
+        logging.getLogger(name).setLevel(level)
+    for noisy in QUIET_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)

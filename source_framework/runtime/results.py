@@ -1,0 +1,60 @@
+"""What a ``read`` did, per stream: the read loop fills these in, the progress display and the
+end-of-run summary show them.
+
+The counts obey one rule, checked by the read loop before any STATE is printed (SPEC.md, "No
+silent loss")::
+
+    records == handed + skipped          every record the stream yielded went to the sink,
+                                         or was a boundary re-read skipped on purpose
+    committed == handed                  at the end of an "ok" stream, the sink committed them all
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Mapping, Optional
+
+
+@dataclass
+class StreamResult:
+    """What happened to one stream.
+
+    ``records`` and ``slices`` are the read loop's own counters, which the progress display
+    samples from its thread while the stream is read; the rest is final when the stream ends.
+    """
+
+    name: str
+    #: records the stream yielded (including boundary re-reads that were skipped)
+    records: int = 0
+    #: records handed to the sink
+    handed: int = 0
+    #: boundary re-reads skipped on purpose: the table committed them at exactly this cursor
+    skipped: int = 0
+    #: rows the sink reports committed (in the files it published, where it can count them)
+    committed: int = 0
+    states: int = 0
+    slices: int = 0
+    #: how many slices the stream has, where that is known without reading (a list of windows)
+    slices_total: Optional[int] = None
+    final_state: Optional[Mapping[str, Any]] = None
+    error: Optional[BaseException] = None
+    #: seconds from the stream's start to its end (its last commit, or its failure)
+    duration: float = 0.0
+    #: where the records went (a table's folder, "stdout"), for people reading the summary
+    location: str = ""
+    #: writes that reached storage (queued checkpoints may share one); None where not counted
+    commits: Optional[int] = None
+
+    @property
+    def rows(self) -> int:
+        """Rows committed so far (for a failed stream, what its last completed commit held)."""
+        return self.committed
+
+
+@dataclass
+class ReadResult:
+    streams: List[StreamResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> List[StreamResult]:
+        return [s for s in self.streams if s.error is not None]

@@ -1,0 +1,445 @@
+"""airbyte-cdk's two kinds of streams, in the one shape the read loop drives.
+
+airbyte-cdk 7 has two stream families, and published connectors use both:
+
+- ``Stream`` (``HttpStream``, ``HttpSubStream``, every Python connector): slices from
+  ``stream_slices()``, items from ``read_records(slice)``, and state kept by the stream itself:
+  a ``state`` property (``CheckpointMixin``, ``IncrementalMixin``), a ``Cursor`` from
+  ``get_cursor()`` (resumable full refresh, substreams), or the legacy ``get_updated_state``.
+- ``AbstractStream`` (the concurrent framework: declarative YAML manifests, ``DefaultStream``):
+  partitions from ``generate_partitions()``, records from ``partition.read()``, state from the
+  stream's concurrent ``cursor`` (it observes each record; closing a partition moves it).
+
+``adapt(stream, configured, ...)`` wraps either in a ``StreamAdapter``::
+
+    adapter.start(state)                  # the state this sync starts from
+    for stream_slice in adapter.slices():
+        for item in stream_slice.items():  # what the stream yields: records and messages
+            ...
+        stream_slice.close()
+        adapter.state()                    # covers every record of every closed slice
+    adapter.finish()
+
+``CdkStreamAdapter`` reads a ``Stream`` the way airbyte-cdk's ``Stream.read`` does (its own
+checkpoint reader picks the slices; the state comes from the same place), so that any stream
+that runs under airbyte-cdk runs here; only *when* a checkpoint is taken is the read loop's.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from abc import ABC, abstractmethod
+from queue import Empty
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sized
+
+from airbyte_cdk.models import ConfiguredAirbyteStream, SyncMode
+from airbyte_cdk.sources.message.concurrent_repository import ConcurrentMessageRepository
+from airbyte_cdk.sources.streams import Stream
+from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
+from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
+from airbyte_cdk.sources.utils.transform import TransformConfig
+
+from source_framework.streams.cursor import partition_key
+
+logger = logging.getLogger("source_framework.read")
+
+#: The final state of a full-refresh stream: what airbyte-cdk prints for streams without a
+#: cursor, and what it (and we) read back as "no state".
+FULL_REFRESH_STATE: Mapping[str, Any] = {NO_CURSOR_STATE_KEY: True}
+
+
+class StateNotApplicable(Exception):
+    """The state a sync must start from cannot be given to a stream built before it was known."""
+
+
+class SliceRead(ABC):
+    """One slice (``Stream``) or partition (``AbstractStream``) being read."""
+
+    #: identifies the slice's partition (a parent record, ...); "" when the stream has none
+    partition: str = ""
+
+    @abstractmethod
+    def items(self) -> Iterable[Any]:
+        """What the stream yields for this slice, in order."""
+
+    def close(self) -> None:
+        """Every item was read: let the stream's state move past this slice."""
+
+
+class StreamAdapter(ABC):
+    """One configured stream, whatever its kind."""
+
+    def __init__(self, configured: ConfiguredAirbyteStream) -> None:
+        self.configured = configured
+        self.incremental = configured.sync_mode == SyncMode.incremental
+        #: records in a slice between checkpoints (None: a checkpoint per slice only)
+        self.checkpoint_interval: Optional[int] = None
+        #: records of a slice arrive in ascending cursor order (see ``IncrementalHttpStream``)
+        self.is_sorted = True
+        #: how many slices, when known without reading any (set once ``slices()`` started)
+        self.slices_total: Optional[int] = None
+        #: a callable applied to each record's data (airbyte-cdk's TypeTransformer), or None
+        self.transform: Optional[Callable[[Dict[str, Any]], None]] = None
+        #: the read loop calls ``observe(record)`` for every record (legacy state tracking)
+        self.observes_records = False
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def namespace(self) -> Optional[str]: ...
+
+    @abstractmethod
+    def json_schema(self) -> Mapping[str, Any]: ...
+
+    @abstractmethod
+    def default_primary_key(self) -> List[List[str]]: ...
+
+    @abstractmethod
+    def default_cursor_field(self) -> List[str]: ...
+
+    @abstractmethod
+    def validate_state(self, state: Mapping[str, Any]) -> None:
+        """Give the stream ``state`` as the input state; raises if the stream refuses its shape."""
+
+    @abstractmethod
+    def start(self, state: Mapping[str, Any]) -> None:
+        """The state this sync starts from ({} for a full refresh or a first sync)."""
+
+    @abstractmethod
+    def slices(self) -> Iterator[SliceRead]: ...
+
+    @abstractmethod
+    def state(self) -> Optional[Dict[str, Any]]:
+        """The state that covers every record read so far (None: the stream keeps none)."""
+
+    def observe(self, record: Mapping[str, Any]) -> None:
+        """Called for each record when ``observes_records`` is set."""
+
+    def finish(self) -> None:
+        """The last slice is closed."""
+
+    @property
+    def primary_key(self) -> List[List[str]]:
+        configured = self.configured.primary_key
+        return [list(k) for k in configured] if configured else self.default_primary_key()
+
+    @property
+    def cursor_field(self) -> List[str]:
+        return list(self.configured.cursor_field or self.default_cursor_field())
+
+
+def adapt(
+    stream: Any,
+    configured: ConfiguredAirbyteStream,
+    rebuild: Optional[Callable[[Mapping[str, Any]], AbstractStream]] = None,
+    built_with: Optional[Mapping[str, Any]] = None,
+) -> StreamAdapter:
+    """The adapter for ``stream``. For concurrent streams, ``rebuild(state)`` builds the stream
+    anew with another start state where the source allows it (``runtime.concurrent_states``);
+    where it does not, ``built_with`` is the state the source was constructed with."""
+    if is_concurrent(stream):
+        return ConcurrentStreamAdapter(stream, configured, rebuild, dict(built_with or {}))
+    if isinstance(stream, Stream):
+        return CdkStreamAdapter(stream, configured)
+    raise TypeError(
+        f"stream '{getattr(stream, 'name', stream)}' is a {type(stream).__qualname__}, neither an airbyte-cdk "
+        f"Stream nor an AbstractStream; the source's streams() must return one of those"
+    )
+
+
+def is_concurrent(stream: Any) -> bool:
+    """A stream of airbyte-cdk's concurrent framework (``DefaultStream``, declarative streams)."""
+    return isinstance(stream, AbstractStream)
+
+
+def supports_incremental(stream: Any) -> bool:
+    """What airbyte-cdk's ``discover`` says: the stream offers the incremental sync mode."""
+    if isinstance(stream, AbstractStream):
+        return SyncMode.incremental in (stream.as_airbyte_stream().supported_sync_modes or [])
+    return bool(getattr(stream, "supports_incremental", False))
+
+
+def wrap_keys(keys: Any) -> List[List[str]]:
+    """A primary key in any of airbyte-cdk's forms, as a list of field paths."""
+    if not keys:
+        return []
+    if isinstance(keys, str):
+        return [[keys]]
+    return [[k] if isinstance(k, str) else list(k) for k in keys]
+
+
+# -- Stream ---------------------------------------------------------------------------------
+
+
+class CdkStreamAdapter(StreamAdapter):
+    """A ``Stream``, read as airbyte-cdk's ``Stream.read`` reads it.
+
+    The slices come from the stream's own checkpoint reader (``Stream._get_checkpoint_reader``),
+    which also serves cursor-based streams (resumable full refresh, substream cursors) their
+    slices one after another. The state is what ``Stream.read`` would checkpoint: the tracked
+    ``get_updated_state`` result for legacy streams, the cursor's state for cursor-based ones,
+    else the stream's ``state`` property; it is read only when the loop checkpoints, not after
+    every record as airbyte-cdk does, since reading some streams' state costs time.
+    """
+
+    def __init__(self, stream: Stream, configured: ConfiguredAirbyteStream) -> None:
+        super().__init__(configured)
+        self.stream = stream
+        self._cdk_cursor_field = list(configured.cursor_field or []) or None
+        self._legacy = bool(stream.cursor_field) and type(stream).get_updated_state is not Stream.get_updated_state
+        self.observes_records = self._legacy and self.incremental
+        self.checkpoint_interval = stream.state_checkpoint_interval
+        self.is_sorted = getattr(stream, "is_sorted", True) is not False
+        transformer = stream.transformer
+        if TransformConfig.NoTransform not in getattr(transformer, "_config", TransformConfig.NoTransform):
+            schema = None
+
+            def transform(data: Dict[str, Any]) -> None:
+                nonlocal schema
+                if schema is None:
+                    schema = self.json_schema()
+                transformer.transform(data, schema)
+
+            self.transform = transform
+        self._start_state: Dict[str, Any] = {}
+        self._tracker: Dict[str, Any] = {}
+        self._last_state: Dict[str, Any] = {}
+        self._reader: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.stream.name
+
+    @property
+    def namespace(self) -> Optional[str]:
+        return self.stream.namespace
+
+    def json_schema(self) -> Mapping[str, Any]:
+        return self.stream.get_json_schema()
+
+    def default_primary_key(self) -> List[List[str]]:
+        return wrap_keys(self.stream.primary_key)
+
+    def default_cursor_field(self) -> List[str]:
+        cursor = self.stream.cursor_field
+        return [cursor] if isinstance(cursor, str) and cursor else list(cursor or [])
+
+    def validate_state(self, state: Mapping[str, Any]) -> None:
+        if "state" in dir(self.stream):  # as airbyte-cdk's AbstractSource decides
+            self.stream.state = state  # type: ignore[attr-defined]
+
+    def start(self, state: Mapping[str, Any]) -> None:
+        stream = self.stream
+        # What airbyte-cdk's AbstractSource._read_stream and Stream.read do before reading.
+        stream.configured_json_schema = self.configured.stream.json_schema
+        state = dict(state or {}) if self.incremental else {}
+        if "state" in dir(stream):
+            stream.state = state
+        try:
+            start = stream.state  # some streams rework the state in their setter
+        except AttributeError:
+            start = state
+        self._start_state = dict(start or {})
+        self._tracker = copy.deepcopy(self._start_state)
+        self._last_state = copy.deepcopy(self._start_state)
+        self._reader = self._checkpoint_reader()
+
+    def _checkpoint_reader(self) -> Any:
+        """airbyte-cdk's own checkpoint reader, noting on the way whether ``stream_slices``
+        returned a list (its length is the number of slices, for the progress display)."""
+        stream = self.stream
+        slices_of = stream.stream_slices
+
+        def counted(**kwargs: Any) -> Any:
+            slices = slices_of(**kwargs)
+            if isinstance(slices, Sized):
+                self.slices_total = len(slices)
+            return slices
+
+        # An attribute on the instance hides the method for this one call only: the reader
+        # must receive the slices the stream itself produced.
+        stream.stream_slices = counted  # type: ignore[method-assign]
+        try:
+            return stream._get_checkpoint_reader(
+                logger=stream.logger,
+                cursor_field=self._cdk_cursor_field,
+                sync_mode=self.configured.sync_mode,
+                stream_state=self._start_state,
+            )
+        finally:
+            del stream.stream_slices
+
+    def slices(self) -> Iterator[SliceRead]:
+        if self.slices_total is None and type(self.stream).stream_slices is Stream.stream_slices:
+            self.slices_total = 1
+        while True:
+            stream_slice = self._reader.next()
+            if stream_slice is None:
+                return
+            yield _CdkSlice(self, stream_slice)
+
+    def observe(self, record: Mapping[str, Any]) -> None:
+        self._tracker = self.stream.get_updated_state(self._tracker, record)
+
+    def state(self) -> Optional[Dict[str, Any]]:
+        if self._legacy:
+            return self._tracker
+        cursor = self.stream.get_cursor()
+        if cursor is not None:
+            value = cursor.get_stream_state()
+        else:
+            try:
+                value = self.stream.state  # type: ignore[attr-defined]
+            except AttributeError:
+                return self._last_state
+        # airbyte-cdk observes only non-empty states: an empty one keeps the previous.
+        if value:
+            self._last_state = value
+        return self._last_state
+
+    def read_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> Iterable[Any]:
+        return self.stream.read_records(
+            sync_mode=self.configured.sync_mode,
+            cursor_field=self._cdk_cursor_field,
+            stream_slice=stream_slice,
+            stream_state=self._start_state,
+        )
+
+    def close_slice(self) -> None:
+        # Resumable full-refresh readers pick their next page from what they observed here.
+        self.stream._observe_state(self._reader, self._tracker if self._legacy else None)
+
+
+class _CdkSlice(SliceRead):
+    def __init__(self, adapter: CdkStreamAdapter, stream_slice: Optional[Mapping[str, Any]]) -> None:
+        self._adapter = adapter
+        self._slice = stream_slice
+        self.partition = partition_key(stream_slice)
+
+    def items(self) -> Iterable[Any]:
+        return self._adapter.read_slice(self._slice)
+
+    def close(self) -> None:
+        self._adapter.close_slice()
+
+
+# -- AbstractStream -------------------------------------------------------------------------
+
+
+class ConcurrentStreamAdapter(StreamAdapter):
+    """An ``AbstractStream`` (``DefaultStream``), read partition by partition as airbyte-cdk's
+    concurrent framework reads it: the cursor observes every record and closes every partition.
+
+    Its state moves only when a partition closes (a concurrent cursor knows nothing finer), so
+    it has no checkpoints inside a partition; airbyte-cdk's own schedule has none either.
+    """
+
+    def __init__(
+        self,
+        stream: AbstractStream,
+        configured: ConfiguredAirbyteStream,
+        rebuild: Optional[Callable[[Mapping[str, Any]], AbstractStream]],
+        built_with: Mapping[str, Any],
+    ) -> None:
+        super().__init__(configured)
+        self.stream = stream
+        self._rebuild = rebuild
+        self._built_with = dict(built_with) if self.incremental else {}
+
+    @property
+    def name(self) -> str:
+        return self.stream.name
+
+    @property
+    def namespace(self) -> Optional[str]:
+        return self.stream.namespace
+
+    def json_schema(self) -> Mapping[str, Any]:
+        return self.stream.get_json_schema()
+
+    def default_primary_key(self) -> List[List[str]]:
+        return [list(k) for k in (self.stream.as_airbyte_stream().source_defined_primary_key or [])]
+
+    def default_cursor_field(self) -> List[str]:
+        return [self.stream.cursor_field] if self.stream.cursor_field else []
+
+    def validate_state(self, state: Mapping[str, Any]) -> None:
+        if self._rebuild is not None:
+            self.stream = self._rebuild(state)  # its cursor parses the state as it is built
+
+    def start(self, state: Mapping[str, Any]) -> None:
+        """A concurrent stream takes its state when it is built: build it anew with ``state``."""
+        state = dict(state or {}) if self.incremental else {}
+        if self._rebuild is not None:
+            self.stream = self._rebuild(state)
+        elif state != self._built_with:
+            raise StateNotApplicable(
+                f"stream '{self.name}' belongs to a source that takes its state when it is constructed, and this sync "
+                f"must start from {short_state(state)}; construct the source with that state (as its own main does "
+                f"with --state) or use a declarative source, whose states the runtime sets itself"
+            )
+
+    def slices(self) -> Iterator[SliceRead]:
+        for partition in self.stream.generate_partitions():
+            yield _PartitionSlice(self.stream, partition)
+
+    def state(self) -> Optional[Dict[str, Any]]:
+        return dict(self.stream.cursor.state)
+
+    def finish(self) -> None:
+        self.stream.cursor.ensure_at_least_one_state_emitted()
+
+
+class _PartitionSlice(SliceRead):
+    def __init__(self, stream: AbstractStream, partition: Any) -> None:
+        self._stream = stream
+        self._partition = partition
+        self.partition = partition_key(partition.to_slice())
+
+    def items(self) -> Iterator[Any]:
+        observe = self._stream.cursor.observe
+        for record in self._partition.read():
+            observe(record)
+            yield record
+
+    def close(self) -> None:
+        self._stream.cursor.close_partition(self._partition)
+
+
+# -- messages a source emits on the side ----------------------------------------------------
+
+
+class MessageDrain:
+    """Messages a source's components emit outside the records a stream yields.
+
+    airbyte-cdk components put LOG, TRACE and STATE messages into the source's message
+    repository: concurrent cursors their states, declarative retrievers whatever a page carries
+    that is not a record. airbyte-cdk's entrypoint prints them between records; the read loop
+    takes them from here, in the order they were emitted. A declarative source's repository puts
+    them straight on its concurrent framework's queue, which nothing else reads here.
+    """
+
+    def __init__(self, source: Any) -> None:
+        repository = getattr(source, "_message_repository", None) or getattr(source, "message_repository", None)
+        self._repository = repository
+        self._queue = repository._queue if isinstance(repository, ConcurrentMessageRepository) else None
+
+    def __call__(self) -> Iterator[Any]:
+        if self._queue is not None:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except Empty:
+                    break
+                yield item
+        if self._repository is not None:
+            yield from self._repository.consume_queue()
+
+
+def short_state(state: Mapping[str, Any], limit: int = 160) -> str:
+    text = repr(dict(state))
+    return text if len(text) <= limit else text[:limit] + "..."

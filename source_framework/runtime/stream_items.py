@@ -1,0 +1,128 @@
+"""What a stream may yield, sorted into the few kinds the read loop acts on.
+
+airbyte-cdk 7 lets ``read_records`` (and a concurrent partition's ``read()``) yield:
+
+- a ``Mapping``: the record itself (airbyte-cdk's ``Record`` is one; its ``data`` is the record);
+- an ``AirbyteMessage``: of type RECORD (``record.data`` is the record), LOG, TRACE (estimates,
+  stream statuses, errors), STATE (the stream checkpoints itself), CONTROL; subclasses
+  included, such as the cached-JSON messages some connectors build in worker processes;
+- a bare ``AirbyteLogMessage`` or ``AirbyteTraceMessage`` (airbyte-cdk wraps these itself).
+
+Anything else stops the stream with ``UnknownStreamItem``: dropping it could drop data.
+Records take the fast path in the read loop (``is_record_data``); only the rest comes here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional
+
+from airbyte_cdk.models import (
+    AirbyteLogMessage,
+    AirbyteMessage,
+    AirbyteMessageSerializer,
+    AirbyteStateMessage,
+    AirbyteStateMessageSerializer,
+    AirbyteTraceMessage,
+    TraceType,
+    Type,
+)
+
+from source_framework.streams.cursor import short_repr
+
+RECORD, LOG, TRACE, ERROR, STATE, CONTROL = "record", "log", "trace", "error", "state", "control"
+
+
+class UnknownStreamItem(TypeError):
+    """A stream yielded something that is neither a record nor an Airbyte message."""
+
+
+class StreamReportedError(Exception):
+    """A stream yielded a TRACE error: the stream fails with the error's message and type."""
+
+    def __init__(self, message: str, failure_type: str, internal_message: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.failure_type = _FailureType(failure_type)
+        self.internal_message = internal_message
+
+
+@dataclass(frozen=True)
+class _FailureType:
+    value: str
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One non-record item, classified.
+
+    ``record`` (RECORD): the record's data and the stream it names. ``state`` (STATE): the
+    per-stream state and the stream it is for. ``message`` (LOG, TRACE, CONTROL): the protocol
+    message as a JSON-ready dict, to be written to stdout as is.
+    """
+
+    kind: str
+    record: Optional[Mapping[str, Any]] = None
+    stream: Optional[str] = None
+    state: Optional[Dict[str, Any]] = None
+    message: Optional[Dict[str, Any]] = None
+    level: str = ""
+    text: str = ""
+
+
+def classify(item: Any, stream_name: str) -> StreamItem:
+    """Sort a non-``Mapping`` item; raise ``UnknownStreamItem`` for anything unknown."""
+    if isinstance(item, AirbyteMessage):
+        return _from_message(item, stream_name)
+    if isinstance(item, AirbyteLogMessage):
+        return _from_message(AirbyteMessage(type=Type.LOG, log=item), stream_name)
+    if isinstance(item, AirbyteTraceMessage):
+        return _from_message(AirbyteMessage(type=Type.TRACE, trace=item), stream_name)
+    raise UnknownStreamItem(
+        f"stream '{stream_name}' yielded {type(item).__module__}.{type(item).__qualname__} "
+        f"({short_repr(item, 80)}); a stream may yield records (dicts, Mappings, airbyte-cdk Records) "
+        f"and AirbyteMessage objects (RECORD, LOG, TRACE, STATE). Nothing of it was written; the stream stops here."
+    )
+
+
+def _from_message(message: AirbyteMessage, stream_name: str) -> StreamItem:
+    kind = message.type
+    if kind == Type.RECORD and message.record is not None:
+        return StreamItem(RECORD, record=message.record.data, stream=message.record.stream)
+    if kind == Type.LOG and message.log is not None:
+        level = getattr(message.log.level, "value", message.log.level)
+        return StreamItem(LOG, level=str(level), text=str(message.log.message))
+    if kind == Type.TRACE and message.trace is not None:
+        if message.trace.type == TraceType.ERROR and message.trace.error is not None:
+            error = message.trace.error
+            raise StreamReportedError(
+                error.message or "the stream reported an error",
+                getattr(error.failure_type, "value", None) or "system_error",
+                error.internal_message,
+            )
+        return StreamItem(TRACE, message=AirbyteMessageSerializer.dump(message))
+    if kind == Type.STATE and message.state is not None:
+        return _from_state(message.state, stream_name)
+    if kind == Type.CONTROL and message.control is not None:
+        return StreamItem(CONTROL, message=AirbyteMessageSerializer.dump(message))
+    raise UnknownStreamItem(
+        f"stream '{stream_name}' yielded an AirbyteMessage of type {getattr(kind, 'value', kind)} "
+        f"({short_repr(message, 80)}), which a stream cannot emit during read; the stream stops here."
+    )
+
+
+def _from_state(state: AirbyteStateMessage, stream_name: str) -> StreamItem:
+    """A STATE a stream emits itself: per-stream, or a legacy whole-source ``data`` dict."""
+    dumped = AirbyteStateMessageSerializer.dump(state)
+    per_stream = dumped.get("stream")
+    if isinstance(per_stream, Mapping):
+        name = (per_stream.get("stream_descriptor") or {}).get("name")
+        return StreamItem(STATE, stream=name, state=dict(per_stream.get("stream_state") or {}))
+    data = dumped.get("data")
+    if isinstance(data, Mapping) and isinstance(data.get(stream_name), Mapping):
+        return StreamItem(STATE, stream=stream_name, state=dict(data[stream_name]))
+    raise UnknownStreamItem(
+        f"stream '{stream_name}' yielded a STATE message of type {dumped.get('type')} that holds no state for "
+        f"it ({short_repr(dumped, 120)}); only per-stream states (or a legacy data dict naming the stream) can "
+        f"be checkpointed. The stream stops here."
+    )
