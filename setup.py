@@ -20,9 +20,15 @@ setup(
         "PyYAML>=6",
         # The live progress table of `read` on a terminal: redraws in place, keeps log lines above it.
         "rich>=13",
-        # compare-checkpoints draws its throughput / records-at-risk chart (PNG, Agg backend).
-        "matplotlib>=3.8,<4",
     ],
-    extras_require={"tests": ["pytest>=8,<10"]},
+    extras_require={
+        # The tools, each with what it needs (a connector's own command line needs none of them):
+        # python -m source_framework.compare draws its throughput / records-at-risk chart (PNG, Agg backend);
+        "compare": ["matplotlib>=3.8,<4"],
+        # python -m source_framework.testing runs the acceptance suites with pytest.
+        "testing": ["pytest>=8,<10"],
+        # Our own test suite: the tools' needs, and hypothesis for the state workflow's property test.
+        "tests": ["pytest>=8,<10", "matplotlib>=3.8,<4", "hypothesis>=6.100"],
+    },
     entry_points={"console_scripts": ["source-framework-demo-api=source_framework.demo.api.__main__:main"]},
 )

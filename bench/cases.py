@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional
 
 from bench.memory import PeakMemory
 from source_framework.compare.tables import commit_stats
+from source_framework.destinations.spark.layout import table_path
 
 
 @dataclass
@@ -140,7 +141,7 @@ class FullSyncCase(Case):
         if process.returncode != 0 or first is None or last is None:
             with open(log_path, errors="replace") as handle:
                 raise RuntimeError(f"{self.name} failed ({process.returncode}):\n{handle.read()[-3000:]}")
-        totals = [commit_stats(os.path.join(warehouse, env.namespace, stream)) for stream in env.streams]
+        totals = [commit_stats(table_path(warehouse, env.namespace, stream)) for stream in env.streams]
         measurement = Measurement(
             case=self.name, records=sum(t.rows for t in totals), seconds=last - first, process_seconds=process_seconds,
             python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states, extra={"processes": peaks.processes()},

@@ -122,3 +122,56 @@ def all_records(api: DemoApi, path: str, params: Optional[Dict[str, Any]] = None
             page += 1
     body = session.get(f"{api.url}/{path}", params={"limit": 1000, **params}, timeout=30).json()
     return body["data"]
+
+
+@dataclass
+class Killed:
+    """A ``main.py`` process paused at a fault point and killed with SIGKILL there."""
+
+    paused: bool
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+    @property
+    def messages(self) -> List[Dict[str, Any]]:
+        return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
+
+
+def kill_at(point: str, *args: str, count: int = 1, timeout: float = 300, hold: Optional[Any] = None) -> Killed:
+    """Run ``main.py args...`` until it reaches fault point ``point`` for the ``count``-th time
+    (``helpers/faults.py``), then SIGKILL it. ``hold(process)``, if given, runs while it is paused
+    (e.g. to try a second writer on its table) before the kill."""
+    import signal
+    import threading
+    import time
+
+    env = {**os.environ, "SOURCE_FRAMEWORK_PAUSE_AT": f"{point}:{count}"}
+    process = subprocess.Popen([sys.executable, MAIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
+    paused = threading.Event()
+    out: List[bytes] = []
+    err: List[bytes] = []
+
+    def read_out() -> None:
+        out.extend(process.stdout)
+
+    def read_err() -> None:
+        for line in process.stderr:
+            err.append(line)
+            if line.startswith(f"paused at {point}:".encode()):
+                paused.set()
+
+    readers = [threading.Thread(target=read_out), threading.Thread(target=read_err)]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    while not paused.is_set() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if paused.is_set() and hold is not None:
+        hold(process)
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL)
+    code = process.wait(timeout=60)
+    for reader in readers:
+        reader.join()
+    return Killed(paused.is_set(), code, b"".join(out), b"".join(err).decode(errors="replace"))

@@ -1,4 +1,4 @@
-"""``main.py compare-checkpoints`` end to end, on small data: real syncs into Spark, a real SIGKILL
+"""``python -m source_framework.compare`` end to end, on small data: real syncs into Spark, a real SIGKILL
 and resume per setting, airbyte-cdk's own read for reference, and every output it promises.
 
 Kept small (2,000 users and 2,000 orders, two settings): most of its time is Spark starting in
@@ -12,19 +12,22 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from integration_tests.conftest import API_KEY, MAIN, ROOT, catalog, config_for, write_json
 from source_framework.demo.api import DemoApi
 
 RECORDS = 2000
 
 
+@pytest.mark.slow
 def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_path):
     workdir = tmp_path / "compare"
     with DemoApi(records=RECORDS, api_key=API_KEY, seed=11).start() as api:
         config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "unused-warehouse"))
         catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "orders"))
         run = subprocess.run(
-            [sys.executable, MAIN, "compare-checkpoints", "--config", config, "--catalog", catalog_path,
+            [sys.executable, "-m", "source_framework.compare", "--connector", MAIN, "--config", config, "--catalog", catalog_path,
              "--intervals", "none,500", "--crash-at", "0.3", "--workdir", str(workdir)],
             capture_output=True, text=True, cwd=ROOT, timeout=600,
         )
@@ -71,3 +74,8 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
     assert not list(workdir.glob("*/config.json"))
     assert API_KEY not in (workdir / "compare.json").read_text() and API_KEY not in text
     assert os.path.isdir(workdir / "interval-500" / "crash" / "demo" / "orders")
+
+
+def test_the_connectors_own_command_line_has_no_compare_command():
+    run = subprocess.run([sys.executable, MAIN, "compare-checkpoints", "--help"], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 2 and "invalid choice" in run.stderr

@@ -101,7 +101,7 @@ def recovered(spark, warehouse):
     with mock.patch.object(FileSinkLog, "write_batch", side_effect=SimulatedCrash):
         with pytest.raises(SimulatedCrash):
             table.commit(rows(range(10, 20)), state={"cursor": "2"}, seq=2)
-    removed = table.remove_orphans()
+    removed = table.recover()
     table.commit(rows(range(10, 20)), state={"cursor": "2"}, seq=2)
     return table, removed
 
@@ -153,7 +153,7 @@ def staged(spark, warehouse):
     seen["info"] = info
     seen["folders_left"] = [os.path.exists(item.folder) for item in (first, second)]
     table.stage(rows(range(100, 110), checkpoint=3))  # the run dies before commit 3
-    seen["removed"] = SparkTable(spark, table.path).remove_orphans()
+    seen["removed"] = SparkTable(spark, table.path).recover()
     return table, seen
 
 
@@ -188,7 +188,7 @@ def test_stray_and_uncommitted_files_are_ignored(with_strays, fresh):
     assert fresh[with_strays.path]["ids"] == list(range(10))
     parquet_files = [name for name in os.listdir(with_strays.path) if name.endswith(".parquet")]
     assert len(parquet_files) == 3  # committed + killed commit + stray
-    assert with_strays.last_checkpoint()["state"] == {"cursor": "committed"}
+    assert with_strays.last_checkpoint().state == {"cursor": "committed"}
 
 
 def test_remove_orphans_then_retry(recovered, fresh):
@@ -196,7 +196,7 @@ def test_remove_orphans_then_retry(recovered, fresh):
     assert any(path.endswith(".parquet") for path in removed)
     assert any(path.endswith("00000002.json") for path in removed)
     assert fresh[table.path]["ids"] == list(range(20))
-    assert table.last_checkpoint()["state"] == {"cursor": "2"}
+    assert table.last_checkpoint().state == {"cursor": "2"}
     assert len([name for name in os.listdir(table.path) if name.endswith(".parquet")]) == 2
 
 
@@ -207,7 +207,7 @@ def test_25_commits_stay_readable_with_compaction_batches(many, fresh):
     with open(os.path.join(many.path, "_spark_metadata", "19.compact")) as compact:
         assert compact.readline() == "v1\n" and len(compact.read().splitlines()) == 20  # every live file
     assert len(many.live_files()) == 25
-    assert many.last_checkpoint()["state"] == {"n": 25}
+    assert many.last_checkpoint().state == {"n": 25}
 
 
 def test_replace_swaps_the_visible_rows(replaced, fresh):
@@ -221,8 +221,10 @@ def test_replace_swaps_the_visible_rows(replaced, fresh):
 
 def test_last_checkpoint_returns_the_newest_committed_state(basic, spark, tmp_path):
     record = basic.last_checkpoint()
-    assert record["seq"] == 2 and record["state"] == {"cursor": "b"} and record["rows"] == 50
-    assert record["files"] == basic.live_files()[-1:]
+    assert record.seq == 2 and record.state == {"cursor": "b"} and record.rows == 50
+    assert [basic.path + "/" + name for name in record.files] == [
+        url2pathname(urlparse(uri).path) for uri in basic.live_files()[-1:]
+    ]
     assert SparkTable(spark, str(tmp_path / "nothing_yet")).last_checkpoint() is None
 
 
@@ -230,7 +232,7 @@ def test_empty_commits_keep_the_table_readable(empties, fresh):
     only_empty, rows_then_empty = empties
     assert fresh[only_empty.path] == {"columns": SCHEMA.names, "ids": [], "first": []}
     assert fresh[rows_then_empty.path]["ids"] == [0, 1, 2]
-    assert rows_then_empty.last_checkpoint()["state"] == {"cursor": "same"}
+    assert rows_then_empty.last_checkpoint().state == {"cursor": "same"}
 
 
 def test_seq_must_grow(basic):
@@ -268,4 +270,23 @@ def test_staged_rows_are_published_only_with_their_commit(staged, fresh):
     assert seen["folders_left"] == [False, False]
     assert any("_staging" in path for path in seen["removed"])
     assert fresh[table.path]["ids"] == list(range(42))
-    assert table.last_checkpoint()["rows"] == 37
+    assert table.last_checkpoint().rows == 37
+
+
+def test_reclaim_compacts_the_log_and_the_records_and_keeps_the_table_whole(spark, tmp_path, monkeypatch):
+    from source_framework.destinations.spark import table as table_module
+
+    table = SparkTable(spark, str(tmp_path / "long_lived"))
+    for seq in range(1, 24):
+        table.commit(rows([seq], checkpoint=seq), state={"n": seq}, seq=seq, replace=seq % 10 == 0)
+    batches_before = sorted(os.listdir(os.path.join(table.path, "_spark_metadata")))
+    assert table.reclaim(retention_seconds=3600) == []  # nothing is old enough yet
+    monkeypatch.setattr(table_module, "KEEP_RECORDS", 5)
+    removed = table.reclaim(retention_seconds=0)
+    batches_after = sorted(os.listdir(os.path.join(table.path, "_spark_metadata")), key=lambda n: int(n.split(".")[0]))
+    assert len(batches_after) < len(batches_before) and batches_after[0] == "19.compact"
+    assert len(os.listdir(os.path.join(table.path, "_checkpoints"))) == 5
+    replaced = [n for n in removed if n.endswith(".parquet")]
+    assert len(replaced) == 19  # every file the two replaces made invisible
+    assert table.last_checkpoint().state == {"n": 23}
+    assert sorted(r.id for r in spark.read.parquet(table.path).select("id").collect()) == [20, 21, 22, 23]

@@ -60,7 +60,7 @@ def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
     from source_framework.destinations.spark.table import SparkTable
 
     newest = SparkTable(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
-    assert newest["state"] == user_states[-1]["stream"]["stream_state"]
+    assert newest.state == user_states[-1]["stream"]["stream_state"]
 
     statuses = [
         (m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])

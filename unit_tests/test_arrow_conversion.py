@@ -12,9 +12,11 @@ from source_framework.destinations.spark.arrow_conversion import (
     JSON_ENCODING,
     METADATA_COLUMNS,
     TIMESTAMP,
+    UndeclaredFields,
     arrow_schema,
     records_to_arrow,
 )
+from source_framework.runtime.summary import undeclared_fields_line
 
 UTC = timezone.utc
 
@@ -25,7 +27,11 @@ def convert(properties: dict, records: list[dict], **kwargs) -> pa.Table:
 
 
 def errors_of(table: pa.Table) -> list[list[dict] | None]:
-    return [None if meta is None else orjson.loads(meta)["errors"] for meta in table.column("_sf_meta").to_pylist()]
+    return [None if meta is None else orjson.loads(meta).get("errors") for meta in table.column("_sf_meta").to_pylist()]
+
+
+def undeclared_of(table: pa.Table) -> list[list[str] | None]:
+    return [None if meta is None else orjson.loads(meta).get("undeclared") for meta in table.column("_sf_meta").to_pylist()]
 
 
 # --- arrow_schema ---------------------------------------------------------------------
@@ -128,12 +134,13 @@ def test_extracted_at_list_must_match_the_records():
         convert({"id": {"type": "integer"}}, [{"id": 1}], extracted_at_ms=[1, 2])
 
 
-def test_missing_fields_are_null_and_extra_fields_are_dropped():
+def test_missing_fields_are_null_and_extra_fields_are_not_columns_but_named_in_sf_meta():
     table = convert({"id": {"type": "integer"}, "name": {"type": "string"}}, [{"id": 1, "unknown": "x"}, {}])
     assert table.column_names == ["id", "name", *METADATA_COLUMNS]
     assert table.column("id").to_pylist() == [1, None]
     assert table.column("name").to_pylist() == [None, None]
     assert errors_of(table) == [None, None]
+    assert undeclared_of(table) == [["unknown"], None]
 
 
 def test_empty_record_list_gives_an_empty_table_with_the_schema():
@@ -262,3 +269,70 @@ def test_all_null_columns():
     table = convert(properties, [{}, {"i": None, "o": None, "t": None}])
     assert table.schema == arrow_schema({"properties": properties})
     assert all(table.column(name).null_count == 2 for name in properties)
+
+
+# --- fields the schema does not declare (issue 11, item 8) ------------------------------------------
+
+
+def test_undeclared_fields_are_named_per_row_and_counted_across_batches():
+    counts = UndeclaredFields()
+    properties = {"id": {"type": "integer"}}
+    first = convert(properties, [{"id": 1, "b": 1, "a": None}, {"id": 2}, {"id": 3, "a": {"x": 1}}], undeclared=counts)
+    second = convert(properties, [{"id": 4, "_sf_meta": "mine"}], undeclared=counts)
+    assert undeclared_of(first) == [["a", "b"], None, ["a"]]
+    assert undeclared_of(second) == [["_sf_meta"]]  # a field named like a metadata column is not written either
+    assert counts.by_field == {"a": 2, "b": 1, "_sf_meta": 1} and counts.records == 3
+
+
+def test_undeclared_fields_and_misfits_share_the_rows_sf_meta():
+    table = convert({"n": {"type": "integer"}}, [{"n": "x", "extra": 1}])
+    assert orjson.loads(table.column("_sf_meta")[0].as_py()) == {
+        "errors": [{"field": "n", "reason": 'expected integer, got string "x"'}],
+        "undeclared": ["extra"],
+    }
+
+
+def test_the_summary_line_for_undeclared_fields():
+    assert undeclared_fields_line("users", 0, {}) is None
+    line = undeclared_fields_line("users", 1200, {"b": 3, "a": 1200, "c": 3})
+    assert line == "users: 1,200 records carried fields the schema does not declare (a: 1,200, b: 3, c: 3); see _sf_meta"
+    many = undeclared_fields_line("users", 5, {f"f{i:02d}": 5 for i in range(14)})
+    assert many.endswith("(f00: 5, f01: 5, f02: 5, f03: 5, f04: 5, f05: 5, f06: 5, f07: 5, f08: 5, f09: 5, and 4 more); see _sf_meta")
+
+
+# --- lone surrogates: valid JSON, not valid Unicode text (issue 11, item 16) ----------------------------
+
+LONE = json.loads('"\\ud800"')  # what a JSON parser makes of the escape "\ud800"
+
+
+def test_a_lone_surrogate_in_a_string_column_is_replaced_and_noted():
+    table = convert({"s": {"type": "string"}}, [{"s": "ok"}, {"s": f"a{LONE}b"}, {"s": LONE + LONE}])
+    assert table.column("s").to_pylist() == ["ok", "a\ufffdb", "\ufffd\ufffd"]
+    errors = errors_of(table)
+    assert errors[0] is None
+    assert errors[1] == [{"field": "s", "reason": "lone surrogate \\ud800 is not valid Unicode text; replaced with U+FFFD"}]
+    assert errors[2][0]["field"] == "s"
+
+
+def test_a_lone_surrogate_inside_a_json_column_stays_as_its_escape():
+    table = convert({"o": {"type": "object"}, "s": {"type": "string"}}, [{"o": {"k": LONE, "e": "é"}, "s": [LONE]}])
+    assert json.loads(table.column("o")[0].as_py()) == {"k": LONE, "e": "é"}  # the same value, nothing lost
+    assert json.loads(table.column("s")[0].as_py()) == [LONE]
+    assert errors_of(table) == [None]
+
+
+@pytest.mark.parametrize("spec", [
+    {"type": "integer"}, {"type": "number"}, {"type": "boolean"},
+    {"type": "string", "format": "date-time"}, {"type": "string", "format": "date"},
+])  # fmt: skip
+def test_a_lone_surrogate_in_a_typed_column_becomes_null_with_a_readable_reason(spec):
+    table = convert({"x": spec}, [{"x": f"1{LONE}"}, {"x": None}])
+    assert table.column("x").to_pylist() == [None, None]
+    (error,) = errors_of(table)[0]
+    assert error["field"] == "x" and "\\ud800" in error["reason"]
+
+
+def test_a_lone_surrogate_in_an_undeclared_field_name_keeps_sf_meta_valid():
+    table = convert({"id": {"type": "integer"}}, [{"id": 1, f"k{LONE}": 1}])
+    meta = table.column("_sf_meta")[0].as_py()
+    assert json.loads(meta) == {"undeclared": [f"k{LONE}"]}  # the name, escaped in valid JSON text

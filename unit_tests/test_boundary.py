@@ -1,6 +1,14 @@
-"""Skipping the records a resumed sync re-reads at its cursor, and nothing else."""
+"""Skipping the records a resumed sync re-reads at its cursor, and nothing else.
 
-from source_framework.runtime.boundary import Boundary
+A re-read record is skipped only if the resumed commit holds exactly it (same key, same data);
+the boundary kept with each commit costs what changed since the last one, and is bounded.
+"""
+
+import logging
+
+from source_framework.destinations.checkpoint_record import CheckpointRecord
+from source_framework.runtime.boundary import FULL_EVERY, MAX_KEYS, Boundary, record_hash
+from source_framework.runtime.resume import boundary_rebuilt
 
 
 def read(boundary, slices):
@@ -11,13 +19,24 @@ def read(boundary, slices):
     return written
 
 
+def keys(entry):
+    return [key for key, _ in entry["records"]]
+
+
+def store(n):
+    return {"partition": {"store": n}}
+
+
 def test_snapshot_keeps_the_keys_at_the_highest_cursor_per_partition():
     boundary = Boundary(["t"], [["id"]])
-    read(boundary, [(None, [{"id": 1, "t": 1}, {"id": 2, "t": 3}, {"id": 3, "t": 3}, {"id": 4, "t": 2}])])
-    assert boundary.snapshot() == {"": {"cursor": 3, "keys": [[2], [3]]}}
+    records = [{"id": 1, "t": 1}, {"id": 2, "t": 3}, {"id": 3, "t": 3}, {"id": 4, "t": 2}]
+    read(boundary, [(None, records)])
+    ((slot, entry),) = boundary.snapshot().items()
+    assert slot.startswith("#")  # a slice that names no partition: a slot of its own for this run
+    assert entry == {"cursor": 3, "records": [[[2], record_hash(records[1])], [[3], record_hash(records[2])]]}
     boundary.start_slice({"partition": {"store": 1}})
     boundary.already_committed({"id": 9, "t": 5})
-    assert boundary.snapshot()['{"store": 1}'] == {"cursor": 5, "keys": [[9]]}
+    assert boundary.snapshot()['{"store": 1}'] == {"cursor": 5, "records": [[[9], record_hash({"id": 9, "t": 5})]]}
 
 
 def test_resumed_run_skips_only_committed_keys_at_the_same_cursor():
@@ -32,11 +51,186 @@ def test_resumed_run_skips_only_committed_keys_at_the_same_cursor():
 
 def test_date_time_cursors_and_composite_keys():
     boundary = Boundary(["u"], [["a"], ["b", "c"]])
-    read(boundary, [(None, [{"a": 1, "b": {"c": 2}, "u": "2025-01-01T00:00:00Z"}, {"a": 1, "b": {"c": 3}, "u": "2025-01-01T00:00:00+00:00"}])])
-    snap = boundary.snapshot()[""]
-    assert snap["cursor"] == "2025-01-01T00:00:00Z" and snap["keys"] == [[1, 2]]
+    read(boundary, [(None, [{"a": 1, "b": {"c": 2}, "u": "2025-01-01T00:00:00Z"},
+                            {"a": 1, "b": {"c": 3}, "u": "2025-01-01T00:00:00+00:00"}])])
+    (snap,) = boundary.snapshot().values()
+    assert snap["cursor"] == "2025-01-01T00:00:00Z" and keys(snap) == [[1, 2]]
 
 
 def test_without_primary_key_nothing_is_skipped():
     boundary = Boundary(["t"], [], resumed={"": {"cursor": 1, "keys": [[1]]}})
     assert read(boundary, [(None, [{"id": 1, "t": 1}])]) == [{"id": 1, "t": 1}]
+
+
+# -- issue 11, defect 6: an update that kept its cursor value is not "already committed" ----------
+
+
+def test_a_record_changed_at_the_same_cursor_is_written_on_resume():
+    first = Boundary(["updatedAt"], [["id"]])
+    read(first, [(None, [{"id": 1, "updatedAt": "2025-01-01T10:00:00Z", "name": "Ann"},
+                         {"id": 2, "updatedAt": "2025-01-01T10:00:00Z", "name": "Bob"}])])
+    resumed = Boundary(["updatedAt"], [["id"]], resumed=first.snapshot())
+    # within the same second, Ann was renamed; Bob was not touched
+    renamed = {"id": 1, "updatedAt": "2025-01-01T10:00:00Z", "name": "Anne"}
+    written = read(resumed, [(None, [renamed, {"id": 2, "updatedAt": "2025-01-01T10:00:00Z", "name": "Bob"}])])
+    assert written == [renamed]
+    assert resumed.skipped == 1
+
+
+def test_the_boundary_survives_the_checkpoint_record_and_skips_only_identical_records():
+    first = Boundary(["t"], [["id"]])
+    read(first, [(store(1), [{"id": 1, "t": 5, "v": [1, {"b": 2, "a": 1}]}]), (store(2), [{"id": 2, "t": 7, "v": 0.5}])])
+    record = CheckpointRecord(seq=1, batch_id=1, state={}, boundary=first.snapshot())
+    resumed = Boundary(["t"], [["id"]], resumed=CheckpointRecord.from_json(record.to_json()).boundary)
+    # key order does not matter; 0.5 vs 0.50000001 does
+    written = read(resumed, [(store(1), [{"v": [1, {"a": 1, "b": 2}], "t": 5, "id": 1}]), (store(2), [{"id": 2, "t": 7, "v": 0.50000001}])])
+    assert written == [{"id": 2, "t": 7, "v": 0.50000001}]
+
+
+def test_of_two_versions_of_a_key_at_one_cursor_only_the_last_committed_is_skipped():
+    first = Boundary(["t"], [["id"]])
+    read(first, [(None, [{"id": 1, "t": 3, "v": "old"}, {"id": 1, "t": 3, "v": "new"}])])
+    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    # the table's latest row for id 1 is "new": a source that now says "old" must be written
+    assert read(resumed, [(None, [{"id": 1, "t": 3, "v": "old"}])]) == [{"id": 1, "t": 3, "v": "old"}]
+    again = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    assert read(again, [(None, [{"id": 1, "t": 3, "v": "new"}])]) == []
+
+
+def test_a_boundary_written_before_record_hashes_skips_nothing_and_says_so(caplog):
+    # format 1/2 records kept keys only: a key cannot tell the committed record from an update
+    with caplog.at_level(logging.WARNING, logger="source_framework.read"):
+        resumed = Boundary(["t"], [["id"]], resumed={"": {"cursor": 3, "keys": [[2], [3]]}}, stream="users")
+    re_read = [{"id": 2, "t": 3}, {"id": 3, "t": 3}]
+    assert read(resumed, [(None, re_read)]) == re_read
+    assert resumed.skipped == 0
+    assert [r.getMessage() for r in caplog.records if "users" in r.getMessage() and "before record hashes" in r.getMessage()]
+    # the records written now are kept with hashes: the next resume skips them
+    assert read(Boundary(["t"], [["id"]], resumed=resumed.snapshot()), [(None, re_read)]) == []
+
+
+def test_a_record_without_a_canonical_json_form_is_never_skipped():
+    odd = {"id": 1, "t": 3, "tags": {"a", "b"}}  # a set: no JSON form, so no hash
+    assert record_hash(odd) is None
+    first = Boundary(["t"], [["id"]])
+    read(first, [(None, [odd])])
+    assert read(Boundary(["t"], [["id"]], resumed=first.snapshot()), [(None, [odd])]) == [odd]
+
+
+def test_record_hash_is_short_and_ignores_key_order():
+    assert record_hash({"a": 1, "b": [1, 2]}) == record_hash({"b": [1, 2], "a": 1})
+    assert record_hash({"a": 1}) != record_hash({"a": 2}) and len(record_hash({"a": 1})) == 16
+
+
+# -- issue 11, defect 15: the boundary kept with a checkpoint costs what changed, and is bounded ---
+
+
+def one_record_per_partition(boundary, partitions):
+    """A partitioned stream checkpointing after each partition; each commit done at once."""
+    notes = []
+    for n in partitions:
+        read(boundary, [(store(n), [{"id": n, "t": 100 + n}])])
+        notes.append(boundary.checkpoint(unconfirmed=0))
+    return notes
+
+
+def test_a_checkpoint_holds_only_the_partitions_changed_since_the_last_commit():
+    boundary = Boundary(["t"], [["id"]])
+    notes = one_record_per_partition(boundary, range(250))
+    first = {'{"store": 0}': {"cursor": 100, "records": [[[0], record_hash({"id": 0, "t": 100})]]}}
+    assert notes[0] == (first, True)  # the run's first commit is full
+    deltas = [b for b, full in notes if not full]
+    assert deltas and all(len(b) == 1 for b in deltas)
+    assert notes[5][0] == {'{"store": 5}': {"cursor": 105, "records": [[[5], record_hash({"id": 5, "t": 105})]]}}
+    fulls = [i for i, (_, full) in enumerate(notes) if full]
+    assert fulls == [0, FULL_EVERY, 2 * FULL_EVERY]  # the walk back on resume stays short
+    assert len(notes[FULL_EVERY][0]) == FULL_EVERY + 1
+
+
+def test_a_delta_covers_every_commit_not_known_done():
+    # queued checkpoints may be merged into one write that keeps the last one's notes only
+    boundary = Boundary(["t"], [["id"]])
+    one_record_per_partition(boundary, range(20))
+    for n in (3, 4):
+        read(boundary, [(store(n), [{"id": n, "t": 200 + n}])])
+        boundary.checkpoint(unconfirmed=0)
+    read(boundary, [(store(5), [{"id": 5, "t": 205}])])
+    delta, full = boundary.checkpoint(unconfirmed=2)  # the commits of stores 3 and 4 are still queued
+    assert not full and sorted(delta) == ['{"store": 3}', '{"store": 4}', '{"store": 5}']
+    assert delta['{"store": 3}']["cursor"] == 203
+    nothing_known, full = boundary.checkpoint(unconfirmed=23)  # no commit of this run known done
+    assert full and nothing_known == boundary.snapshot() and len(nothing_known) == 20
+
+
+def test_an_unpartitioned_stream_keeps_a_full_boundary_in_every_commit():
+    boundary = Boundary(["t"], [["id"]])
+    boundary.start_slice(None)  # one slice, checkpointed every record
+    for t in range(5):
+        assert not boundary.already_committed({"id": t, "t": t})
+        assert boundary.checkpoint(unconfirmed=0)[1]
+
+
+def test_delta_records_rebuild_the_boundary_a_resume_skips():
+    boundary = Boundary(["t"], [["id"]])
+    notes = one_record_per_partition(boundary, range(130))
+    read(boundary, [(store(7), [{"id": 70, "t": 500}, {"id": 71, "t": 500}])])  # a partition moves on
+    notes.append(boundary.checkpoint(unconfirmed=0))
+    records = [CheckpointRecord.from_json(CheckpointRecord(seq=i, batch_id=i, state={}, boundary=b, boundary_full=full).to_json())
+               for i, (b, full) in enumerate(notes)]
+    rebuilt = boundary_rebuilt(reversed(records))
+    assert rebuilt == boundary.snapshot() and len(rebuilt) == 130
+    resumed = Boundary(["t"], [["id"]], resumed=rebuilt)
+    re_read = [(store(7), [{"id": 70, "t": 500}, {"id": 71, "t": 500}]), (store(129), [{"id": 129, "t": 229}])]
+    assert read(resumed, re_read) == [] and resumed.skipped == 3
+
+
+def test_the_boundary_is_bounded_and_an_overflowed_partition_skips_nothing_on_resume(caplog):
+    boundary = Boundary(["day"], [["id"]], stream="events")
+    read(boundary, [(store(n), [{"id": 0, "day": "2025-01-01"}]) for n in range(10, 30)])
+    boundary.checkpoint(unconfirmed=0)
+    same_day = [{"id": i, "day": "2025-01-02"} for i in range(MAX_KEYS + 5)]
+    with caplog.at_level(logging.WARNING, logger="source_framework.read"):
+        read(boundary, [(store(2), same_day)])
+        read(boundary, [(store(3), [{"id": i, "day": "2025-01-02"} for i in range(MAX_KEYS + 5)])])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "events" in warnings[0] and "written again" in warnings[0]
+    delta, full = boundary.checkpoint(unconfirmed=0)
+    assert not full and delta['{"store": 2}'] == {"cursor": "2025-01-02", "overflow": True}
+    assert len(CheckpointRecord(seq=1, batch_id=1, state={}, boundary=delta).to_json()) < 300_000
+    assert '{"store": 2}' not in boundary.snapshot() and len(boundary.snapshot()) <= 21
+    resumed = Boundary(["day"], [["id"]], resumed=delta)
+    assert read(resumed, [(store(2), same_day[:3])]) == same_day[:3]
+
+
+def test_a_partition_that_moves_on_frees_its_room_in_the_boundary():
+    boundary = Boundary(["t"], [["id"]])
+    read(boundary, [(store(1), [{"id": i, "t": 1} for i in range(MAX_KEYS)])])
+    read(boundary, [(store(1), [{"id": 0, "t": 2}]), (store(2), [{"id": 5, "t": 9}])])
+    assert {p: keys(e) for p, e in boundary.snapshot().items()} == {'{"store": 1}': [[0]], '{"store": 2}': [[5]]}
+
+
+# -- slices that name no partition (substreams of plain dicts, date windows) ---------------------------
+
+
+def test_records_of_every_slice_without_a_partition_are_skipped_on_resume_whatever_the_slice():
+    """A substream whose slices are plain dicts: each parent's records at its own highest cursor
+    are re-read on resume, under slices that differ from the first run's (their start moved)."""
+    first = Boundary(["t"], [["id"]])
+    parents = {1: [{"id": 10, "t": 5}, {"id": 11, "t": 7}], 2: [{"id": 20, "t": 3}], 3: [{"id": 30, "t": 9}]}
+    read(first, [({"store_id": p, "since": 0}, records) for p, records in parents.items()])
+    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    again = {1: [{"id": 11, "t": 7}], 2: [{"id": 20, "t": 3}, {"id": 21, "t": 4}], 3: [{"id": 30, "t": 9}]}
+    written = read(resumed, [({"store_id": p, "since": "moved"}, records) for p, records in again.items()])
+    assert written == [{"id": 21, "t": 4}] and resumed.skipped == 3
+
+
+def test_slots_of_an_earlier_run_are_dropped_once_the_stream_was_read_to_its_end():
+    first = Boundary(["t"], [["id"]])
+    read(first, [({"store_id": 1}, [{"id": 10, "t": 5}])])
+    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    read(resumed, [({"store_id": 1, "since": 5}, [{"id": 10, "t": 5}])])  # skipped, and kept as this run's edge
+    assert len(resumed.snapshot()) == 2  # until the end, the earlier run's slot is carried too
+    resumed.finish()
+    (entry,) = resumed.snapshot().values()
+    assert keys(entry) == [[10]]
+    assert resumed.checkpoint(unconfirmed=0)[1]  # a full boundary: a delta cannot drop a slot

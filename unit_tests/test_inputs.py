@@ -7,6 +7,7 @@ import json
 import pytest
 
 from source_framework.runtime.inputs import (
+    MAX_STATE_BYTES,
     InputError,
     load_catalog,
     load_config,
@@ -110,3 +111,55 @@ def test_catalog_shapes(tmp_path):
     bad_mode["streams"][0]["sync_mode"] = "sometimes"
     with pytest.raises(InputError, match="not a valid configured catalog"):
         load_catalog(write(tmp_path, "k3.json", bad_mode))
+
+
+# -- the size limit: per stream, on the compact JSON of its state (issue 11) --------------------
+
+
+def cursor_state(compact_bytes):
+    """``{"n": "xx..."}`` whose compact JSON (what a STATE line carries) is exactly ``compact_bytes`` long."""
+    state = {"n": "x" * (compact_bytes - len('{"n":""}'))}
+    assert len(json.dumps(state, separators=(",", ":"))) == compact_bytes
+    return state
+
+
+def in_each_form(states):
+    """The same ``{stream: state}`` as a per-stream list, a legacy dict and Singer bookmarks."""
+    per_stream = [{"type": "STREAM", "stream": {"stream_descriptor": {"name": n}, "stream_state": s}} for n, s in states.items()]
+    return {"per-stream": per_stream, "legacy": dict(states), "singer": {"bookmarks": dict(states)}}
+
+
+@pytest.mark.parametrize("form", ["per-stream", "legacy", "singer"])
+def test_a_state_file_over_10_mb_is_fine_when_each_stream_is_under_it(tmp_path, form):
+    states = {"users": cursor_state(6 * 2**20), "orders": cursor_state(6 * 2**20)}
+    path = write(tmp_path, "state.json", in_each_form(states)[form])
+    assert (tmp_path / "state.json").stat().st_size > MAX_STATE_BYTES
+    assert load_state(path) == states
+
+
+@pytest.mark.parametrize("form", ["per-stream", "legacy", "singer"])
+def test_one_stream_over_the_limit_is_refused_naming_the_file_and_the_stream(tmp_path, form):
+    states = {"users": cursor_state(100), "orders": cursor_state(MAX_STATE_BYTES + 1)}
+    path = write(tmp_path, "state.json", in_each_form(states)[form])
+    with pytest.raises(InputError) as error:
+        load_state(path)
+    assert str(error.value) == f"state file '{path}': the state of stream 'orders' is 10.5 MB, over the 10 MB limit"
+
+
+def test_the_limit_is_measured_on_the_compact_state_not_on_the_file(tmp_path):
+    at_the_limit = {"users": cursor_state(MAX_STATE_BYTES)}
+    path = tmp_path / "indented.json"
+    path.write_text(json.dumps(at_the_limit, indent=8, ensure_ascii=True) + "\n" * 100)
+    assert load_state(str(path)) == at_the_limit
+    one_byte_more = {"users": cursor_state(MAX_STATE_BYTES + 1)}
+    compact = write(tmp_path, "compact.json", json.dumps(one_byte_more, separators=(",", ":")))
+    with pytest.raises(InputError, match="stream 'users' is 10.5 MB, over the 10 MB limit"):
+        load_state(compact)
+
+
+def test_non_ascii_state_is_measured_in_utf8_bytes_as_the_state_line_is(tmp_path):
+    """"é" is 2 bytes in a STATE line (UTF-8) and 6 in an ASCII-escaped file ("\\u00e9"): the line decides."""
+    state = {"users": {"n": "é" * ((MAX_STATE_BYTES - len('{"n":""}')) // 2)}}
+    path = write(tmp_path, "state.json", json.dumps(state, ensure_ascii=True))
+    assert (tmp_path / "state.json").stat().st_size > 2 * MAX_STATE_BYTES
+    assert load_state(path) == state

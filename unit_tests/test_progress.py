@@ -430,3 +430,14 @@ def test_short_states():
     assert short_state(partitioned) == "2 partitions, max updatedAt=2025-05-01T00:00:00Z"
     assert short_state({"k": "x" * 100}).endswith("...") and len(short_state({"k": "x" * 100})) == 60
     assert [human_seconds(s) for s in (0.04, 12.345, 65, 7380)] == ["0.0s", "12.3s", "1m05s", "2h03m"]
+
+
+def test_the_summary_names_fields_the_schema_does_not_declare():
+    result = ReadResult(streams=[
+        StreamResult(name="users", records=10, handed=10, committed=10, states=1, location="/w/users",
+                     undeclared_fields={"nickname": 7, "age": 2}, records_with_undeclared_fields=8),
+        StreamResult(name="stores", records=1, handed=1, committed=1, states=1, location="/w/stores"),
+    ])
+    lines = format_summary(result, 1.0).splitlines()
+    assert lines[-1] == "users: 8 records carried fields the schema does not declare (nickname: 7, age: 2); see _sf_meta"
+    assert not any(line.startswith("stores:") for line in lines)

@@ -239,10 +239,14 @@ def test_the_streams_type_transformer_applies_as_in_airbyte_cdk():
     assert destination.sinks["numbers"].landed == [{"id": 1, "n": 1}]
 
 
-class DateState(Numbers):
+class OddState(Numbers):
+    """A state holding a set (nothing serialises it) or a datetime (airbyte-cdk writes ISO text)."""
+
+    value: Any = None
+
     @property
     def state(self) -> MutableMapping[str, Any]:
-        return {"n": dt.datetime(2025, 1, 1)} if self._n else {}
+        return {"n": self.value} if self._n else {}
 
     @state.setter
     def state(self, value):
@@ -250,10 +254,20 @@ class DateState(Numbers):
 
 
 def test_a_state_that_is_not_json_gets_a_clear_error():
-    result, out, _ = sync(DateState([[1]]))
+    stream = OddState([[1]])
+    stream.value = {1, 2}
+    result, out, _ = sync(stream)
     error = str(result.failed[0].error)
-    assert "not JSON-serialisable" in error and "state.n is a datetime.datetime" in error
+    assert "not JSON-serialisable" in error and "state.n is a builtins.set" in error
     assert out.states == []
+
+
+def test_a_datetime_in_a_state_is_printed_as_airbyte_cdk_prints_it():
+    stream = OddState([[1]])
+    stream.value = dt.datetime(2025, 1, 2, tzinfo=dt.timezone.utc)
+    result, out, _ = sync(stream)
+    assert not result.failed
+    assert [s["stream"]["stream_state"] for s in out.states] == [{"n": "2025-01-02T00:00:00+00:00"}]
 
 
 class Checkpointed(Stream, CheckpointMixin):
@@ -282,11 +296,28 @@ class Checkpointed(Stream, CheckpointMixin):
             self._state = {"n": v}  # after the yield: the state lags one record, as in some connectors
 
 
-def test_checkpoint_mixin_with_the_default_single_slice_and_an_interval():
+def test_a_state_that_lags_its_records_is_not_checkpointed_until_it_covers_them():
     result, out, destination = sync(Checkpointed())
     assert landed(destination) == [1, 2, 3, 4, 5]
-    # At records 2 and 4 the state still says 1 and 3: every STATE covers its commit, never more.
-    assert [s["stream"]["stream_state"] for s in out.states] == [{"n": 1}, {"n": 3}, {"n": 5}]
+    # At records 2 and 4 the state still says 1 and 3: committing records 2 and 4 under it would
+    # have a resumed run read them again. They wait for the first state that covers them.
+    assert [s["stream"]["stream_state"] for s in out.states] == [{"n": 5}]
+    assert {state["n"] for kind, state in destination.events.log if kind == "commit"} == {5}  # no commit under a lagging state
+
+
+class Caught(Checkpointed):
+    """The same stream, its state set before each yield: every interval checkpoint is taken."""
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for v in range(1, 6):
+            self._state = {"n": v}
+            yield {"id": v, "n": v}
+
+
+def test_checkpoint_mixin_with_the_default_single_slice_and_an_interval():
+    result, out, destination = sync(Caught())
+    assert landed(destination) == [1, 2, 3, 4, 5]
+    assert [s["stream"]["stream_state"] for s in out.states] == [{"n": 2}, {"n": 4}, {"n": 5}]
 
 
 class NoSchema(Numbers):

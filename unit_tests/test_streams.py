@@ -292,3 +292,16 @@ def test_the_schema_is_read_from_a_class_attribute_or_a_file_beside_the_module(t
     monkeypatch.setitem(sys.modules, module.__name__, module)
     Beside = type("Beside", (NoSchemaUsers,), {"__module__": module.__name__})
     assert Beside().get_json_schema()["properties"] == {"y": {"type": "integer"}}
+
+
+@pytest.mark.parametrize("typo, meant", [("state_checkpoint_intervals", "state_checkpoint_interval"),
+                                         ("is_sortd", "is_sorted"), ("cursor_fields", "cursor_field")])
+def test_a_misspelled_framework_attribute_is_caught_when_the_class_is_defined(typo, meant):
+    with pytest.raises(TypeError, match=f"did you mean '{meant}'"):
+        type("Typo", (Users,), {typo: 100})
+    type("Fine", (Users,), {"my_own_setting": 1, "state_checkpoint_interval": 100})  # no false alarm
+
+
+def test_the_framework_keeps_the_cursor_of_partitioned_streams_through_its_own_read_records():
+    assert "read_records" not in vars(PartitionedIncrementalStream)
+    assert getattr(IncrementalHttpStream.read_records, "__final__", False)

@@ -1,13 +1,15 @@
-"""Compare checkpoint intervals: ``python main.py compare-checkpoints``.
+"""Compare checkpoint intervals: ``python -m source_framework.compare --connector main.py ...``.
 
 Runs the same streams once per ``state_checkpoint_interval`` setting, each also killed mid-way
 and resumed, plus airbyte-cdk's own read for reference, and reports STATEs, Spark commits, data
 files, wall time, records per second, records at risk, records read again, duplicates and
-missing rows, as a table, JSON and a PNG chart.
+missing rows, as a table, JSON and a PNG chart. A tool of its own (the ``compare`` extra), not a
+command of every connector: it drives the connector's script through the entrypoint's
+``run_script`` seam.
 
 Modules, one job each:
 
-* ``command``    - the subcommand: arguments, the run, the outputs.
+* ``command``    - the command: arguments, the run, the outputs (``__main__`` calls it).
 * ``settings``   - ``--intervals`` parsing; applying a setting to a config.
 * ``experiment`` - per setting: clean run, crash and resume, CDK reference; the table check.
 * ``runner``     - one child process: follow its stdout, kill it after N records.
@@ -17,15 +19,4 @@ Modules, one job each:
 * ``risk``       - STATEs, repeated STATEs and records at risk of one run.
 * ``tables``     - commits and files from the tables' records; rows checked with Spark.
 * ``report``, ``plot`` - text, Markdown, JSON; the PNG chart.
-
-Register it on a command line (``runtime.entrypoint`` does)::
-
-    add_compare_parser(subparsers)
-    ...
-    if parsed.command == COMMAND:
-        sys.exit(run_compare(source, parsed))
 """
-
-from source_framework.compare.command import COMMAND, add_compare_parser, run_compare
-
-__all__ = ["COMMAND", "add_compare_parser", "run_compare"]

@@ -1,16 +1,20 @@
-"""``main.py compare-checkpoints``: the same streams under several checkpoint intervals, side by side.
+"""``python -m source_framework.compare``: the same streams under several checkpoint intervals, side by side.
 
 ::
 
-    python main.py compare-checkpoints --config C --catalog K --intervals none,10000,1000,100 \\
-        [--crash-at 0.5 | --no-crash] [--no-cdk] [--workdir ./compare-checkpoints] \\
-        [--markdown] [--json FILE] [--plot FILE] [--spark-master local[2]]
+    python -m source_framework.compare --connector main.py --config C --catalog K \\
+        --intervals none,10000,1000,100 [--crash-at 0.5 | --no-crash] [--no-cdk] \\
+        [--workdir ./compare-checkpoints] [--markdown] [--json FILE] [--plot FILE] [--spark-master local[2]]
 
 For each interval: one uninterrupted ``read`` into a fresh warehouse, one killed with SIGKILL
 after ``--crash-at`` of the records were read and resumed from its last STATEs, and airbyte-cdk's
 own ``read`` of the same streams for reference (see ``experiment``). Prints a table on stdout
 (Markdown with ``--markdown``), writes JSON and a PNG chart (defaults in ``--workdir``).
 Progress goes to stderr. Exit codes: 0 done, 1 a sync failed, 2 bad input.
+
+The connector is its entry script (``main.py``, calling ``source_framework.launch``); every
+sync runs it again in a child process. It is a tool, not part of any connector's command line:
+it needs the ``compare`` extra (``pip install 'source_framework[compare]'``, for matplotlib).
 """
 
 from __future__ import annotations
@@ -23,22 +27,20 @@ import sys
 from typing import Any, List, Optional
 
 from source_framework.compare.settings import parse_intervals
+from source_framework.runtime.entrypoint import run_script
 from source_framework.runtime.inputs import InputError, load_catalog, load_config
+from source_framework.runtime.process import log_to_stderr
 
-# The runtime's command line imports this module for every command, so the heavy parts
-# (Spark tables, matplotlib) are imported only when a comparison runs.
-
-COMMAND = "compare-checkpoints"
 DEFAULT_INTERVALS = "none,10000,1000,100"
 logger = logging.getLogger("source_framework.compare")
 
 
-def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
-    """Register ``compare-checkpoints`` on the command line's subparsers."""
-    compare = commands.add_parser(
-        COMMAND,
-        help="run the same streams under several checkpoint intervals, with a crash and resume each, and compare",
+def build_parser() -> argparse.ArgumentParser:
+    compare = argparse.ArgumentParser(
+        prog="python -m source_framework.compare",
+        description="run the same streams under several checkpoint intervals, with a crash and resume each, and compare",
     )
+    compare.add_argument("--connector", default="main.py", help="the connector's entry script (default: main.py)")
     compare.add_argument("--config", required=True, help="config JSON file (its destination section is used)")
     compare.add_argument("--catalog", required=True, help="configured catalog JSON file")
     compare.add_argument("--intervals", default=DEFAULT_INTERVALS,
@@ -54,18 +56,25 @@ def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
     return compare
 
 
-def run_compare(source: Any, parsed: argparse.Namespace) -> int:
+def main(argv: Optional[List[str]] = None) -> int:
+    parsed = build_parser().parse_args(argv)
+    log_to_stderr()
+    try:
+        import matplotlib  # noqa: F401  (the chart; checked before any sync runs)
+    except ImportError:
+        sys.stderr.write("error: the compare tool needs matplotlib: pip install 'source_framework[compare]'\n")
+        return 2
     from source_framework.compare.experiment import Experiment, RunFailed
     from source_framework.compare.plot import plot_comparison
     from source_framework.compare.report import Report
 
-    _log_to_stderr()
     try:
         config = load_config(parsed.config)
         catalog = load_catalog(parsed.catalog)
         settings = parse_intervals(parsed.intervals)
         crash_at = None if parsed.no_crash else parse_fraction(parsed.crash_at)
-        script = connector_script()
+        script = connector_script(parsed.connector)
+        source = connector_source(script)
     except (InputError, ValueError) as error:
         sys.stderr.write(f"error: {error}\n")
         return 2
@@ -107,17 +116,27 @@ def parse_fraction(text: str) -> float:
     return fraction
 
 
-def connector_script() -> str:
+def connector_script(path: str) -> str:
     """The connector's entry script (``main.py``): the children run it again with other arguments."""
-    script = os.path.abspath(sys.argv[0])
+    script = os.path.abspath(path)
     if not os.path.isfile(script):
-        raise ValueError(f"compare-checkpoints must be started from the connector's script (got {sys.argv[0]!r})")
+        raise ValueError(f"--connector: no connector script at {script}")
     return script
+
+
+def connector_source(script: str) -> Any:
+    """The source object the script hands to ``launch`` (through the entrypoint's ``run_script``)."""
+    captured: List[Any] = []
+    run_script(script, [], lambda source, args: captured.append(source))
+    if not captured:
+        raise ValueError(f"--connector: {script} did not call source_framework.launch(source, argv) when run as __main__")
+    return captured[0]
 
 
 def stream_tables(source: Any, catalog: Any) -> List[Any]:
     """Each configured stream's table folder (as the Spark destination names it) and key."""
     from source_framework.compare.experiment import StreamTable
+    from source_framework.destinations.spark.layout import encode_name
 
     tables = []
     for configured in catalog.streams:
@@ -126,7 +145,7 @@ def stream_tables(source: Any, catalog: Any) -> List[Any]:
         keys = configured.primary_key or stream.source_defined_primary_key or []
         # Nested key paths are stored inside JSON-string columns; then compare whole rows instead.
         key = [path[0] for path in keys] if keys and all(len(path) == 1 for path in keys) else []
-        tables.append(StreamTable(stream.name, os.path.join(namespace, stream.name), key))
+        tables.append(StreamTable(stream.name, os.path.join(encode_name(namespace), encode_name(stream.name)), key))
     return tables
 
 
@@ -138,9 +157,3 @@ def _check_tables(experiment: Any, results: List[Any], master: Optional[str]) ->
         experiment.check_tables(results, spark)
     finally:
         spark.stop()
-
-
-def _log_to_stderr() -> None:
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("py4j", "urllib3", "pyspark"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)

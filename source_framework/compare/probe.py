@@ -6,23 +6,24 @@
         main.py read --config C --catalog K --warehouse W
 
 The connector script runs in this process exactly as ``python main.py read ...`` would (same
-runtime, same Spark destination, same stdout), except that the destination the runtime builds
-is wrapped in ``CountingDestination``: each record handed to a stream's sink also bumps that
-stream's counter in the counters file (see ``counters``). The compare command reads those
-counters to kill a sync after an exact number of records, and to measure how many records
-were read but not yet covered by a STATE. The cost is one extra call per record.
+runtime, same Spark destination, same stdout), except that its ``launch`` call is handed to the
+runtime with the destination wrapped in ``CountingDestination`` (the entrypoint's ``run_script``
+and ``run_read(wrap_destination=...)``: no patching): each record handed to a stream's sink
+also bumps that stream's counter in the counters file (see ``counters``). The compare command
+reads those counters to kill a sync after an exact number of records, and to measure how many
+records were read but not yet covered by a STATE. The cost is one extra call per record.
 """
 
 from __future__ import annotations
 
 import argparse
-import runpy
 import sys
 from concurrent.futures import Future
 from typing import Any, Iterator, List, Mapping
 
 from source_framework.compare.counters import ReadCounters
 from source_framework.destinations.base import Destination, StreamSink, StreamTarget
+from source_framework.runtime.entrypoint import run_script
 
 
 class CountingSink(StreamSink):
@@ -42,8 +43,17 @@ class CountingSink(StreamSink):
     def commit(self, *args: Any, **kwargs: Any) -> "Future[Any]":
         return self._inner.commit(*args, **kwargs)
 
-    def committed(self) -> Iterator[Mapping[str, Any]]:
+    def committed(self) -> Iterator[Any]:
         return self._inner.committed()
+
+    def pending_reset(self) -> Any:
+        return self._inner.pending_reset()
+
+    def apply_reset(self, reset_id: str) -> None:
+        self._inner.apply_reset(reset_id)
+
+    def discard_reset(self, reset_id: str) -> None:
+        self._inner.discard_reset(reset_id)
 
     def finish(self, *args: Any, **kwargs: Any) -> "Future[Any]":
         return self._inner.finish(*args, **kwargs)
@@ -61,6 +71,9 @@ class CountingDestination(Destination):
     def __init__(self, inner: Destination, counters: ReadCounters) -> None:
         self._inner, self._counters = inner, counters
 
+    def reserve(self, streams: Any) -> None:
+        self._inner.reserve(streams)
+
     def open_stream(self, target: StreamTarget) -> StreamSink:
         return CountingSink(self._inner.open_stream(target), self._counters, self._counters.slot(target.name))
 
@@ -75,16 +88,15 @@ class CountingDestination(Destination):
         return getattr(self._inner, name)
 
 
-def install(counters: ReadCounters) -> None:
-    """Make the runtime wrap the destination it builds for ``read`` in a ``CountingDestination``."""
-    from source_framework.runtime import entrypoint
+def counted_read(counters: ReadCounters) -> Any:
+    """A ``launch`` handler: the command line's ``read`` with every record counted."""
+    from source_framework.runtime.entrypoint import build_parser, run_read
 
-    build = entrypoint.make_destination
+    def handle(source: Any, args: List[str]) -> None:
+        parsed = build_parser().parse_args(args)
+        sys.exit(run_read(source, parsed, wrap_destination=lambda inner: CountingDestination(inner, counters)))
 
-    def make_counted_destination(*args: Any, **kwargs: Any) -> Destination:
-        return CountingDestination(build(*args, **kwargs), counters)
-
-    entrypoint.make_destination = make_counted_destination
+    return handle
 
 
 def main(argv: List[str]) -> None:
@@ -94,10 +106,9 @@ def main(argv: List[str]) -> None:
     parser.add_argument("script", help="the connector's entry script, e.g. main.py")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments, e.g. read --config C --catalog K")
     parsed = parser.parse_args(argv)
-    install(ReadCounters.open(parsed.counters, [s for s in parsed.streams.split(",") if s]))
+    counters = ReadCounters.open(parsed.counters, [s for s in parsed.streams.split(",") if s])
     args = parsed.args[1:] if parsed.args[:1] == ["--"] else parsed.args
-    sys.argv = [parsed.script, *args]
-    runpy.run_path(parsed.script, run_name="__main__")
+    run_script(parsed.script, args, counted_read(counters))
 
 
 if __name__ == "__main__":

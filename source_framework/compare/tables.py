@@ -43,8 +43,8 @@ def commit_stats(table_path: str) -> CommitStats:
     stats = CommitStats()
     for record in table.committed_checkpoints():
         stats.commits += 1
-        stats.files += len(record.get("files") or [])
-        stats.rows += int(record.get("rows") or 0)
+        stats.files += len(record.files)
+        stats.rows += record.rows
     return stats
 
 

@@ -60,7 +60,7 @@ class DemoStream(HttpStream):
 
     def __init__(self, config: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__(authenticator=TokenAuthenticator(token=config.get("api_key", "")), **kwargs)
-        self._url_base = api_url(config)
+        self._config = config
         self.page_size = int(config.get("page_size", 500))
         # The demo API sorts by updatedAt unless its unsorted_pages fault is on; say which.
         self.is_sorted = bool(config.get("assume_sorted", True))
@@ -75,7 +75,9 @@ class DemoStream(HttpStream):
 
     @property
     def url_base(self) -> str:
-        return self._url_base
+        # Asked for on the first request, not when the stream is built: commands that only look
+        # at the streams (discover, state) do not start the embedded API.
+        return api_url(self._config)
 
     def get_json_schema(self) -> Mapping[str, Any]:
         with open(os.path.join(SCHEMAS, f"{self.name}.json"), encoding="utf-8") as handle:

@@ -77,12 +77,13 @@ def _main_py() -> str:
 
 
 def table_summary(warehouse: str, streams: List[str]) -> List[Dict[str, Any]]:
+    from source_framework.destinations.spark.layout import table_path
     from source_framework.destinations.spark.session import get_spark
 
     spark = get_spark("local[2]")
     rows = []
     for name in streams:
-        path = os.path.join(warehouse, "demo", name)
+        path = table_path(warehouse, "demo", name)
         frame = spark.read.parquet(path)
         rows.append(
             {

@@ -18,7 +18,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 
 #: destination sync modes from the configured catalog
 APPEND, OVERWRITE, APPEND_DEDUP = "append", "overwrite", "append_dedup"
@@ -71,27 +73,51 @@ class StreamSink(ABC):
         """Take one record; it becomes visible only with the next commit."""
 
     @abstractmethod
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
         """Commit every record written so far, together with the state that covers them.
 
-        ``notes`` (JSON-able: the boundary keys, the run's start state) are kept with the
-        commit, so a later run can tell where to resume (``committed``).
+        ``notes`` (the boundary keys, the run's start state) are kept with the commit, so a
+        later run can tell where to resume (``committed``).
         """
 
-    def committed(self) -> Iterator[Mapping[str, Any]]:
-        """Earlier runs' commits, newest first: ``{"seq", "state", **notes}``. None if not kept."""
+    def committed(self) -> Iterator[CheckpointRecord]:
+        """Earlier runs' commits, newest first; none where a sink keeps no record."""
         return iter(())
 
+    def pending_reset(self) -> Optional[str]:
+        """The id of a ``state reset`` that asked this stream's next sync to replace its data."""
+        return None
+
+    def apply_reset(self, reset_id: str) -> None:
+        """This sync starts over from the reset: its first commit replaces the data."""
+
+    def discard_reset(self, reset_id: str) -> None:
+        """The reset does not apply (this sync was given a state): forget it."""
+
     @abstractmethod
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
         """The stream completed: commit what is left and publish (overwrite switches tables here)."""
 
     def abort(self) -> None:
         """The stream failed: drop what is not committed. Committed data stays."""
 
+    def undeclared_fields(self) -> Dict[str, int]:
+        """``{field: records}``: fields records carried that the stream's schema does not declare,
+        so no column holds them (the Spark tables name them in each row's ``_sf_meta``). For the
+        end-of-run summary; empty where a sink keeps every field (stdout)."""
+        return {}
+
+    def records_with_undeclared_fields(self) -> int:
+        """How many records carried at least one of :meth:`undeclared_fields`."""
+        return 0
+
 
 class Destination(ABC):
     """Opens one sink per stream; closed once at the end of ``read``."""
+
+    def reserve(self, streams: Iterable[Tuple[Optional[str], str]]) -> None:
+        """Before any stream is read: take what the sync needs of each ``(namespace, stream)``
+        (the Spark tables' locks), so that a sync that cannot run fails before reading."""
 
     @abstractmethod
     def open_stream(self, target: StreamTarget) -> StreamSink: ...

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 from source_framework.destinations.base import (
     CommitReceipt,
@@ -12,18 +13,23 @@ from source_framework.destinations.base import (
     StreamTarget,
     done,
 )
-from source_framework.runtime.output import ProtocolOutput, now_ms
+
+
+class RecordPrinter(Protocol):
+    """Where RECORD lines go: the runtime's protocol output (``runtime.output.ProtocolOutput``)."""
+
+    def record(self, stream: str, namespace: Optional[str], data: Mapping[str, Any], emitted_at: int) -> None: ...
 
 
 class StdoutSink(StreamSink):
     location = "stdout"
 
-    def __init__(self, target: StreamTarget, output: ProtocolOutput) -> None:
+    def __init__(self, target: StreamTarget, output: RecordPrinter) -> None:
         self._name, self._namespace, self._output = target.name, target.namespace, output
         self._written = 0
 
     def write(self, record: Mapping[str, Any]) -> None:
-        self._output.record(self._name, self._namespace, record, now_ms())
+        self._output.record(self._name, self._namespace, record, int(time.time() * 1000))
         self._written += 1
 
     def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
@@ -37,7 +43,7 @@ class StdoutSink(StreamSink):
 class StdoutDestination(Destination):
     """``--destination stdout``: what ``airbyte-cdk``'s own entrypoint prints, with our checkpoints."""
 
-    def __init__(self, output: ProtocolOutput) -> None:
+    def __init__(self, output: RecordPrinter) -> None:
         self._output = output
 
     def open_stream(self, target: StreamTarget) -> StreamSink:

@@ -1,84 +1,326 @@
 """Not writing twice the records that sit exactly on a resumed cursor.
 
 APIs filter with ``updatedAt >= cursor``: a sync resumed from a state re-reads the records whose
-cursor equals the state's value. The CDK, Singer and Fivetran accept those duplicates. We keep
-the primary keys of the records at each partition's highest cursor value with every commit
-(the "boundary"); a run that resumes from exactly that commit's state skips them.
+cursor equals the state's value. The CDK, Singer and Fivetran accept those duplicates. We keep,
+with every commit, each partition's highest cursor value and, for the records carrying it, their
+primary key and a hash of their data (the "boundary"); a run that resumes from exactly that
+commit's state skips a re-read record only when key AND hash match: it is byte for byte a record
+the table holds. A record updated since, at a new cursor value or at the same one (timestamps
+with second granularity), is always written.
 
-A record is skipped only if the same key was committed *at the same cursor value*, so a record
-updated since (new cursor value) is always written.
+Which partition a record belongs to: its slice's partition (``streams.cursor.partition_key``:
+a parent record, a store), where the slice names one. Slices that name none (date windows, a
+substream's plain ``{"store_id": 1, "since": ...}`` dicts) each get a slot of their own for this
+run (``#<run>:<n>``): such slices change from run to run (their start moves with the state), so
+their slots are not matched across runs. Skipping does not need them to be: a re-read record is
+looked up by its cursor value and key among everything the resumed commit kept, whatever its
+partition. The slots of an earlier run are carried until this run has read the stream to its
+end, then dropped (a full snapshot follows).
+
+Per partition, as JSON (``snapshot``, ``checkpoint``)::
+
+    {"cursor": "2025-01-01T00:00:00Z", "records": [[[7], "47e1fef8832747b9"], ...]}   # [key, hash]
+    {"cursor": "2025-01-01T00:00:00Z", "overflow": true}   # too many records there: skip nothing
+
+Older checkpoint records (before hashes) hold ``{"cursor": ..., "keys": [[7], ...]}``. A resume
+from one skips nothing in that partition: a key alone cannot tell the committed record from an
+update made at the same cursor, and writing a record again is recoverable (``append_dedup``
+keeps one row) while dropping an update is not. The log says so once per stream.
+
+Cost. A partitioned stream checkpoints after every partition, so ``checkpoint`` hands out only
+the partitions that changed since the newest commit known to be done (a delta), and a full
+snapshot when none is known yet in this run, every ``FULL_EVERY`` checkpoints, or when the
+deltas since the last full one add up to its size; each partition's JSON is rebuilt only when
+it changes. ``runtime.resume`` rebuilds the boundary by walking the records newest first back
+to a full one. The size is bounded: past ``MAX_KEYS`` records in all, the partition that
+overflows keeps no boundary (one warning per stream); on resume its records at that cursor are
+read and written again. So a checkpoint costs the partitions that changed plus, amortised, at
+most ``MAX_KEYS / FULL_EVERY`` entries of a full snapshot, whatever the number of partitions.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import uuid
 from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import orjson
 
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key, partition_key
 
+logger = logging.getLogger("source_framework.read")
+
+#: Boundary records kept per stream, all partitions together (~30 bytes each as JSON).
+MAX_KEYS = 10_000
+#: A full snapshot at least every this many checkpoints: a resume walks back at most about as
+#: many records, well within the newest records a table keeps (``spark/table.py``, 1,000).
+FULL_EVERY = 100
+
+_HASH_BYTES = 8  # 64 bits: a changed record matching its committed hash has odds of 2**-64
+
+
+def record_hash(record: Mapping[str, Any]) -> Optional[str]:
+    """A short hash of ``record``'s data as handed to the destination, or None if it has no
+    canonical JSON form (such a record is never skipped).
+
+    Why orjson with sorted keys and blake2b: the same data gives the same bytes whatever the
+    key order, quickly; 8 bytes of blake2b keep each boundary record's hash at 16 characters.
+    """
+    try:
+        encoded = orjson.dumps(record if isinstance(record, dict) else dict(record), option=orjson.OPT_SORT_KEYS)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.blake2b(encoded, digest_size=_HASH_BYTES).hexdigest()
+
+
+class _Entry:
+    """One partition's highest cursor value and its records there: key -> hash, or -> the
+    record itself until the next checkpoint (most records are displaced by a higher cursor
+    before then; only those still in the boundary are hashed)."""
+
+    __slots__ = ("cursor", "sort_key", "records", "overflow")
+
+    def __init__(self, cursor: Any, sort_key: Any, records: Dict[Tuple[Any, ...], Any], overflow: bool = False) -> None:
+        self.cursor = cursor
+        self.sort_key = sort_key
+        self.records = records
+        self.overflow = overflow
+
 
 class Boundary:
-    """Tracks, per partition, the highest cursor value and the keys of the records carrying it."""
+    """Tracks, per partition, the highest cursor value and the records carrying it."""
 
     def __init__(
         self,
         cursor_field: List[str],
         primary_key: List[List[str]],
         resumed: Optional[Mapping[str, Any]] = None,
+        stream: str = "",
     ) -> None:
         self.enabled = len(cursor_field) == 1 and bool(primary_key)
-        self._cursor = cursor_field[0] if cursor_field else ""
+        self.stream = stream
+        self.cursor_field = self._cursor = cursor_field[0] if cursor_field else ""
         self._key_paths = primary_key
-        # partition -> [cursor value, sort key, set of record keys]
-        self._entries: Dict[str, List[Any]] = {}
-        self._skip: Dict[str, Tuple[Any, set]] = {}
-        for partition, entry in (resumed or {}).items():
-            keys = {_as_key(k) for k in entry.get("keys", [])}
-            self._skip[partition] = (entry.get("cursor"), keys)
-            self._entries[partition] = [entry.get("cursor"), _sort_key(entry.get("cursor")), set(keys)]
+        self._entries: Dict[str, _Entry] = {}
+        # What the resumed commit holds, by cursor value then key -> hash: skipped once each.
+        self._skip: Dict[Any, Dict[Tuple[Any, ...], str]] = {}
+        self._run = uuid.uuid4().hex[:6]  # names this run's slots for slices without a partition
+        self._slots = 0
+        self._carried: List[str] = []  # slots of earlier runs, dropped once this run read every slice
+        self._force_full = False
+        self._kept = 0  # records in all entries, against MAX_KEYS
+        self._json: Dict[str, Dict[str, Any]] = {}  # each kept partition as JSON, rebuilt when it changes
+        self._changed: Dict[str, int] = {}  # partition -> checkpoint it changed for, oldest change first
+        self._checkpoints = 0  # notes handed out (``checkpoint``)
+        self._last_full = 0
+        self._delta_since_full = 0
+        self._warned = False
         self._partition = ""
-        self._current: Optional[List[Any]] = None
-        self._current_skip: Optional[Tuple[Any, set]] = None
+        self._current: Optional[_Entry] = None
         self.skipped = 0
+        #: the sort key of the highest cursor value of this run's records (``cursor_sort_key``)
+        self.highest: Any = None
+        self._load(resumed or {})
+
+    # -- reading ------------------------------------------------------------------------
 
     def start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
         self.start_partition(partition_key(stream_slice))
 
     def start_partition(self, partition: str) -> None:
-        """The records that follow belong to ``partition`` (see ``streams.cursor.partition_key``)."""
+        """The records that follow belong to ``partition`` (see ``streams.cursor.partition_key``);
+        ``""``: a slice that names no partition, which gets a slot of its own for this run."""
+        if not partition:
+            partition = f"#{self._run}:{self._slots}"
+            self._slots += 1
         self._partition = partition
-        self._current = self._entries.get(self._partition)
-        self._current_skip = self._skip.get(self._partition)
+        self._current = self._entries.get(partition)
+
+    def finish(self) -> None:
+        """Every slice was read: the slots of earlier runs are superseded by this run's."""
+        for slot in self._carried:
+            entry = self._entries.pop(slot, None)
+            if entry is not None:
+                self._kept -= len(entry.records)
+            self._json.pop(slot, None)
+            self._changed.pop(slot, None)
+        if self._carried:
+            self._force_full = True
+        self._carried = []
 
     def already_committed(self, record: Mapping[str, Any]) -> bool:
-        """Track ``record``; True if it was committed before at this same cursor value."""
+        """Track ``record``; True if the resumed commit holds exactly this record at this cursor."""
         if not self.enabled:
             return False
         value = record.get(self._cursor)
         if value is None:
             return False
-        skip = self._current_skip
-        if skip is not None and value == skip[0]:
-            key = self._key(record)
-            if key in skip[1]:
-                skip[1].discard(key)
-                self.skipped += 1
-                return True
-        entry = self._current
-        if entry is not None and value == entry[0]:
-            entry[2].add(self._key(record))
-            return False
-        sort_key = _sort_key(value)
-        if entry is None or entry[1] is None or (sort_key is not None and sort_key > entry[1]):
-            self._current = self._entries[self._partition] = [value, sort_key, {self._key(record)}]
+        self._track(value, record)  # skipped or not, it is at this partition's edge in the table
+        skip = self._skip.get(value) if self._skip else None
+        if skip is not None and self._take_committed(skip, record):
+            self.skipped += 1
+            return True
         return False
 
+    def _track(self, value: Any, record: Mapping[str, Any]) -> None:
+        entry = self._current
+        if entry is not None and value == entry.cursor:
+            self._add(entry, record)
+            return
+        sort_key = _sort_key(value)
+        if entry is None or entry.sort_key is None or (sort_key is not None and sort_key > entry.sort_key):
+            self._replace(value, sort_key, record)
+
+    def _take_committed(self, skip: Dict[Tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
+        """The resumed commit holds this very record (key and hash): skip it, once."""
+        key = self._key(record)
+        committed = skip.get(key)
+        if committed is None or committed != record_hash(record):
+            return False
+        del skip[key]
+        return True
+
+    def _add(self, entry: _Entry, record: Mapping[str, Any]) -> None:
+        """Another record at the partition's highest cursor."""
+        if entry.overflow:
+            return
+        key = self._key(record)
+        if key not in entry.records:
+            if self._kept >= MAX_KEYS:
+                self._overflow(entry)
+                return
+            self._kept += 1
+        entry.records[key] = record  # the latest version of a key is the one a resume may skip
+        self._mark()
+
+    def _replace(self, value: Any, sort_key: Any, record: Mapping[str, Any]) -> None:
+        """A new highest cursor value for the partition: its records start over."""
+        if sort_key is not None and (self.highest is None or (sort_key[0] == self.highest[0] and sort_key > self.highest)):
+            self.highest = sort_key
+        old = self._current
+        if old is not None:
+            self._kept -= len(old.records)
+        entry = _Entry(value, sort_key, {})
+        self._current = self._entries[self._partition] = entry
+        if self._kept >= MAX_KEYS:
+            self._overflow(entry)
+            return
+        entry.records[self._key(record)] = record
+        self._kept += 1
+        self._mark()
+
+    def _overflow(self, entry: _Entry) -> None:
+        """Stop keeping the partition's boundary at this cursor value (it would exceed MAX_KEYS)."""
+        self._kept -= len(entry.records)
+        entry.records, entry.overflow = {}, True
+        self._mark()
+        if not self._warned:
+            self._warned = True
+            logger.warning(
+                "stream %s: more than %d records sit at the highest cursor values of its partitions (partition %s "
+                "at %r); the boundary of the partitions over that limit is not kept, so on resume their records at "
+                "that cursor may be written again (append_dedup tables keep one row per key)",
+                self.stream, MAX_KEYS, self._partition or '""', entry.cursor,
+            )
+
+    def _mark(self) -> None:
+        """The current partition changed for the next checkpoint (kept in order of last change)."""
+        partition = self._partition
+        if self._changed.get(partition) != self._checkpoints:
+            self._changed.pop(partition, None)
+            self._changed[partition] = self._checkpoints
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def checkpoint(self, unconfirmed: int) -> Tuple[Dict[str, Any], bool]:
+        """The boundary to keep with the next commit, and whether it is full (else a delta).
+
+        ``unconfirmed``: how many of the boundaries handed out before belong to commits not
+        known to be done. The delta covers every change since the newest confirmed one, not
+        just since the previous checkpoint, because a destination may merge queued checkpoints
+        into one write that keeps only the last one's notes (``spark/committer.py``).
+        """
+        base = self._checkpoints - unconfirmed - 1  # the newest checkpoint known committed, -1: none
+        self._refresh()
+        delta = self._changed_since(base) if base >= 0 else None
+        if delta is None or self._full_due(len(delta)):
+            boundary, full = dict(self._json), True
+            self._last_full, self._delta_since_full = self._checkpoints, 0
+        else:
+            boundary, full = {p: self._json.get(p) or _entry_json(self._entries[p]) for p in delta}, False
+            self._delta_since_full += len(delta)
+        self._checkpoints += 1
+        return boundary, full
+
     def snapshot(self) -> Dict[str, Any]:
-        """JSON-able, to be stored with a commit."""
-        return {
-            partition: {"cursor": value, "keys": sorted((list(k) for k in keys), key=repr)}
-            for partition, (value, _, keys) in self._entries.items()
-            if keys
-        }
+        """The full boundary, JSON-able (partitions that keep nothing to skip are left out)."""
+        self._refresh()
+        return dict(self._json)
+
+    def _full_due(self, delta_size: int) -> bool:
+        """Full once the deltas since the last full one add up to its size (so it costs no more
+        than they did), every ``FULL_EVERY`` checkpoints (so the walk back on resume is short), and
+        after ``finish`` dropped slots (a delta cannot say that a partition is gone)."""
+        if self._force_full:
+            self._force_full = False
+            return True
+        return (
+            self._checkpoints - self._last_full >= FULL_EVERY
+            or self._delta_since_full + delta_size >= len(self._json)
+        )
+
+    def _changed_since(self, base: int) -> List[str]:
+        """Partitions changed after checkpoint ``base`` was handed out, newest change first."""
+        changed = []
+        for partition, checkpoint in reversed(self._changed.items()):
+            if checkpoint <= base:
+                break
+            changed.append(partition)
+        return changed
+
+    def _refresh(self) -> None:
+        """Hash the records of partitions changed since the last checkpoint; rebuild their JSON."""
+        for partition in self._changed_since(self._checkpoints - 1):
+            entry = self._entries[partition]
+            for key, value in entry.records.items():
+                if isinstance(value, Mapping):
+                    entry.records[key] = record_hash(value)
+            self._json.pop(partition, None)
+            if entry.records:
+                self._json[partition] = _entry_json(entry)
+
+    # -- resuming -------------------------------------------------------------------------
+
+    def _load(self, resumed: Mapping[str, Any]) -> None:
+        """Start from the resumed commit's boundary: what to skip, and what this run's first
+        full snapshot carries over for partitions it does not read again."""
+        unhashed = 0
+        for partition, raw in resumed.items():
+            if partition.startswith("#"):
+                self._carried.append(partition)
+            cursor = raw.get("cursor")
+            if raw.get("overflow"):
+                self._entries[partition] = _Entry(cursor, _sort_key(cursor), {}, overflow=True)
+                continue
+            pairs = raw.get("records")
+            if pairs is None:  # written before record hashes: skip nothing here
+                unhashed += len(raw.get("keys") or ())
+                self._entries[partition] = _Entry(cursor, _sort_key(cursor), {})
+                continue
+            records = {_as_key(key): digest for key, digest in pairs if isinstance(digest, str)}
+            self._entries[partition] = _Entry(cursor, _sort_key(cursor), dict(records))
+            if _hashable(cursor):
+                self._skip.setdefault(cursor, {}).update(records)
+            self._kept += len(records)
+            if records:
+                self._json[partition] = _entry_json(self._entries[partition])
+        if unhashed:
+            logger.warning(
+                "stream %s: the table's checkpoint was written before record hashes were kept; the %d record(s) at "
+                "its cursor are read again and written, since an update made at the same cursor could not be told "
+                "from the committed record (append_dedup tables keep one row per key)", self.stream, unhashed,
+            )
 
     def _key(self, record: Mapping[str, Any]) -> Tuple[Any, ...]:
         values = []
@@ -88,6 +330,20 @@ class Boundary:
                 node = node.get(part) if isinstance(node, Mapping) else None
             values.append(node)
         return tuple(values)
+
+
+def _entry_json(entry: _Entry) -> Dict[str, Any]:
+    if entry.overflow:
+        return {"cursor": entry.cursor, "overflow": True}
+    return {"cursor": entry.cursor, "records": [[list(key), digest] for key, digest in entry.records.items() if digest]}
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _as_key(value: Any) -> Tuple[Any, ...]:

@@ -22,11 +22,12 @@ import argparse
 import json
 import logging
 import os
+import runpy
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Dict, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
@@ -34,14 +35,14 @@ from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_o
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
 from airbyte_cdk.utils.constants import ENV_REQUEST_CACHE_PATH
 
-from source_framework.compare.command import COMMAND as COMPARE_COMMAND
-from source_framework.compare.command import add_compare_parser, run_compare
 from source_framework.destinations.base import (
     APPEND,
     APPEND_DEDUP,
     OVERWRITE,
     Destination,
 )
+from source_framework.destinations.spark.layout import UnsafeTableName
+from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.runtime.concurrent_states import state_setter
 from source_framework.runtime.inputs import (
     InputError,
@@ -83,7 +84,7 @@ from source_framework.streams.cursor import CursorValueError
 
 logger = logging.getLogger("source_framework")
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "launch", "run_read"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "launch", "run_read", "run_script"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,18 +117,33 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["spark", "stdout"],
         help="where records go (default: the config's destination.type, else spark)",
     )
-    read.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
-    read.add_argument("--spark-master", help="Spark master URL, e.g. local[*], spark://host:7077 or sc://host:15002")
     read.add_argument(
         "--quiet",
         action="store_true",
         help="no progress on stderr (neither the live table on a terminal nor the line per committed "
         "checkpoint otherwise) and no end-of-run summary",
     )
+    read.add_argument(
+        "--from-state-as-given",
+        action="store_true",
+        help="read each stream from the given state exactly, even where the table holds a newer checkpoint "
+        "(by default a state older than the table's resumes from the table, so nothing is written twice)",
+    )
+    add_table_flags(read)
     _add_cdk_manifest_flags(read)
-    add_state_commands(commands)
-    add_compare_parser(commands)
+    add_state_commands(commands, add_table_flags)
     return parser
+
+
+def add_table_flags(command: argparse.ArgumentParser) -> None:
+    """What locates the tables and how to share them; ``read`` and the ``state`` commands take them alike."""
+    command.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
+    command.add_argument("--spark-master", help="Spark master URL, e.g. local[*], spark://host:7077 or sc://host:15002")
+    command.add_argument(
+        "--wait-for-lock",
+        action="store_true",
+        help="when another process is writing a table, wait for it instead of stopping with an error",
+    )
 
 
 def _add_cdk_manifest_flags(command: argparse.ArgumentParser) -> None:
@@ -137,18 +153,49 @@ def _add_cdk_manifest_flags(command: argparse.ArgumentParser) -> None:
     command.add_argument("--components-path", help="path to the custom components file (as airbyte-cdk's entrypoint)")
 
 
+#: While ``run_script`` runs a connector script: what its ``launch(source, args)`` call does instead.
+_launch_handler: Optional[Callable[[Any, List[str]], Any]] = None
+
+
 def launch(source: Any, args: List[str]) -> None:
     """Run one command of ``source`` (any airbyte-cdk 7 source) and exit with its status code."""
-    sys.exit(run_command(source, build_parser().parse_args(args)))
+    if _launch_handler is not None:
+        _launch_handler(source, list(args))
+        return
+    parsed = build_parser().parse_args(args)
+    if parsed.command == "state":
+        log_to_stderr()  # read sets up its own; spec/check/discover are airbyte-cdk's
+    sys.exit(run_command(source, parsed))
+
+
+def run_script(script: str, args: List[str], handler: Callable[[Any, List[str]], Any]) -> None:
+    """Run a connector script as ``__main__``, with its ``launch(source, args)`` call handed to
+    ``handler(source, args)`` instead of this command line.
+
+    The seam the tools use to drive a connector the way its author runs it (``python main.py
+    ...``) without knowing how the script builds its source: ``python -m source_framework.compare``
+    reads it through a counting destination or airbyte-cdk's own entrypoint, the acceptance
+    suites take the source object itself::
+
+        run_script("main.py", ["read", "--config", "c.json"], lambda source, args: print(source.name))
+    """
+    global _launch_handler
+    folder = os.path.dirname(os.path.abspath(script))
+    if folder not in sys.path:  # stays: the source may import its modules lazily
+        sys.path.insert(0, folder)
+    saved_argv, sys.argv = sys.argv, [script, *args]
+    _launch_handler = handler
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        _launch_handler, sys.argv = None, saved_argv
 
 
 def run_command(source: Any, parsed: argparse.Namespace) -> int:
     if parsed.command == "read":
         return run_read(source, parsed)
     if parsed.command == "state":
-        return run_state_command(source, parsed)
-    if parsed.command == COMPARE_COMMAND:
-        return run_compare(source, parsed)
+        return run_state_command(source, parsed, spark_destination)
     return run_cdk_command(source, parsed)
 
 
@@ -157,12 +204,14 @@ def run_cdk_command(source: Any, parsed: argparse.Namespace) -> int:
     check of the config file so that a bad file gets a one-line error, not a traceback."""
     cdk_args = [parsed.command] + (["--debug"] if parsed.debug else [])
     if parsed.command != "spec":
+        output = ProtocolOutput()
         try:
             config = load_config(parsed.config)
+            output.secrets = SecretFilter(find_secrets(config, source.spec(logger).connectionSpecification))
             if parsed.command == "discover":
                 _check_schemas(source, config)
         except InputError as error:
-            return _bad_input(error, ProtocolOutput())
+            return _bad_input(error, output)
         cdk_args += ["--config", parsed.config]
         for flag in ("manifest_path", "components_path"):
             if getattr(parsed, flag, None):
@@ -183,9 +232,15 @@ def _check_schemas(source: Any, config: Mapping[str, Any]) -> None:
             raise InputError(schema_missing_message(stream.name, stream, error)) from None
 
 
-def run_read(source: Any, parsed: argparse.Namespace, protocol_out: Optional[BinaryIO] = None) -> int:
+def run_read(
+    source: Any,
+    parsed: argparse.Namespace,
+    protocol_out: Optional[BinaryIO] = None,
+    wrap_destination: Optional[Callable[[Destination], Destination]] = None,
+) -> int:
     """``read``. With ``protocol_out`` (in-process runs, see ``source_framework.testing.read``) the
-    protocol lines go there and the process's stdout and logging are left as they are."""
+    protocol lines go there and the process's stdout and logging are left as they are.
+    ``wrap_destination`` decorates the destination the records go to (a tool counting them)."""
     in_process = protocol_out is not None
     progress = make_progress(parsed.quiet or in_process)
     output = ProtocolOutput(progress.protocol_stream(protocol_out or private_stdout()))
@@ -210,8 +265,15 @@ def run_read(source: Any, parsed: argparse.Namespace, protocol_out: Optional[Bin
                     )
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
             destination = make_destination(source, config, parsed, output)
+            if wrap_destination is not None:
+                destination = wrap_destination(destination)
         except InputError as error:
             return _bad_input(error, output)
+        try:
+            destination.reserve([(adapter.namespace, adapter.name) for adapter in adapters.values()])
+        except (TableLocked, UnsafeTableName) as error:
+            destination.close()
+            return _cannot_start(error, output)
 
         started = time.monotonic()
         logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
@@ -219,8 +281,8 @@ def run_read(source: Any, parsed: argparse.Namespace, protocol_out: Optional[Bin
         try:
             with progress:
                 result = read_streams(
-                    adapters, catalog, states, destination, output,
-                    rebuild=rebuild, progress=progress, side_messages=MessageDrain(source),
+                    adapters, catalog, states, destination, output, rebuild=rebuild, progress=progress,
+                    side_messages=MessageDrain(source), state_as_given=parsed.from_state_as_given,
                 )
         except KeyboardInterrupt:
             logger.warning(
@@ -317,6 +379,13 @@ def _check_modes(adapter: StreamAdapter, configured: Any, stream: Any, parsed: a
         raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' asks for append_dedup but has no primary key")
     if configured.sync_mode == SyncMode.incremental and not supports_incremental(stream):
         raise InputError(f"catalog file '{parsed.catalog}': stream '{name}' has no cursor, so it cannot be read incrementally")
+    if configured.sync_mode == SyncMode.incremental and mode == OVERWRITE:
+        raise InputError(
+            f"catalog file '{parsed.catalog}': stream '{name}' is incremental with destination_sync_mode overwrite: "
+            f"each sync would replace the table with only the records changed since the last one, and the rest "
+            f"would be lost. Use append or append_dedup for an incremental stream, or full_refresh with overwrite "
+            f"to replace the table with all records on each sync"
+        )
 
 
 def _check_state(adapter: StreamAdapter, states: Dict[str, Any], rebuild: Set[str], parsed: argparse.Namespace) -> None:
@@ -368,24 +437,45 @@ def _read_state_input(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[s
 
 def make_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput) -> Destination:
     settings = dict(config.get("destination") or {})
-    kind = parsed.destination or settings.get("type", "spark")
+    kind = getattr(parsed, "destination", None) or settings.get("type", "spark")
     if kind == "stdout":
         from source_framework.destinations.stdout import StdoutDestination
 
         return StdoutDestination(output)
     if kind != "spark":
         raise InputError(f"config file '{parsed.config}': destination.type must be 'spark' or 'stdout', got {kind!r}")
-    from source_framework.destinations.spark.writer import SparkDestination
+    return spark_destination(source, config, parsed)
 
-    return SparkDestination(
-        warehouse=parsed.warehouse or settings.get("warehouse", "./warehouse"),
-        default_namespace=source.name,
-        master=parsed.spark_master or settings.get("spark_master", "local[*]"),
-        spark_conf=settings.get("spark_conf") or {},
-        max_pending_records=int(settings.get("max_pending_records", 200_000)),
-        max_pending_bytes=int(settings.get("max_pending_mb", 256)) * 1024 * 1024,
-        stage_rows=int(settings.get("stage_rows", 100_000)),
-    )
+
+def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace) -> Any:
+    """The Spark destination the config's ``destination`` section and the flags describe."""
+    from source_framework.destinations.spark.destination import SparkDestination
+
+    settings = dict(config.get("destination") or {})
+    try:
+        return SparkDestination(
+            warehouse=parsed.warehouse or settings.get("warehouse", "./warehouse"),
+            default_namespace=source.name,
+            master=parsed.spark_master or settings.get("spark_master", "local[*]"),
+            spark_conf=settings.get("spark_conf") or {},
+            max_pending_records=int(settings.get("max_pending_records", 200_000)),
+            max_pending_bytes=int(settings.get("max_pending_mb", 256)) * 1024 * 1024,
+            stage_rows=int(settings.get("stage_rows", 100_000)),
+            retention_seconds=float(settings.get("retention_hours", 6)) * 3600,
+            wait_for_lock=bool(getattr(parsed, "wait_for_lock", False)),
+        )
+    except (TypeError, ValueError) as error:
+        raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None
+
+
+def _cannot_start(error: Exception, output: ProtocolOutput) -> int:
+    """A table is locked by another run, or a stream's name cannot be a table: nothing was read."""
+    message = output.secrets.mask(str(error))
+    locked = isinstance(error, TableLocked)
+    output.error(message, error, failure_type="transient_error" if locked else "config_error")
+    output.flush()
+    sys.stderr.write(f"error: {message}\n")
+    return EXIT_FAILED if locked else EXIT_BAD_INPUT
 
 
 def _bad_input(error: InputError, output: ProtocolOutput) -> int:

@@ -10,11 +10,14 @@ import json
 import os
 from typing import Any, Dict, Mapping, Optional
 
+import orjson
 from airbyte_cdk.models import (
     ConfiguredAirbyteCatalog,
     ConfiguredAirbyteCatalogSerializer,
 )
 
+#: The most one stream's state may take as compact JSON (as a STATE line carries it); the one
+#: rule for a state ``read`` prints (``runtime.read``) and for one it is given (``load_state``).
 MAX_STATE_BYTES = 10 * 1024 * 1024
 
 
@@ -33,10 +36,6 @@ def load_json_file(path: str, what: str) -> Any:
             raw = handle.read()
     except OSError as error:
         raise InputError(f"{what} file '{path}' cannot be read: {error.strerror}") from None
-    if what == "state" and len(raw) > MAX_STATE_BYTES:
-        raise InputError(
-            f"state file '{path}' is {len(raw) / 1e6:.1f} MB, over the {MAX_STATE_BYTES // 2**20} MB limit"
-        )
     try:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -69,8 +68,20 @@ def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
         raise InputError(f"catalog file '{path}' is not a valid configured catalog: {first_line}") from None
 
 
+def compact_state_size(state: Any) -> int:
+    """Bytes of ``state`` as compact UTF-8 JSON: what the size limit is measured on, in and out.
+    orjson writes the STATE lines (and ``runtime.read`` measures them with it); the standard
+    library measures what orjson refuses (integers beyond 64 bits, nesting beyond 254 levels)."""
+    try:
+        return len(orjson.dumps(state))
+    except orjson.JSONEncodeError:
+        return len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
 def load_state(path: Optional[str]) -> Dict[str, Any]:
-    """Read a state file into ``{stream_name: stream_state}``.
+    """Read a state file into ``{stream_name: stream_state}``, refusing a stream whose state is
+    over ``MAX_STATE_BYTES``. The file itself may be larger: it holds several streams, and is
+    perhaps indented or ASCII-escaped by whoever edited it; the limit is per stream.
 
     Accepts the three shapes users meet in the field:
 
@@ -82,7 +93,19 @@ def load_state(path: Optional[str]) -> Dict[str, Any]:
     """
     if not path:
         return {}
-    raw = load_json_file(path, "state")
+    states = _states_of(load_json_file(path, "state"), path)
+    for name, state in states.items():
+        size = compact_state_size(state)
+        if size > MAX_STATE_BYTES:
+            raise InputError(
+                f"state file '{path}': the state of stream '{name}' is {size / 1e6:.1f} MB, "
+                f"over the {MAX_STATE_BYTES // 2**20} MB limit"
+            )
+    return states
+
+
+def _states_of(raw: Any, path: str) -> Dict[str, Any]:
+    """``{stream: state}`` from a parsed state file of any of the three shapes."""
     if raw in (None, {}, []):
         return {}
     if isinstance(raw, list):

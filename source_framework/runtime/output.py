@@ -3,18 +3,28 @@
 Messages are built as plain dicts in the protocol's shape and written with orjson; building the
 CDK's dataclasses for every record would cost more than reading it. STATE lines are flushed at
 once, because whoever reads our stdout acts on them (saves them, or checks the table).
+
+What orjson refuses to write (nesting deeper than 254 levels, integers beyond 64 bits, keys that
+are not strings, strings with lone surrogates) is written by ``_to_json_without_limits`` instead,
+as airbyte-cdk's entrypoint falls back on the standard library: the record is printed, never
+dropped, and the sync goes on. Only a value JSON has no form for (a set, a circular reference)
+stops the stream, with the error, and nothing of its line is written.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 import time
 import traceback
-from typing import Any, BinaryIO, Callable, List, Mapping, Optional
+from typing import Any, BinaryIO, Callable, List, Mapping, Optional, Set, Tuple
 
 import orjson
 
 from source_framework.runtime.secrets import SecretFilter
+
+logger = logging.getLogger("source_framework.output")
 
 
 def now_ms() -> int:
@@ -44,7 +54,7 @@ class ProtocolOutput:
         self._state_listeners.append(listener)
 
     def _write(self, message: Mapping[str, Any], flush: bool = False) -> None:
-        self._out.write(orjson.dumps(message) + b"\n")
+        self._out.write(to_json(message) + b"\n")
         if flush:
             self._out.flush()
 
@@ -81,7 +91,7 @@ class ProtocolOutput:
     def message(self, message: Mapping[str, Any]) -> None:
         """Pass on a protocol message a stream emitted (a TRACE estimate, a CONTROL message), with
         any config secret in it masked."""
-        line = orjson.dumps(message)
+        line = to_json(message)
         text = line.decode("utf-8", "replace")
         if self.secrets.contains_secret(text):
             line = self.secrets.mask(text).encode("utf-8")
@@ -125,3 +135,90 @@ class ProtocolOutput:
                 descriptor["namespace"] = namespace
             payload["stream_descriptor"] = descriptor
         self._write({"type": "TRACE", "trace": {"type": "ERROR", "emitted_at": float(now_ms()), "error": payload}}, flush=True)
+
+
+def to_json(value: Any) -> bytes:
+    """Compact UTF-8 JSON of ``value``: orjson's, or for what orjson refuses, the same text
+    written without its limits."""
+    try:
+        return orjson.dumps(value)
+    except TypeError as error:  # orjson.JSONEncodeError is a TypeError
+        _warn_slow_path_once(error)
+        return _to_json_without_limits(value)
+
+
+_warned_slow_path = False
+
+
+def _warn_slow_path_once(error: Exception) -> None:
+    global _warned_slow_path
+    if not _warned_slow_path:
+        _warned_slow_path = True
+        logger.warning("a message orjson cannot write (%s) is written more slowly; this may slow the sync", error)
+
+
+#: entries of the work stack in ``_to_json_without_limits``
+_VALUE, _TEXT, _LEAVE = 0, 1, 2
+
+
+def _to_json_without_limits(value: Any) -> bytes:
+    """JSON of ``value`` built with a stack instead of recursion, so any depth fits; scalars are
+    written by orjson, so the text is what orjson would write if it had no limits."""
+    parts: List[bytes] = []
+    open_containers: Set[int] = set()  # on the path from the top: a second visit is a cycle
+    stack: List[Tuple[int, Any]] = [(_VALUE, value)]
+    while stack:
+        kind, item = stack.pop()
+        if kind == _TEXT:
+            parts.append(item)
+        elif kind == _LEAVE:
+            open_containers.discard(item)
+        elif isinstance(item, (Mapping, list, tuple)):
+            if id(item) in open_containers:
+                raise ValueError("Circular reference detected")
+            open_containers.add(id(item))
+            stack.append((_LEAVE, id(item)))
+            parts.append(_push_container(item, stack))
+        else:
+            parts.append(_scalar_json(item))
+    return b"".join(parts)
+
+
+def _push_container(container: Any, stack: List[Tuple[int, Any]]) -> bytes:
+    """Push the members of an object or array (last first) and its closing bracket; return the
+    opening bracket."""
+    if isinstance(container, Mapping):
+        stack.append((_TEXT, b"}"))
+        entries = list(container.items())
+        for index in range(len(entries) - 1, -1, -1):
+            key, member = entries[index]
+            stack.append((_VALUE, member))
+            stack.append((_TEXT, (b"," if index else b"") + _key_json(key) + b":"))
+        return b"{"
+    stack.append((_TEXT, b"]"))
+    for index in range(len(container) - 1, -1, -1):
+        stack.append((_VALUE, container[index]))
+        if index:
+            stack.append((_TEXT, b","))
+    return b"["
+
+
+def _key_json(key: Any) -> bytes:
+    """An object key as JSON text; keys that are not strings become strings as the standard
+    library writes them (``1`` -> ``"1"``, ``None`` -> ``"null"``)."""
+    if not isinstance(key, str):
+        if key is not None and not isinstance(key, (int, float)):
+            raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+        key = json.dumps(key)  # the standard library's text for a number, true, false or null
+    return _scalar_json(key)
+
+
+def _scalar_json(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return int.__repr__(value).encode()  # beyond 64 bits
+        if isinstance(value, str):
+            return json.dumps(value).encode()  # a lone surrogate: escaped, as the standard library does
+        raise TypeError(f"Type is not JSON serializable: {type(value).__name__}") from None

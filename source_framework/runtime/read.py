@@ -39,14 +39,16 @@ from source_framework.destinations.base import (
     StreamSink,
     StreamTarget,
 )
+from source_framework.destinations.checkpoint_record import ResumeNotes
 from source_framework.runtime.boundary import Boundary
-from source_framework.runtime.faults import fault_point
+from source_framework.helpers.faults import fault_point
 from source_framework.runtime.inputs import MAX_STATE_BYTES
-from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
 from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE, StreamAdapter
 from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify
+from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
 if TYPE_CHECKING:
     from source_framework.runtime.progress import Progress
@@ -82,6 +84,7 @@ class StreamSync:
         output: ProtocolOutput,
         input_state: Optional[Mapping[str, Any]],
         side_messages: Callable[[], Iterable[Any]] = lambda: (),
+        state_as_given: bool = False,
     ) -> None:
         self.adapter = adapter
         self.name = adapter.name
@@ -101,20 +104,26 @@ class StreamSync:
         self._warned_size = False
         # A state the stream yielded itself, and what the adapter said then (see _current_state)
         self._yielded: Optional[Tuple[Dict[str, Any], Optional[Dict[str, Any]]]] = None
-        resumed = self._resume()
+        resumed = self._resume(state_as_given)
         self._start_state = copy.deepcopy(self._last_state)
         adapter.start(self._start_state)
-        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed)
+        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed, stream=self.name)
 
-    def _resume(self) -> Optional[Mapping[str, Any]]:
+    def _resume(self, state_as_given: bool) -> Optional[Mapping[str, Any]]:
         """Pick the start state from the table's commits; return the boundary to skip."""
+        if not self._apply_pending_reset():
+            return None
         if not self.checkpoints:
+            return None
+        if state_as_given:
+            logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", self.name, _brief(self._last_state))
             return None
         point = choose_resume_point(self._last_state or {}, self.sink.committed())
         if point.reason == TABLE_AHEAD:
             logger.warning(
                 "stream %s: the given state %s is older than the table's checkpoint %s (a run died after its "
-                "commit, before its STATE was saved); resuming from the table's state %s",
+                "commit, before its STATE was saved); resuming from the table's state %s. To read from the given "
+                "state anyway, pass --from-state-as-given",
                 self.name, _brief(self._last_state), point.seq, _brief(point.state),
             )
             self._last_state = copy.deepcopy(dict(point.state))
@@ -123,7 +132,28 @@ class StreamSync:
                 "stream %s: the given state %s matches no checkpoint of the table; reading from it as given "
                 "(a partial re-sync)", self.name, _brief(self._last_state),
             )
+        elif point.seq is not None:
+            logger.info("stream %s: going on from the table's checkpoint %s", self.name, point.seq)
         return point.boundary
+
+    def _apply_pending_reset(self) -> bool:
+        """A ``state reset`` left a marker: it applies only to a sync that starts from an empty
+        state (what the reset saved). Given another state, the reset did not finish, or ``state
+        set`` came after it: the marker goes and the state is read as given. False when this
+        sync starts over (nothing in the table counts for resuming)."""
+        reset_id = self.sink.pending_reset()
+        if reset_id is None:
+            return True
+        if not self._last_state:
+            logger.info("stream %s: its state was reset; this sync reads it from the start and replaces its table", self.name)
+            self.sink.apply_reset(reset_id)
+            return False
+        logger.warning(
+            "stream %s: a state reset was left unfinished (or a later 'state set' replaced it) and this sync was "
+            "given a state, %s; the reset is dropped and the state read as given", self.name, _brief(self._last_state),
+        )
+        self.sink.discard_reset(reset_id)
+        return True
 
     def run(self) -> StreamResult:
         adapter, result, boundary = self.adapter, self.result, self.boundary
@@ -169,6 +199,7 @@ class StreamSync:
             if self.checkpoints:
                 self.checkpoint()
         adapter.finish()
+        boundary.finish()
         self._drain_side_messages()
         self._finish()
         return result
@@ -270,11 +301,15 @@ class StreamSync:
             yielded, adapter_then = self._yielded
             if state is None or state == adapter_then:
                 state = yielded  # the stream keeps its state in the STATEs it yields
-        return copy.deepcopy(dict(state or {}))
+        return as_json_state(state)
 
     def checkpoint(self, final: bool = False) -> None:
-        """Commit what was read and queue its STATE, unless the state has not moved."""
+        """Commit what was read and queue its STATE, unless the state has not moved, or lags the
+        records read (then they wait for a checkpoint whose state covers them)."""
         state = self._current_state()
+        if not final and self._lags(state):
+            self._print_ready(wait=False)
+            return
         if state != self._last_state or (final and not self._printed_any):
             self._check_state(state)
             self._enqueue(self.sink.commit(state, self._notes()), state)
@@ -283,9 +318,34 @@ class StreamSync:
         # checkpoint, or for finish(), which commits them under the state already printed.
         self._print_ready(wait=False)
 
-    def _notes(self) -> Dict[str, Any]:
-        """What a later run needs from this commit to resume exactly (see ``runtime.resume``)."""
-        return {"boundary": self.boundary.snapshot(), "start_state": self._start_state}
+    def _lags(self, state: Mapping[str, Any]) -> bool:
+        """The state's cursor is behind the records read (a stream that sets its state after
+        yielding a batch, as source-faker does). Committing those records under it would have a
+        resumed run read them again and write them twice, so they are committed with the first
+        state that covers them (at the latest the stream's last). Only a state that keeps the
+        cursor at its top level can be compared; any other is taken at its word."""
+        value = state.get(self.boundary.cursor_field) if self.boundary.cursor_field else None
+        highest = self.boundary.highest
+        if value is None or highest is None:
+            return False
+        try:
+            key = cursor_sort_key(value)
+        except CursorValueError:
+            return False
+        return key[0] == highest[0] and key < highest
+
+    def _notes(self) -> ResumeNotes:
+        """What a later run needs from this commit to resume exactly (see ``runtime.resume``).
+
+        The boundary may be a delta over the newest commit known to be done; the commits not
+        known done yet are the queue's newest entries (one per notes, completed in order)."""
+        unconfirmed = 0
+        for future, *_ in reversed(self._queue):
+            if future.done() and not future.cancelled() and future.exception() is None:
+                break
+            unconfirmed += 1
+        boundary, full = self.boundary.checkpoint(unconfirmed)
+        return ResumeNotes(start_state=self._start_state, boundary=boundary, boundary_full=full)
 
     def _check_state(self, state: Mapping[str, Any]) -> None:
         """Refuse a state that is not JSON, too large to be stored, or carries a config secret."""
@@ -295,7 +355,7 @@ class StreamSync:
                 f"stream '{self.name}': its state is not JSON-serialisable: {problem}. A stream's state must hold "
                 f"only objects, lists, strings, numbers, booleans and null (format date-times as strings)"
             )
-        encoded = orjson.dumps(state)
+        encoded = to_json(state)  # measured as the STATE line and the state file will hold it
         if len(encoded) > MAX_STATE_BYTES:
             raise StateRefused(
                 f"stream '{self.name}': its state is {len(encoded) / 1e6:.1f} MB, over the "
@@ -313,21 +373,33 @@ class StreamSync:
 
     def _print_ready(self, wait: bool) -> None:
         while self._queue and (wait or self._queue[0][0].done()):
-            future, state, count, handed = self._queue.popleft()
-            receipt: CommitReceipt = future.result()  # a failed commit raises here: no STATE
-            self.result.committed = max(self.result.committed, receipt.rows_through)
-            self.result.commits = receipt.writes
-            if receipt.rows_through < handed:
-                raise RowsMissing(
-                    f"stream '{self.name}': {handed:,} records were handed to the destination before this checkpoint "
-                    f"but its commit holds {receipt.rows_through:,} rows; the STATE was not printed"
-                )
-            if state is None:
-                continue
-            self.output.state(self.name, self.adapter.namespace, state, count)
-            fault_point("state.printed")
-            self.result.states += 1
-            self.result.final_state = state
+            self._print_next()
+
+    def print_committed(self) -> None:
+        """The stream failed: print the STATEs of the commits that completed anyway, in order, up
+        to the first that did not, so that the next run starts from what the table holds."""
+        while self._queue:
+            try:
+                self._print_next()
+            except Exception:
+                return
+
+    def _print_next(self) -> None:
+        future, state, count, handed = self._queue.popleft()
+        receipt: CommitReceipt = future.result()  # a failed commit raises here: no STATE
+        self.result.committed = max(self.result.committed, receipt.rows_through)
+        self.result.commits = receipt.writes
+        if receipt.rows_through < handed:
+            raise RowsMissing(
+                f"stream '{self.name}': {handed:,} records were handed to the destination before this checkpoint "
+                f"but its commit holds {receipt.rows_through:,} rows; the STATE was not printed"
+            )
+        if state is None:
+            return
+        self.output.state(self.name, self.adapter.namespace, state, count)
+        fault_point("state.printed")
+        self.result.states += 1
+        self.result.final_state = state
 
 
 def read_streams(
@@ -339,6 +411,7 @@ def read_streams(
     rebuild: Iterable[str] = (),
     progress: Optional["Progress"] = None,
     side_messages: Callable[[], Iterable[Any]] = lambda: (),
+    state_as_given: bool = False,
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others.
 
@@ -352,7 +425,7 @@ def read_streams(
     for configured in catalog.streams:
         adapter = adapters[configured.stream.name]
         stream_result = _sync_one(adapter, configured.destination_sync_mode.value, states, destination, output,
-                                  rebuild, progress, side_messages)
+                                  rebuild, progress, side_messages, state_as_given)
         result.streams.append(stream_result)
     return result
 
@@ -366,6 +439,7 @@ def _sync_one(
     rebuild: set,
     progress: Optional["Progress"],
     side_messages: Callable[[], Iterable[Any]],
+    state_as_given: bool,
 ) -> StreamResult:
     """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""
     name, namespace = adapter.name, adapter.namespace
@@ -385,7 +459,7 @@ def _sync_one(
             rebuild=name in rebuild or "*" in rebuild,
         )
         sink = destination.open_stream(target)
-        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages)
+        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given)
         output.stream_status(name, namespace, "RUNNING")
         if progress is not None:
             progress.stream_started(sync.result)
@@ -393,6 +467,8 @@ def _sync_one(
     except Exception as error:  # one stream's failure is reported, then the next stream runs
         if sink is not None:
             sink.abort()
+        if sync is not None:
+            sync.print_committed()
         stream_result = sync.result if sync is not None else StreamResult(name=name)
         stream_result.error = error
         failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
@@ -403,6 +479,9 @@ def _sync_one(
     else:
         output.stream_status(name, namespace, "COMPLETE")
     stream_result.duration = time.monotonic() - started
+    if sink is not None:
+        stream_result.undeclared_fields = sink.undeclared_fields()
+        stream_result.records_with_undeclared_fields = sink.records_with_undeclared_fields()
     if progress is not None:
         progress.stream_finished(stream_result)
     return stream_result
@@ -436,27 +515,37 @@ def schema_missing_message(name: str, stream: Any, error: BaseException) -> str:
     )
 
 
-def json_problem(value: Any, path: str = "state") -> Optional[str]:
-    """Where ``value`` holds something JSON cannot carry (``state.updatedAt is a datetime``), or None."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return None
-    if isinstance(value, float):
-        return None if value == value and value not in (float("inf"), float("-inf")) else f"{path} is {value}"
-    if isinstance(value, Mapping):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{path} has the key {key!r}, which is not a string"
-            problem = json_problem(item, f"{path}.{key}")
-            if problem:
-                return problem
-        return None
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            problem = json_problem(item, f"{path}[{index}]")
-            if problem:
-                return problem
-        return None
-    return f"{path} is a {type(value).__module__}.{type(value).__qualname__} ({_brief(value, 60)})"
+def as_json_state(state: Any) -> Dict[str, Any]:
+    """A copy of ``state`` as its STATE line carries it: what airbyte-cdk's serializer (orjson)
+    writes, read back (a ``datetime`` becomes its ISO text, a tuple a list). What orjson cannot
+    write is copied as is, for ``json_problem`` to name."""
+    try:
+        return dict(orjson.loads(orjson.dumps(state or {})))
+    except TypeError:
+        return copy.deepcopy(dict(state or {}))
+
+
+def json_problem(value: Any) -> Optional[str]:
+    """Where ``value`` holds something JSON cannot carry (``state.updatedAt is a datetime``), or None.
+    Walks the value with a stack, so a deeply nested state is checked, not a RecursionError."""
+    pending = [("state", value)]
+    while pending:
+        path, item = pending.pop()
+        if item is None or isinstance(item, (str, bool, int)):
+            continue
+        if isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return f"{path} is {item}"
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return f"{path} has the key {key!r}, which is not a string"
+                pending.append((f"{path}.{key}", child))
+        elif isinstance(item, (list, tuple)):
+            pending.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
+        else:
+            return f"{path} is a {type(item).__module__}.{type(item).__qualname__} ({_brief(item, 60)})"
+    return None
 
 
 def _brief(state: Any, limit: int = 160) -> str:

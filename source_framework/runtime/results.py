@@ -12,7 +12,7 @@ silent loss")::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 
 @dataclass
@@ -44,6 +44,10 @@ class StreamResult:
     location: str = ""
     #: writes that reached storage (queued checkpoints may share one); None where not counted
     commits: Optional[int] = None
+    #: fields records carried that the stream's schema does not declare: {field: records}
+    undeclared_fields: Dict[str, int] = field(default_factory=dict)
+    #: how many records carried at least one of them
+    records_with_undeclared_fields: int = 0
 
     @property
     def rows(self) -> int:

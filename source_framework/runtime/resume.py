@@ -11,12 +11,19 @@ started from, so we can tell:
   checkpoint (and say so in the log);
 - it matches nothing the table committed: the user edited it on purpose (partial re-sync);
   honour it as given.
+
+In the first two cases the run also gets the boundary of the commit it resumes from (the
+records it will read again, ``runtime.boundary``). A record may hold only the partitions that
+changed since an earlier record of its run, so the boundary is rebuilt by walking the records
+newest first back to one that holds a full boundary (``boundary_rebuilt``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional
+
+from source_framework.destinations.checkpoint_record import CheckpointRecord
 
 AS_GIVEN, TABLE_AHEAD, EDITED = "as given", "table ahead", "edited"
 
@@ -29,18 +36,55 @@ class ResumePoint:
     seq: Optional[int] = None
 
 
-def choose_resume_point(given: Mapping[str, Any], committed: Iterable[Mapping[str, Any]]) -> ResumePoint:
+def choose_resume_point(given: Mapping[str, Any], committed: Iterable[CheckpointRecord]) -> ResumePoint:
     """``committed``: the table's committed checkpoint records, newest first."""
     given = dict(given or {})
-    newest: Optional[Mapping[str, Any]] = None
-    for record in committed:
+    records = iter(committed)
+    walk = _BoundaryWalk()
+    newest: Optional[CheckpointRecord] = None
+    for record in records:
+        walk.add(record)
         if newest is None:
             newest = record
-            if (record.get("state") or {}) == given:
-                return ResumePoint(given, record.get("boundary"), AS_GIVEN, record.get("seq"))
-        covered = [record.get("state") or {}] + list(record.get("merged_states") or [])
-        if given in covered or ("start_state" in record and (record.get("start_state") or {}) == given):
-            return ResumePoint(dict(newest.get("state") or {}), newest.get("boundary"), TABLE_AHEAD, newest.get("seq"))
+            if (record.state or {}) == given:
+                return ResumePoint(given, walk.finish(records), AS_GIVEN, record.seq)
+        if record.covers(given) or record.started_from(given):
+            return ResumePoint(dict(newest.state or {}), walk.finish(records), TABLE_AHEAD, newest.seq)
     if newest is None:
         return ResumePoint(given, None, AS_GIVEN)
     return ResumePoint(given, None, EDITED)
+
+
+def boundary_rebuilt(committed: Iterable[CheckpointRecord]) -> Dict[str, Any]:
+    """The newest record's full boundary, from ``committed`` (newest first)."""
+    return _BoundaryWalk().finish(iter(committed))
+
+
+class _BoundaryWalk:
+    """Gathers the newest record's boundary while ``choose_resume_point`` looks back.
+
+    Per partition the newest entry wins; the walk stops at a record holding a full boundary.
+    If the records end before one (old records removed), the partitions not found have no
+    boundary: the resumed run skips nothing there, which can write a record again but never
+    loses one.
+    """
+
+    def __init__(self) -> None:
+        self.boundary: Dict[str, Any] = {}
+        self.complete = False
+
+    def add(self, record: CheckpointRecord) -> None:
+        if self.complete:
+            return
+        for partition, entry in (record.boundary or {}).items():
+            self.boundary.setdefault(partition, entry)
+        self.complete = record.boundary_full
+
+    def finish(self, rest: Iterator[CheckpointRecord]) -> Dict[str, Any]:
+        """Read on through ``rest`` only as far as the boundary needs."""
+        while not self.complete:
+            record = next(rest, None)
+            if record is None:
+                break
+            self.add(record)
+        return self.boundary

@@ -7,56 +7,84 @@
 - ``set`` moves a stream's cursor (every partition's, for partitioned streams) to ``--cursor``
   and rewrites its table without the rows at or after that cursor, recorded as a checkpoint of
   the new state: the next sync re-reads exactly those rows, once.
+
+Each command finds the tables as ``read`` does (the config's ``destination`` section, or
+``--warehouse``), holds each table's lock while it works, and is crash-safe: killed at any step,
+the next ``read`` ends with the table the command promised or with the table as it was before,
+never with a mix. The order of the steps is what makes that so:
+
+- ``reset``: mark the table (a marker that applies only to a sync from an empty state), then
+  save the state file without the stream, then (``--tables``) delete the table's data. Killed
+  before the state file is saved, the old state still applies and the marker is dropped; after
+  it, the next sync starts over and replaces the table.
+- ``set``: rewrite the table as a checkpoint of the new state, then save the state file. Killed
+  in between, the old state is one the table has moved past, so ``read`` resumes from the new one.
+
+A command that finds no table for a stream says so and exits 1, unless ``--no-table`` says the
+table is elsewhere on purpose (then only the state file changes).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-import shutil
 import sys
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List
 
+from source_framework.helpers.faults import fault_point
 from source_framework.runtime.inputs import InputError, load_config
+from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.state_file import StateFile
 
 logger = logging.getLogger("source_framework.state")
 
 
-def add_state_commands(commands: Any) -> None:
+class NoTable(Exception):
+    """A ``state`` command found no table where ``read`` would write the stream."""
+
+
+def add_state_commands(commands: Any, add_table_flags: Any) -> None:
     state = commands.add_parser("state", help="show, reset or set the state in a state file")
     actions = state.add_subparsers(dest="action", required=True)
     show = actions.add_parser("show", help="print the state file's states")
     show.add_argument("--state-file", required=True)
     reset = actions.add_parser("reset", help="forget the state of all streams or one")
-    reset.add_argument("--state-file", required=True)
-    reset.add_argument("--config", required=True, help="the connector config (where the tables are)")
     reset.add_argument("--stream", help="only this stream (default: every stream)")
     reset.add_argument("--tables", action="store_true", help="also delete the tables now")
     set_ = actions.add_parser("set", help="move one stream's cursor back (or forward) to re-sync from it")
-    set_.add_argument("--state-file", required=True)
-    set_.add_argument("--config", required=True)
     set_.add_argument("--stream", required=True)
     set_.add_argument("--cursor", required=True, help="the new cursor value, e.g. 2025-06-01T00:00:00Z")
+    for command in (reset, set_):
+        command.add_argument("--state-file", required=True)
+        command.add_argument("--config", required=True, help="the connector config (where the tables are)")
+        command.add_argument(
+            "--no-table",
+            action="store_true",
+            help="the tables are not where read would write them, on purpose: change only the state file",
+        )
+        add_table_flags(command)
 
 
-def run_state_command(source: Any, parsed: argparse.Namespace) -> int:
-    from source_framework.runtime.process import EXIT_BAD_INPUT, log_to_stderr
-
-    log_to_stderr()
+def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination: Any) -> int:
     try:
         state_file = StateFile(parsed.state_file)
         if parsed.action == "show":
             return _show(state_file)
         config = load_config(parsed.config)
         streams = {stream.name: stream for stream in source.streams(config)}
-        if parsed.action == "reset":
-            return _reset(source, config, streams, state_file, parsed)
-        return _set(source, config, streams, state_file, parsed)
+        destination = spark_destination(source, config, parsed)
+        try:
+            if parsed.action == "reset":
+                return _reset(destination, streams, state_file, parsed)
+            return _set(destination, streams, state_file, parsed)
+        finally:
+            destination.close()
     except InputError as error:
         sys.stderr.write(f"error: {error}\n")
         return EXIT_BAD_INPUT
+    except NoTable as error:
+        sys.stderr.write(f"error: {error}\n")
+        return EXIT_FAILED
 
 
 def _show(state_file: StateFile) -> int:
@@ -68,39 +96,47 @@ def _show(state_file: StateFile) -> int:
         sys.stderr.write(f"{name:<20} {orjson.dumps(value).decode()[:200]}\n")
     if not state_file.states:
         sys.stderr.write(f"{state_file.path}: no state\n")
-    return 0
+    return EXIT_OK
 
 
-def _table_path(source: Any, config: Mapping[str, Any], stream: Any) -> str:
-    warehouse = (config.get("destination") or {}).get("warehouse", "./warehouse")
-    return os.path.join(os.path.abspath(warehouse), stream.namespace or source.name, stream.name)
+def _streams_named(streams: Dict[str, Any], name: str) -> Any:
+    if name not in streams:
+        raise InputError(f"--stream: the source has no stream '{name}' (it has: {', '.join(sorted(streams))})")
+    return streams[name]
 
 
-def _reset(source: Any, config: Mapping[str, Any], streams: Dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
-    from source_framework.destinations.spark.writer import request_reset
-
-    if parsed.stream and parsed.stream not in streams:
-        raise InputError(f"--stream: the source has no stream '{parsed.stream}' (it has: {', '.join(sorted(streams))})")
+def _reset(destination: Any, streams: Dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
     names: List[str] = [parsed.stream] if parsed.stream else sorted(streams)
-    for name in names:
-        state_file.remove(name)
-        path = _table_path(source, config, streams[name])
-        if parsed.tables:
-            shutil.rmtree(path, ignore_errors=True)
-            logger.info("%s: state forgotten, table %s deleted", name, path)
-        elif os.path.isdir(path):
-            request_reset(path)
-            logger.info("%s: state forgotten; the next sync replaces the table %s", name, path)
-        else:
-            logger.info("%s: state forgotten", name)
+    targets = [_streams_named(streams, name) for name in names]
+    found = {}
+    for stream in targets:
+        destination.lock(stream.namespace, stream.name, purpose="state reset")
+        found[stream.name] = destination.request_reset(stream.namespace, stream.name)
+    fault_point("state.reset.marked")
+    missing = [name for name, reset_id in found.items() if reset_id is None]
+    if missing and parsed.stream and not parsed.no_table:
+        raise NoTable(
+            f"stream '{parsed.stream}' has no table under {destination.warehouse}; nothing was changed. If its table "
+            f"is elsewhere, pass --warehouse; to change only the state file, pass --no-table"
+        )
+    for stream in targets:
+        state_file.remove(stream.name)
     state_file.save()
-    return 0
+    fault_point("state.reset.saved")
+    for stream in targets:
+        path = destination.table_path(stream.namespace, stream.name)
+        if found[stream.name] is None:
+            logger.info("%s: state forgotten (no table at %s)", stream.name, path)
+        elif parsed.tables:
+            destination.delete_table(stream.namespace, stream.name)
+            logger.info("%s: state forgotten, table %s deleted", stream.name, path)
+        else:
+            logger.info("%s: state forgotten; the next sync replaces the table %s", stream.name, path)
+    return EXIT_OK
 
 
-def _set(source: Any, config: Mapping[str, Any], streams: Dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
-    stream = streams.get(parsed.stream)
-    if stream is None:
-        raise InputError(f"--stream: the source has no stream '{parsed.stream}' (it has: {', '.join(sorted(streams))})")
+def _set(destination: Any, streams: Dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
+    stream = _streams_named(streams, parsed.stream)
     field = stream.cursor_field if isinstance(stream.cursor_field, str) else (stream.cursor_field or [None])[0]
     if not field:
         raise InputError(f"stream '{stream.name}' has no cursor")
@@ -117,27 +153,17 @@ def _set(source: Any, config: Mapping[str, Any], streams: Dict[str, Any], state_
         stream.state = new_state  # the stream's own check of the value
     except Exception as error:
         raise InputError(f"--cursor {parsed.cursor!r}: {error}") from None
-    _truncate_table_from(_table_path(source, config, stream), field, parsed.cursor, new_state, config)
+    path = destination.lock(stream.namespace, stream.name, purpose="state set")
+    if not parsed.no_table:
+        kept = destination.truncate_from(stream.namespace, stream.name, field, parsed.cursor, new_state)
+        if kept is None:
+            raise NoTable(
+                f"stream '{stream.name}' has no table at {path}; nothing was changed. If its table is elsewhere, pass "
+                f"--warehouse; to change only the state file, pass --no-table"
+            )
+        logger.info("%s: table %s rewritten with the %d rows before %s", stream.name, path, kept, parsed.cursor)
+        fault_point("state.set.truncated")
     state_file.states[stream.name] = new_state
     state_file.save()
     logger.info("%s: cursor set to %s", stream.name, parsed.cursor)
-    return 0
-
-
-def _truncate_table_from(path: str, field: str, cursor: str, new_state: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-    """Keep the rows before ``cursor`` (and those with none), committed as a checkpoint of ``new_state``."""
-    from source_framework.destinations.spark.session import get_spark
-    from source_framework.destinations.spark.table import SparkTable
-
-    destination = config.get("destination") or {}
-    table = SparkTable(lambda: get_spark(destination.get("spark_master", "local[*]"), conf=destination.get("spark_conf")), path)
-    last = table.last_checkpoint()
-    if last is None:
-        return
-    from pyspark.sql import functions as F
-
-    frame = table.read()
-    column = frame[field]
-    kept = frame.where(column.isNull() | (column < F.lit(cursor).cast(frame.schema[field].dataType)))
-    info = table.commit(kept, state=dict(new_state), seq=last["seq"] + 1, replace=True, extra={"start_state": dict(new_state)})
-    logger.info("%s: table rewritten with the %d rows before %s", path, info.rows, cursor)
+    return EXIT_OK

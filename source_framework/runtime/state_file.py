@@ -21,12 +21,15 @@ from source_framework.runtime.inputs import load_state
 
 
 def write_json_atomically(path: str, content: Any) -> None:
+    """Write ``content`` as compact JSON (one line): the size limit is on each stream's compact
+    state (``inputs.load_state``), so a file written any wider could be refused by the next run."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(handle, "w") as file:
-            json.dump(content, file, indent=1, sort_keys=True)
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            # dumps, not dump: dump encodes in pure Python, seconds for a state of a few MB
+            file.write(json.dumps(content, separators=(",", ":"), sort_keys=True, ensure_ascii=False) + "\n")
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)

@@ -31,7 +31,29 @@ def format_summary(result: ReadResult, seconds: float) -> str:
     rows = [HEADER] + [_row(stream) for stream in result.streams]
     lines = [f"read finished in {human_seconds(seconds)}: {len(result.streams)} stream(s), {failed} failed"]
     lines += _aligned(rows)
+    for stream in result.streams:
+        line = undeclared_fields_line(stream.name, stream.records_with_undeclared_fields, stream.undeclared_fields)
+        if line:
+            lines.append(line)
     return "\n".join(lines) + "\n"
+
+
+#: fields named in an undeclared-fields line; the rest are counted
+UNDECLARED_SHOWN = 10
+
+
+def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int]) -> Optional[str]:
+    """``users: 1,200 records carried fields the schema does not declare (nickname: 1,200, ...);
+    see _sf_meta``, or None when there were none. ``records`` and ``by_field`` are the stream's
+    sink's ``records_with_undeclared_fields()`` and ``undeclared_fields()``: such fields get no
+    column, so the summary says so rather than let them vanish. Most frequent first."""
+    if not by_field:
+        return None
+    ranked = sorted(by_field.items(), key=lambda item: (-item[1], item[0]))
+    shown = [f"{name}: {count:,}" for name, count in ranked[:UNDECLARED_SHOWN]]
+    if len(ranked) > UNDECLARED_SHOWN:
+        shown.append(f"and {len(ranked) - UNDECLARED_SHOWN} more")
+    return f"{stream}: {records:,} records carried fields the schema does not declare ({', '.join(shown)}); see _sf_meta"
 
 
 def _row(stream: StreamResult) -> Sequence[str]:

@@ -35,7 +35,8 @@ class Source(AbstractSource, ABC):
     """Base class for a connector: implement ``check_connection`` and ``streams``.
 
     ``spec()`` reads ``spec_json`` if set, else the JSON file ``spec_file`` in the folder of the
-    module that defines the subclass (the CDK looks only in the top-level package).
+    module that defines the subclass, or of a base class's module (a subclass of a connector in
+    another folder keeps its spec); the CDK looks only in the top-level package.
     """
 
     source_name: str = ""
@@ -49,8 +50,21 @@ class Source(AbstractSource, ABC):
     def spec(self, logger: logging.Logger) -> ConnectorSpecification:
         spec = self.spec_json
         if spec is None:
-            module = importlib.import_module(type(self).__module__)
-            path = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), self.spec_file)
-            with open(path, encoding="utf-8") as handle:
+            with open(self._spec_path(), encoding="utf-8") as handle:
                 spec = json.load(handle)
         return ConnectorSpecificationSerializer.load(dict(spec))
+
+    def _spec_path(self) -> str:
+        looked = []
+        for cls in type(self).__mro__:
+            if not (isinstance(cls, type) and issubclass(cls, Source)) or cls is Source:
+                continue
+            module = importlib.import_module(cls.__module__)
+            path = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), self.spec_file)
+            if os.path.isfile(path):
+                return path
+            looked.append(path)
+        raise FileNotFoundError(
+            f"source {type(self).__name__} has no spec: looked for {', '.join(dict.fromkeys(looked))}; put the "
+            f"connector's spec there, or set spec_json on the class"
+        )

@@ -27,11 +27,12 @@ under the CDK's own ``read`` and under ours. Authors who need another state shap
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
 from abc import ABC
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
+from typing import Any, Iterable, List, Mapping, MutableMapping, Optional, final
 
 from airbyte_cdk.models import SyncMode
 from airbyte_cdk.sources.streams.http import HttpStream
@@ -74,12 +75,36 @@ class IncrementalHttpStream(HttpStream, ABC):
     A record without the ``cursor_field`` key stops the stream with ``CursorFieldMissing`` (a
     misspelled field would otherwise leave the state where it was forever); a record whose
     cursor value is null is written and does not move the state.
+
+    ``read_records`` is the framework's (``@final``): it keeps the cursor. Override
+    ``parse_response`` and the request methods, as with any ``HttpStream``. A class attribute
+    that looks like a misspelling of one the runtime reads (``state_checkpoint_intervals``)
+    stops the class definition with a ``TypeError`` naming the right one.
     """
 
     cursor_field: str = ""
     is_sorted: bool = True
     state_checkpoint_interval: Optional[int] = None
     json_schema: Optional[Mapping[str, Any]] = None
+
+    #: What the runtime and these bases read from a stream class; a new attribute close to one of
+    #: these is taken for a misspelling.
+    FRAMEWORK_ATTRIBUTES = (
+        "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
+        "window_step", "lookback", "url_base", "page_size", "namespace", "transformer",
+    )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in vars(cls):
+            if name.startswith("_") or name in cls.FRAMEWORK_ATTRIBUTES or any(name in vars(b) for b in cls.__mro__[1:]):
+                continue  # private, one the framework reads, or one a base already has
+            close = difflib.get_close_matches(name, cls.FRAMEWORK_ATTRIBUTES, n=1, cutoff=0.85)
+            if close:
+                raise TypeError(
+                    f"{cls.__name__}.{name}: the framework reads no attribute of that name; did you mean "
+                    f"'{close[0]}'? (rename it, or prefix it with _ if it is your own)"
+                )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -139,6 +164,7 @@ class IncrementalHttpStream(HttpStream, ABC):
 
     # -- reading ---------------------------------------------------------------------------------
 
+    @final
     def read_records(
         self,
         sync_mode: SyncMode,
@@ -146,6 +172,9 @@ class IncrementalHttpStream(HttpStream, ABC):
         stream_slice: Optional[Mapping[str, Any]] = None,
         stream_state: Optional[Mapping[str, Any]] = None,
     ) -> Iterable[Mapping[str, Any]]:
+        """The framework's: reads the slice's pages (``HttpStream``) and moves the cursor before
+        each record is handed on. Do not override it; override ``parse_response``."""
+        self._start_slice(stream_slice)
         field, check_order = self.cursor_field, self.is_sorted
         previous: Any = None  # sort key of the slice's previous record
         for record in super().read_records(sync_mode, cursor_field, stream_slice, stream_state):
@@ -171,6 +200,9 @@ class IncrementalHttpStream(HttpStream, ABC):
                         previous = key
                     self._advance(value, key)
             yield record
+
+    def _start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
+        """A slice's records follow (partitioned streams pick the slice's partition here)."""
 
     def _advance(self, value: Any, key: Any) -> None:
         if self._cursor_key is None or key > self._cursor_key:

@@ -184,18 +184,11 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
             partition = dict(item["partition"])
             self._cursors[partition_identity(partition)] = {"partition": partition, "value": raw, "key": key}
 
-    def read_records(
-        self,
-        sync_mode: SyncMode,
-        cursor_field: Optional[List[str]] = None,
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        stream_state: Optional[Mapping[str, Any]] = None,
-    ) -> Iterable[Mapping[str, Any]]:
+    def _start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
         partition = dict((stream_slice or {}).get("partition", {}))
         self._current = self._cursors.get(partition_identity(partition)) or {
             "partition": partition, "value": None, "key": None,
         }
-        yield from super().read_records(sync_mode, cursor_field, stream_slice, stream_state)
 
     def _advance(self, value: Any, key: Any) -> None:
         entry = self._current

@@ -20,10 +20,13 @@ import os
 import sys
 from typing import List, Optional
 
-import pytest
-
 
 def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        import pytest
+    except ImportError:
+        sys.stderr.write("error: the acceptance suites run with pytest: pip install 'source_framework[testing]'\n")
+        return 2
     argv = list(sys.argv[1:] if argv is None else argv)
     pytest_args: List[str] = []
     if "--" in argv:

@@ -14,25 +14,18 @@ A connector is named the way its author runs it:
     connector.command("read", "--config", "config.json", ...)  # argv for subprocess
     source = connector.load_source()                            # in-process, for airbyte-cdk's suite
 
-``load_source()`` of a script runs the script as ``__main__`` with ``launch`` swapped for a stub
-that captures the source it is handed, so the script's ``if __name__ == "__main__"`` block does
-nothing else.
+``load_source()`` of a script runs the script as ``__main__`` through the entrypoint's
+``run_script``, which hands the script's ``launch(source, argv)`` call to a function that keeps
+the source, so the script's ``if __name__ == "__main__"`` block does nothing else.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import runpy
 import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
-
-
-class _SourceCaptured(Exception):
-    def __init__(self, source: Any) -> None:
-        super().__init__("source captured")
-        self.source = source
 
 
 @dataclass(frozen=True)
@@ -97,24 +90,14 @@ def _load_class(target: str) -> Any:
 
 
 def _capture_source_from_script(script: str) -> Any:
-    import source_framework
-    import source_framework.runtime.entrypoint as entrypoint
+    """The source the script hands to ``launch`` (the entrypoint's ``run_script`` seam)."""
+    from source_framework.runtime.entrypoint import run_script
 
-    def capture(source: Any, args: Any = None) -> None:
-        raise _SourceCaptured(source)
-
-    saved = (source_framework.launch, entrypoint.launch)
-    source_framework.launch = entrypoint.launch = capture  # type: ignore[assignment]
-    folder = os.path.dirname(script)
-    if folder not in sys.path:  # stays: the source may import its modules lazily
-        sys.path.insert(0, folder)
-    try:
-        runpy.run_path(script, run_name="__main__")
-    except _SourceCaptured as captured:
-        return captured.source
-    finally:
-        source_framework.launch, entrypoint.launch = saved  # type: ignore[assignment]
-    raise RuntimeError(f"'{script}' did not call source_framework.launch(source, argv) when run as __main__")
+    captured: List[Any] = []
+    run_script(script, [], lambda source, args: captured.append(source))
+    if not captured:
+        raise RuntimeError(f"'{script}' did not call source_framework.launch(source, argv) when run as __main__")
+    return captured[0]
 
 
 def main(argv: List[str]) -> None:

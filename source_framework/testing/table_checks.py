@@ -27,6 +27,7 @@ import os
 from collections import Counter
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from source_framework.destinations.spark import layout
 from source_framework.testing.catalogs import StreamInfo
 from source_framework.testing.connector_runs import ReadOutput
 
@@ -42,11 +43,13 @@ Row = Tuple[Tuple[str, Any], ...]
 
 
 def table_path(warehouse: str, stream: StreamInfo) -> Optional[str]:
-    """``<warehouse>/<namespace or source name>/<stream>``; None when there is no such folder."""
+    """``<warehouse>/<namespace or source name>/<stream>`` as the Spark destination lays tables out
+    (``destinations.spark.layout``); None when there is no such folder."""
     if stream.namespace:
-        path = os.path.join(warehouse, stream.namespace, stream.name)
+        path = layout.table_path(warehouse, stream.namespace, stream.name)
         return path if os.path.isdir(path) else None
-    found = [p for p in glob.glob(os.path.join(warehouse, "*", stream.name)) if os.path.isdir(p)]
+    pattern = os.path.join(glob.escape(warehouse), "*", glob.escape(layout.encode_name(stream.name)))
+    found = [p for p in glob.glob(pattern) if os.path.isdir(p)]
     if len(found) > 1:
         raise AssertionError(f"stream '{stream.name}' has several tables in {warehouse}: {found}")
     return found[0] if found else None

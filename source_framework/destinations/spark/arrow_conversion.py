@@ -8,8 +8,10 @@ Usage::
 
     schema = arrow_schema({"properties": {"id": {"type": "integer"},
                                           "updatedAt": {"type": "string", "format": "date-time"}}})
+    undeclared = UndeclaredFields()                  # optional: counts across batches
     table = records_to_arrow(records, schema, extracted_at_ms=1700000000000,
-                             sync_id="sync-1", checkpoint=3)
+                             sync_id="sync-1", checkpoint=3, undeclared=undeclared)
+    undeclared.by_field                              # {"nickname": 12}: fields no column holds
 
 Type mapping (top-level properties only; every column is nullable):
 
@@ -38,8 +40,9 @@ Metadata columns appended after the stream's properties:
 * ``_sf_sync_id`` string: the sync run that produced the row.
 * ``_sf_checkpoint`` int64: the checkpoint (commit) sequence number.
 * ``_sf_meta`` string: null, or JSON such as
-  ``{"errors":[{"field":"age","reason":"expected integer, got string \\"abc\\""}]}``
-  naming every value of the row that did not fit its column.
+  ``{"errors":[{"field":"age","reason":"expected integer, got string \\"abc\\""}],"undeclared":["nickname"]}``
+  naming every value of the row that did not fit its column (``errors``) and the fields the
+  record carried that the schema does not declare (``undeclared``); each key only when non-empty.
 
 Conversion rules:
 
@@ -53,13 +56,22 @@ Conversion rules:
 * Date-times are ISO 8601 with ``Z``, an offset, or no zone (taken as UTC). They are
   parsed with Arrow's vectorised cast; Python's ``datetime.fromisoformat`` is the
   fallback for columns Arrow cannot cast as a whole (mixed zone styles, nanoseconds...).
-* Fields that are not in the schema are dropped: the schema is the table's contract, and
-  schema discovery (not the converter) is the place to add columns.
+* Fields that are not in the schema get no column (the schema is the table's contract, and
+  the stream's schema is the place to add columns), but never vanish without a trace: each row
+  names them in ``_sf_meta``, and ``UndeclaredFields`` counts them for the end-of-run summary.
+  A record whose fields are all declared costs one ``issuperset`` check.
+* A lone surrogate (``"\\ud800"``: valid JSON, but not Unicode text, so neither UTF-8 nor Arrow
+  can hold it) in a string column is replaced with U+FFFD and noted in ``_sf_meta``; in an
+  object/array column (and any value stored as JSON text) it stays as its ``\\ud800`` escape,
+  which is valid JSON for the same value; in a typed column the value does not fit, so it is
+  null and noted, as any misfit. ``_sf_meta`` itself escapes such characters.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from datetime import date, datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
 
@@ -83,6 +95,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _ONE_MICROSECOND = timedelta(microseconds=1)
 _ARROW_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # ---------------------------------------------------------------------------
 # JSON schema -> Arrow schema
@@ -139,22 +152,52 @@ def _property_field(name: str, spec: dict) -> pa.Field:
 # ---------------------------------------------------------------------------
 
 
+class UndeclaredFields:
+    """Counts the fields records carried that their schema does not declare, across batches
+    (the reading thread's ``StreamBuffer`` keeps one per stream, for the end-of-run summary)."""
+
+    def __init__(self) -> None:
+        self.by_field: Counter[str] = Counter()
+        self.records = 0  # records that carried at least one
+
+    def add(self, by_row: dict[int, list[str]]) -> None:
+        self.records += len(by_row)
+        for names in by_row.values():
+            self.by_field.update(names)
+
+
 class _Misfits:
-    """Collects, per row, the values that did not fit their column (for ``_sf_meta``)."""
+    """Collects, per row, the values that did not fit their column and the fields no column
+    holds (for ``_sf_meta``)."""
 
     def __init__(self) -> None:
         self.by_row: dict[int, list[dict[str, str]]] = {}
+        self.undeclared: dict[int, list[str]] = {}
 
     def add(self, row: int, field: str, reason: str) -> None:
         self.by_row.setdefault(row, []).append({"field": field, "reason": reason})
 
     def column(self, num_rows: int) -> pa.Array:
-        if not self.by_row:
+        if not self.by_row and not self.undeclared:
             return pa.nulls(num_rows, pa.string())
         values: list[str | None] = [None] * num_rows
-        for row, errors in self.by_row.items():
-            values[row] = orjson.dumps({"errors": errors}).decode()
+        for row in self.by_row.keys() | self.undeclared.keys():
+            meta: dict[str, Any] = {}
+            if row in self.by_row:
+                meta["errors"] = self.by_row[row]
+            if row in self.undeclared:
+                meta["undeclared"] = self.undeclared[row]
+            values[row] = _as_json(meta)
         return pa.array(values, pa.string())
+
+
+def _undeclared_fields(records: list[dict], declared: frozenset[str]) -> dict[int, list[str]]:
+    """Per row (only rows that have some), the sorted names of the fields ``declared`` lacks."""
+    found = {}
+    for row, record in enumerate(records):
+        if not declared.issuperset(record):  # builds no set for a record with declared fields only
+            found[row] = sorted((str(name) for name in record if name not in declared))
+    return found
 
 
 def records_to_arrow(
@@ -164,12 +207,14 @@ def records_to_arrow(
     extracted_at_ms: list[int] | int,
     sync_id: str,
     checkpoint: int,
+    undeclared: UndeclaredFields | None = None,
 ) -> pa.Table:
     """Build an Arrow table with exactly ``schema``'s columns from API records.
 
     ``schema`` is normally :func:`arrow_schema`'s result. ``extracted_at_ms`` is epoch
     milliseconds, either one value for all records or one per record. Bad values become
-    null and are described in ``_sf_meta``; this function does not raise for data.
+    null and are described in ``_sf_meta``; this function does not raise for data. Fields the
+    schema does not declare are named in ``_sf_meta`` and counted into ``undeclared``.
 
     >>> schema = arrow_schema({"properties": {"age": {"type": "integer"}}})
     >>> t = records_to_arrow([{"age": 3}, {"age": "abc"}], schema,
@@ -180,11 +225,13 @@ def records_to_arrow(
     num_rows = len(records)
     misfits = _Misfits()
     columns: dict[str, pa.Array] = {}
-    for field in schema:
-        if field.name in METADATA_COLUMNS:
-            continue
+    data_fields = [field for field in schema if field.name not in METADATA_COLUMNS]
+    for field in data_fields:
         values = [record.get(field.name) for record in records]
         columns[field.name] = _convert_column(values, field, misfits)
+    misfits.undeclared = _undeclared_fields(records, frozenset(field.name for field in data_fields))
+    if undeclared is not None:
+        undeclared.add(misfits.undeclared)
 
     metadata = {
         EXTRACTED_AT: lambda: _extracted_at(extracted_at_ms, num_rows),
@@ -263,7 +310,7 @@ def _texts(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
     try:
         return pa.array(values, pa.string())
     except _ARROW_ERRORS:
-        return pa.array(_each(values, _as_text, name, misfits), pa.string())
+        return pa.array(_unicode_texts(_each(values, _as_text, name, misfits), name, misfits), pa.string())
 
 
 def _json_texts(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
@@ -303,6 +350,23 @@ def _dates(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
 
 
 # --- slow path: one value at a time -------------------------------------------------
+
+
+def _unicode_texts(texts: list[Any], name: str, misfits: _Misfits) -> list[Any]:
+    """``texts`` as Unicode text UTF-8 can hold: a lone surrogate (what JSON's ``"\\ud800"``
+    parses to) becomes U+FFFD, noted in the row's ``_sf_meta`` with its escape."""
+    out = []
+    for row, text in enumerate(texts):
+        if isinstance(text, str) and not _is_unicode_text(text):
+            escapes = ", ".join(dict.fromkeys(f"\\u{ord(char):04x}" for char in _SURROGATE.findall(text)))
+            misfits.add(row, name, f"lone surrogate {escapes} is not valid Unicode text; replaced with U+FFFD")
+            text = _SURROGATE.sub("\ufffd", text)
+        out.append(text)
+    return out
+
+
+def _is_unicode_text(text: str) -> bool:
+    return text.isascii() or _SURROGATE.search(text) is None
 
 
 def _each(values: Iterable[Any], convert: Callable[[Any], Any], name: str, misfits: _Misfits) -> list[Any]:
@@ -388,11 +452,14 @@ def _as_text(value: Any) -> str:
 
 
 def _as_json(value: Any) -> str:
+    """Compact JSON text, always valid UTF-8."""
     try:
         return orjson.dumps(value).decode()
     except (orjson.JSONEncodeError, TypeError):
-        # orjson refuses integers beyond 64 bits; the standard library does not.
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        # orjson refuses integers beyond 64 bits and lone surrogates; the standard library does
+        # not, and with ``ensure_ascii`` it writes a lone surrogate as its escape: the same value.
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return text if _is_unicode_text(text) else json.dumps(value, separators=(",", ":"))
 
 
 def _as_epoch_micros(value: Any) -> int:

@@ -6,24 +6,21 @@ the files, the row count). The record is written before the metadata-log batch, 
 record is only trusted when its batch exists and lists its files (``table.py`` checks
 that); a record without its batch is the trace of a commit that never happened.
 
-Record layout::
-
-    {"seq": 3, "batch_id": 2, "state": {"updatedAt": "..."}, "files": ["file:///t/c00000003-0-ab.parquet"],
-     "rows": 1000, "replace": false, "committed_at": "2025-02-01T00:00:00.000000Z"}
-
-Usage::
+Each file holds one ``CheckpointRecord`` (``destinations/checkpoint_record.py``: the format,
+its version and its fields are there)::
 
     records = CheckpointRecords("/warehouse/demo/users")
-    records.write({"seq": 3, ...})
+    records.write(CheckpointRecord(seq=3, batch_id=2, state={...}, files=("c00000003-0-ab.parquet",), rows=1000))
     for seq in records.seqs_newest_first():
         print(records.read(seq))
 """
 
 from __future__ import annotations
 
-import json
 import os
+from typing import Optional
 
+from source_framework.destinations.checkpoint_record import CheckpointRecord
 from source_framework.destinations.spark.atomic_files import write_atomically
 
 CHECKPOINTS_DIR = "_checkpoints"
@@ -39,18 +36,21 @@ class CheckpointRecords:
     def path(self, seq: int) -> str:
         return os.path.join(self.directory, f"{seq:08d}{_SUFFIX}")
 
-    def write(self, record: dict) -> None:
-        """Write (or replace a leftover of) the record for ``record["seq"]``, atomically."""
+    def write(self, record: CheckpointRecord) -> None:
+        """Write (or replace a leftover of) the record for ``record.seq``, atomically."""
         os.makedirs(self.directory, exist_ok=True)
-        data = json.dumps(record, separators=(",", ":"), sort_keys=True).encode("utf-8")
-        write_atomically(self.path(record["seq"]), data)
+        write_atomically(self.path(record.seq), record.to_json())
 
-    def read(self, seq: int) -> dict | None:
+    def read(self, seq: int) -> Optional[CheckpointRecord]:
         try:
-            with open(self.path(seq), encoding="utf-8") as record:
-                return json.load(record)
+            with open(self.path(seq), "rb") as handle:
+                raw = handle.read()
         except FileNotFoundError:
             return None
+        try:
+            return CheckpointRecord.from_json(raw)
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"checkpoint record {self.path(seq)} cannot be read: {error}") from None
 
     def seqs_newest_first(self) -> list[int]:
         if not os.path.isdir(self.directory):

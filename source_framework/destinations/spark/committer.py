@@ -14,10 +14,14 @@ reader until the worker catches up (back-pressure).
 
 Usage::
 
-    committer = BackgroundCommitter(lambda jobs: [write(job) for job in jobs], max_pending_records=100_000)
-    future = committer.submit(CommitJob(sink, batches, rows=len(records), nbytes=size, state=s, notes=None))
+    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records=100_000)
+    future = committer.submit(CommitJob(writer, batches, rows=len(records), nbytes=size, state=s, notes=None))
     future.result()     # the checkpoint is committed
     committer.close()
+
+Jobs flow one way: the reading thread's buffer (``buffer.py``) builds them, the worker hands
+them to the stream's ``TableWriter`` (``table_writer.py``), which owns the table from then on.
+Nothing calls back into the buffer; it learns each outcome from its job's future.
 """
 
 from __future__ import annotations
@@ -36,12 +40,12 @@ logger = logging.getLogger("source_framework.spark")
 class CommitJob:
     """One checkpoint of one stream: what to write, and the state it covers."""
 
-    sink: Any
-    batches: List[Any]  # pyarrow Tables, typed by the sink
+    writer: Any  # the stream's TableWriter: applies the job on the committer's thread
+    batches: List[Any]  # pyarrow Tables, typed by the buffer
     rows: int
     nbytes: int
     state: Optional[Mapping[str, Any]]
-    notes: Optional[Mapping[str, Any]]
+    notes: Optional[Any]  # ResumeNotes
     #: files written ahead for the stream's next checkpoint (a large slice), not a commit
     stage_only: bool = False
     future: "Future[Any]" = field(default_factory=Future)
@@ -101,7 +105,7 @@ class BackgroundCommitter:
             batch = [self._queue.popleft()]
             # Only jobs of one kind merge: staged rows belong to the checkpoint after them,
             # never to one queued before them.
-            while self._queue and self._queue[0].sink is batch[0].sink and self._queue[0].stage_only == batch[0].stage_only:
+            while self._queue and self._queue[0].writer is batch[0].writer and self._queue[0].stage_only == batch[0].stage_only:
                 batch.append(self._queue.popleft())
             return batch
 
@@ -121,10 +125,9 @@ class BackgroundCommitter:
                 if len(results) != len(batch):
                     raise RuntimeError(f"a commit returned {len(results)} results for {len(batch)} jobs")
             except BaseException as error:  # each waiting STATE learns its commit failed
-                logger.error("commit of %s failed: %r", getattr(batch[0].sink, "name", "?"), error)
+                logger.error("commit of %s failed: %r", getattr(batch[0].writer, "name", "?"), error)
                 for job in batch:
                     job.future.set_exception(error)
-                batch[0].sink.failed = error
             else:
                 self.writes += 1
                 self.merged += len(batch) - 1

@@ -10,33 +10,42 @@ the log is the source of truth, so each commit ends by appending one batch to it
 Usage::
 
     table = SparkTable(spark, "warehouse/demo/users")
+    table.recover()           # before writing: undo what an interrupted commit left
     info = table.commit(arrow_table, state={"updatedAt": "2025-02-01T00:00:00Z"}, seq=3)
     info.batch_id, info.files, info.rows, info.ms
     table.commit(snapshot, state=None, seq=4, replace=True)   # overwrite mode
-    table.last_checkpoint()   # {"seq": 4, "state": None, ...} - newest committed record
+    table.last_checkpoint()   # CheckpointRecord(seq=4, state=None, ...): the newest committed
     table.live_files()        # file: URIs Spark reads now
 
 Folder layout::
 
     users/
       _spark_metadata/0, 1, ..., 9.compact, 10, ...   Spark's log (the commit points)
-      _checkpoints/00000003.json, ...                 our records (state per commit)
+      _checkpoints/00000003.json, ...                 our records (state per commit, checkpoint_record.py)
       _staging/<commit>/                              Spark's writer output, transient
-      c00000003-0-<uuid>.parquet, ...                 data files
+      _sf_reset.json                                  a pending state reset (the lock is beside: table_lock.py)
+      c00000003-0-<uuid>.parquet, ...                 data files (a<...>: a commit that added columns)
 
 One commit, in order:
 
 1. ``spark.createDataFrame(arrow_table)`` (pyspark 4 takes a ``pyarrow.Table`` directly,
    classic or Spark Connect), ``.coalesce(1).write.mode("overwrite").parquet(_staging/<commit>)``.
-2. Rename the ``part-*.parquet`` file(s) into the table folder as
-   ``c<seq:08d>-<n>-<uuid>.parquet`` (atomic, same file system), fsync them.
-3. Write ``_checkpoints/<seq>.json`` atomically (the caller's state, files, row count).
+2. Write ``_checkpoints/<seq>.json`` atomically: the caller's state, the row count, and the
+   names the data files will have in the table.
+3. Rename the ``part-*.parquet`` file(s) into the table folder under those names
+   (``c<seq:08d>-<n>-<uuid>.parquet``; atomic, same file system), fsync them.
 4. Write the next ``_spark_metadata`` batch atomically: **the commit point**.
 
-A crash before step 4 leaves only invisible leftovers (staging output, unlisted data
-files, a record whose batch is missing or lists other files); :meth:`remove_orphans`
-deletes them. A crash after step 4 loses nothing: :meth:`last_checkpoint` returns the
-committed state, which the runtime resumes from.
+A crash before step 4 leaves only leftovers no reader sees, each of which :meth:`recover` can
+prove an interrupted commit of ours wrote: the staging folder, and a record whose batch was
+never written, with the files it names. Nothing else in the folder is ever deleted as a
+leftover: a table that was moved, copied or reached through a symlink keeps its data (its log
+is pointed at the files where they now are). A crash after step 4 loses nothing:
+:meth:`last_checkpoint` returns the committed state, which the runtime resumes from.
+
+Files a replace made invisible (``overwrite``, ``append_dedup``, ``state set``) are kept for
+``retention_seconds`` (readers that listed them may still be reading), then :meth:`reclaim`
+deletes them, with the log batches and checkpoint records nobody needs any more.
 
 What pyspark 4.3 does, checked empirically:
 
@@ -51,11 +60,10 @@ What pyspark 4.3 does, checked empirically:
   Parquet files are moved (a missing ``.crc`` merely skips checksum verification).
 * ``delete`` log entries are read as ``add``, so ``replace=True`` cannot delete; it jumps
   to the next compaction batch id and writes a compaction batch listing only the new
-  files. Replaced files stay on disk (readers that listed them earlier may still be
-  reading them); nothing references them any more.
+  files. The replaced files are named in the replacing commit's record, for ``reclaim``.
 
-Limits: one writer per table (a per-object lock serialises threads; a second process would
-get ``FileExistsError`` on the batch file), and ``seq`` must grow from commit to commit. Spark
+Limits: one writer per table (``table_lock.py``; within a process a per-object lock serialises
+threads), and ``seq`` must grow from commit to commit. Spark
 writes the files (on its executors, or on a Spark Connect server) and this process moves them
 and writes the logs with plain file operations: the table folder must be on a file system both
 reach at the same path (a local disk for a local Spark, a shared mount for a cluster). Nothing
@@ -65,6 +73,7 @@ here talks to the JVM directly, so the same code runs on a Spark Connect session
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import threading
@@ -72,16 +81,17 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Mapping, Optional, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, file_name
 from source_framework.destinations.spark.atomic_files import (
     fsync_directory,
     fsync_file,
     is_temp_file,
+    write_atomically,
 )
 from source_framework.destinations.spark.checkpoint_records import CheckpointRecords
 from source_framework.destinations.spark.file_sink_log import (
@@ -89,12 +99,24 @@ from source_framework.destinations.spark.file_sink_log import (
     FileSinkLog,
     SinkFileStatus,
 )
-from source_framework.runtime.faults import fault_point
+from source_framework.destinations.spark.table_schema import schema_from_footer, schema_from_json
+from source_framework.helpers.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+logger = logging.getLogger("source_framework.spark")
+
 STAGING_DIR = "_staging"
+RESET_MARKER = "_sf_reset.json"
+#: How long files a replace made invisible stay on disk (readers that listed them may need them).
+DEFAULT_RETENTION_SECONDS = 6 * 3600
+#: Checkpoint records kept however old (``runtime.resume`` looks back through them).
+KEEP_RECORDS = 1000
+
+
+class TableMoved(RuntimeError):
+    """The table's log names data files that are not in its folder (moved or copied without them)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +134,7 @@ class CommitInfo:
     seq: int
     batch_id: int
     files: list[str]  # file: URIs, as listed in the metadata log
-    rows: int
+    rows: int  # counted in the published files' Parquet footers
     ms: float  # wall time of the whole commit
 
 
@@ -129,7 +151,8 @@ class SparkTable:
         # A function is called on the first write, so reading checkpoints or cleaning up
         # need not wait for Spark to start.
         self._spark = spark
-        self.path = os.path.abspath(path)
+        # One spelling of the folder, whatever symlink led here: the log's paths use it.
+        self.path = os.path.realpath(path)
         self._log = FileSinkLog(self.path, compact_interval)
         self._checkpoints = CheckpointRecords(self.path)
         self._lock = threading.Lock()
@@ -144,51 +167,56 @@ class SparkTable:
 
     def commit(
         self,
-        data: pa.Table,
+        data: "pa.Table | DataFrame",
         state: Mapping[str, Any] | None,
         seq: int,
+        *,
         replace: bool = False,
-        extra: Mapping[str, Any] | None = None,
+        notes: Optional[ResumeNotes] = None,
+        merged_states: Sequence[Mapping[str, Any]] = (),
+        reset_id: Optional[str] = None,
+        schema: Optional[Mapping[str, Any]] = None,
         staged: Sequence[StagedFiles] = (),
     ) -> CommitInfo:
         """Make ``data`` visible together with ``state``, all or nothing.
 
         ``data`` is an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
         ``staged``: files written earlier by :meth:`stage` for this commit; they become visible
-        with ``data``.
-        ``replace=True`` atomically swaps every previously visible row for ``data``.
-        ``extra`` (JSON-able) is kept in the checkpoint record: the runtime stores there what it
-        needs to resume (the boundary keys, the run's start state).
-        ``seq`` must be greater than the last committed one. Returns when the commit is
-        durable, i.e. when it is safe to emit the STATE message.
+        with ``data``. ``replace=True`` atomically swaps every previously visible row for
+        ``data``. ``notes``, ``merged_states``, ``reset_id`` and ``schema`` go into the
+        checkpoint record (``checkpoint_record.py``). ``seq`` must be greater than the last
+        committed one. Returns when the commit is durable, i.e. when the STATE may be printed.
         """
         started = time.perf_counter()
         state = dict(state) if state is not None else None
         json.dumps(state)  # fail before writing anything if the state is not JSON
         with self._lock:
             last = self.last_checkpoint()
-            if seq < 0 or (last is not None and seq <= last["seq"]):
-                raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last['seq']}")
-            files, rows = self._write_data_files(data, seq, staged)
-            fault_point("commit.files_written")
+            if seq < 0 or (last is not None and seq <= last.seq):
+                raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
+            parts, folders = self._spark_write(data, seq, staged)
+            commit_id = uuid.uuid4().hex
+            names = _data_file_names(seq, len(parts), commit_id, leads_schema=_leads_schema(schema, replace, last))
+            rows = sum(pq.read_metadata(part).num_rows for part in parts)
             batch_id = self._log.next_batch_id(replace=replace)
-            self._checkpoints.write(
-                {
-                    "seq": seq,
-                    "batch_id": batch_id,
-                    **dict(extra or {}),
-                    "state": state,
-                    "files": [status.path for status in files],
-                    "rows": rows,
-                    "replace": replace,
-                    "committed_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-                }
+            replaced = tuple(sorted(self._live_names())) if replace else ()
+            notes = notes or ResumeNotes()
+            record = CheckpointRecord(
+                seq=seq, batch_id=batch_id, state=state, files=tuple(names), rows=rows, replace=replace,
+                committed_at=_now(), start_state=notes.start_state, boundary=dict(notes.boundary), boundary_full=notes.boundary_full,
+                merged_states=tuple(dict(s) for s in merged_states), reset_id=reset_id,
+                schema=dict(schema) if schema is not None else None, replaced=replaced,
             )
+            self._checkpoints.write(record)  # names the files before they enter the table
             fault_point("commit.record_written")
-            self._log.write_batch(batch_id, files, replace=replace)  # the commit point
+            statuses = self._move_in(parts, names)
+            for folder in folders:
+                shutil.rmtree(folder, ignore_errors=True)
+            fault_point("commit.files_written")
+            self._log.write_batch(batch_id, statuses, replace=replace)  # the commit point
             fault_point("commit.done")
         elapsed_ms = (time.perf_counter() - started) * 1000
-        return CommitInfo(seq, batch_id, [status.path for status in files], rows, elapsed_ms)
+        return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms)
 
     def stage(self, data: pa.Table) -> StagedFiles:
         """Write ``data``'s files now for a commit still to come (see ``commit(staged=...)``).
@@ -201,16 +229,14 @@ class SparkTable:
         arrow_frame(self.spark, data).coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
         return StagedFiles(staging, data.num_rows)
 
-    def _write_data_files(
-        self, data: "pa.Table | DataFrame", seq: int, staged: Sequence[StagedFiles] = ()
-    ) -> tuple[list[SinkFileStatus], int]:
-        """Let Spark write ``data`` to a private staging folder, then move it, and any files
-        staged before, into the table. The rows are counted in the moved files' Parquet footers:
-        what the commit publishes, not what was asked for."""
-        commit_id = uuid.uuid4().hex
+    def _spark_write(
+        self, data: "pa.Table | DataFrame", seq: int, staged: Sequence[StagedFiles]
+    ) -> tuple[list[str], list[str]]:
+        """Let Spark write ``data`` to a private staging folder; return the Parquet files to
+        publish (with those staged before) and the folders holding them."""
         folders = [item.folder for item in staged]
         if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
-            staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{commit_id}")
+            staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{uuid.uuid4().hex}")
             frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
             frame.coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
             folders.append(staging)
@@ -222,40 +248,48 @@ class SparkTable:
         ]
         if not parts:
             raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
-        moved, rows = [], 0
-        for n, part in enumerate(parts):
-            target = os.path.join(self.path, f"c{seq:08d}-{n}-{commit_id}.parquet")
+        return parts, folders
+
+    def _move_in(self, parts: list[str], names: list[str]) -> list[SinkFileStatus]:
+        moved = []
+        for part, name in zip(parts, names, strict=True):
+            target = os.path.join(self.path, name)
             os.rename(part, target)
             fsync_file(target)
-            rows += pq.read_metadata(target).num_rows
             moved.append(SinkFileStatus.for_local_file(target))
         fsync_directory(self.path)
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
-        return moved, rows
+        return moved
 
     # --- reading our own state ---------------------------------------------------
 
-    def last_checkpoint(self) -> dict | None:
+    def last_checkpoint(self) -> Optional[CheckpointRecord]:
         """The newest checkpoint record whose commit happened, or None before the first.
 
         A record counts only if its metadata-log batch exists and lists the record's files.
         """
         return next(self.committed_checkpoints(), None)
 
-    def committed_checkpoints(self) -> Iterator[dict]:
-        """Committed checkpoint records, newest first (the resume logic looks back through them)."""
+    def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
+        """Committed checkpoint records, newest first (the resume logic looks back through them).
+
+        Records are written in ``seq`` order by one writer and an uncommitted one is removed
+        before the next commit, so every record older than the newest committed one is
+        committed too (its log batch may be long compacted away)."""
+        found = False
         for seq in self._checkpoints.seqs_newest_first():
             record = self._checkpoints.read(seq)
-            if record is not None and self._is_committed(record):
+            if record is None:
+                continue
+            if found or self._is_committed(record):
+                found = True
                 yield record
 
-    def _is_committed(self, record: dict) -> bool:
-        entries = self._log.read_batch(record["batch_id"])
+    def _is_committed(self, record: CheckpointRecord) -> bool:
+        entries = self._log.read_batch(record.batch_id)
         if entries is None:
             return False
-        logged = {entry.path for entry in entries}
-        return all(path in logged for path in record["files"])
+        logged = {file_name(entry.path) for entry in entries}
+        return all(name in logged for name in record.files)
 
     def read(self) -> "DataFrame":
         """The committed rows, as any Spark reader sees them."""
@@ -269,42 +303,102 @@ class SparkTable:
         """``file:`` URIs of the data files a Spark reader sees now."""
         return [status.path for status in self._log.live_files()]
 
+    def _live_names(self) -> set[str]:
+        return {file_name(status.path) for status in self._log.live_files()}
+
+    # --- the table's schema (rules in table_schema.py) -------------------------------
+
+    def recorded_schema(self) -> Optional[pa.Schema]:
+        """The table's schema: the one its newest commit recorded, or, for a table whose commits
+        recorded none (written by an earlier version), the schema plain readers see: the footer of
+        the live file whose path sorts first (``table_schema.py`` says why). None before the first
+        commit."""
+        last = self.last_checkpoint()
+        if last is None:
+            return None
+        if last.schema is not None:
+            return schema_from_json(last.schema)
+        live = sorted(status.path for status in self._log.live_files())
+        return schema_from_footer(pq.read_schema(_local_path(live[0]))) if live else None
+
+    # --- a pending state reset -----------------------------------------------------
+
+    def request_reset(self) -> str:
+        """Mark the table: the stream's next sync from an empty state replaces it (``state reset``)."""
+        reset_id = uuid.uuid4().hex
+        os.makedirs(self.path, exist_ok=True)
+        write_atomically(os.path.join(self.path, RESET_MARKER), json.dumps({"reset_id": reset_id}).encode())
+        return reset_id
+
+    def pending_reset(self) -> Optional[str]:
+        """The id of a reset no commit applied yet, or None."""
+        try:
+            with open(os.path.join(self.path, RESET_MARKER), encoding="utf-8") as handle:
+                reset_id = json.load(handle).get("reset_id")
+        except (FileNotFoundError, ValueError):
+            return None
+        last = self.last_checkpoint()
+        if last is not None and last.reset_id == reset_id:
+            self.clear_reset()  # applied by a run that died before removing the marker
+            return None
+        return reset_id
+
+    def clear_reset(self) -> None:
+        try:
+            os.remove(os.path.join(self.path, RESET_MARKER))
+        except FileNotFoundError:
+            pass
+
     # --- housekeeping ------------------------------------------------------------
 
-    def remove_orphans(self) -> list[str]:
-        """Delete what interrupted commits left behind; return the removed paths.
-
-        Removes data files no metadata-log batch ever listed, checkpoint records newer
-        than the last committed one, the staging folder, and temporary files. Files of
-        replaced snapshots are kept. Call it only while no commit on this table is in
-        progress (e.g. when a sync starts).
-        """
+    def recover(self) -> list[str]:
+        """Before writing: point a moved table's log at its files, and delete what interrupted
+        commits of ours left. Returns the removed paths. Call it only while no commit on this
+        table is in progress (the table's lock is held: ``table_lock.py``)."""
         with self._lock:
             fault_point("recovery.start")
-            return (
-                self._remove_uncommitted_records()
-                + self._remove_unlisted_data_files()
-                + self._remove_staging_and_temp_files()
-            )
+            self._adopt_moved_files()
+            return self._remove_uncommitted_commits() + self._remove_staging_and_temp_files()
 
-    def _remove_uncommitted_records(self) -> list[str]:
+    def _adopt_moved_files(self) -> None:
+        """A table moved, copied or reached by another path still logs its files where they were
+        written. If every live file is here, the log is pointed here (readers see the same rows);
+        if some are not, the table is refused: emptying it would lose the data."""
+        live = self._log.live_files()
+        elsewhere = [status for status in live if os.path.dirname(_local_path(status.path)) != self.path]
+        if not elsewhere:
+            return
+        present = set(os.listdir(self.path))
+        missing = [status.path for status in elsewhere if file_name(status.path) not in present]
+        if missing:
+            raise TableMoved(
+                f"table {self.path}: its log lists {len(missing)} data file(s) that are not in its folder "
+                f"(e.g. {missing[0]}); it was moved or copied without them. Put the files back, or rebuild the "
+                f"table: 'state reset --tables' for the stream, then sync it again"
+            )
+        here = [SinkFileStatus.for_local_file(os.path.join(self.path, file_name(status.path))) for status in live]
+        batch_id = self._log.next_batch_id(replace=True)
+        self._log.write_batch(batch_id, here, replace=True)
+        logger.warning(
+            "table %s was moved or copied (its log named %s): its %d file(s) are now read where they are",
+            self.path, os.path.dirname(_local_path(elsewhere[0].path)), len(here),
+        )
+
+    def _remove_uncommitted_commits(self) -> list[str]:
+        """A record newer than the last committed one is an interrupted commit: delete it and the
+        data files it names (they may already be in the table folder, never in its log)."""
         last = self.last_checkpoint()
         removed = []
         for seq in self._checkpoints.seqs_newest_first():
-            if last is not None and seq <= last["seq"]:
+            if last is not None and seq <= last.seq:
                 break
+            record = self._checkpoints.read(seq)
+            for name in record.files if record is not None else ():
+                path = os.path.join(self.path, name)
+                if os.path.exists(path):
+                    removed.append(_remove(path))
             removed.append(_remove(self._checkpoints.path(seq)))
         return removed
-
-    def _remove_unlisted_data_files(self) -> list[str]:
-        listed = set()
-        for batch_id in self._log.batch_ids():
-            listed.update(entry.path for entry in self._log.read_batch(batch_id) or [])
-        return [
-            _remove(path)
-            for path in _children(self.path)
-            if path.endswith(".parquet") and os.path.isfile(path) and Path(path).as_uri() not in listed
-        ]
 
     def _remove_staging_and_temp_files(self) -> list[str]:
         removed = []
@@ -320,6 +414,75 @@ class SparkTable:
         for directory in (self._log.directory, self._checkpoints.directory):
             removed += [_remove(path) for path in _children(directory) if is_temp_file(os.path.basename(path))]
         return removed
+
+    def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: Optional[float] = None) -> list[str]:
+        """Delete what no reader can need any more; return the removed paths.
+
+        - data files a replace made invisible, once that replace is ``retention_seconds`` old
+          (only files a committed record of this table names: nothing else is ever deleted);
+        - log batches before the newest compaction batch (Spark never reads them), as old;
+        - checkpoint records beyond the newest ``KEEP_RECORDS``, as old, once their files are
+          reclaimed; start-up then reads a bounded number of files.
+        """
+        now = time.time() if now is None else now
+        cutoff = now - retention_seconds
+        with self._lock:
+            live = self._live_names()
+            records = list(self.committed_checkpoints())
+            removed = []
+            for index, record in enumerate(records):
+                old_enough = _timestamp(record.committed_at) < cutoff
+                if record.replaced and old_enough:
+                    removed += [_remove(path) for path in self._files_here(record.replaced, live)]
+                if index >= KEEP_RECORDS and old_enough and not (set(record.files) - live) & self._present():
+                    removed.append(_remove(self._checkpoints.path(record.seq)))
+            newest_batch = records[0].batch_id if records else None
+            removed += self._remove_old_batches(cutoff, newest_batch)
+            return removed
+
+    def _files_here(self, names: Sequence[str], live: set[str]) -> list[str]:
+        return [os.path.join(self.path, n) for n in names if n not in live and os.path.exists(os.path.join(self.path, n))]
+
+    def _present(self) -> set[str]:
+        return set(os.listdir(self.path)) if os.path.isdir(self.path) else set()
+
+    def _remove_old_batches(self, cutoff: float, newest_record_batch: Optional[int]) -> list[str]:
+        """Batches Spark no longer reads (before the newest compaction batch), except the newest
+        record's: it is how a commit is known to have happened."""
+        ids = self._log.batch_ids()
+        compacted = [batch_id for batch_id in ids if self._log.is_compact_batch(batch_id)]
+        if not compacted or newest_record_batch is None:
+            return []
+        keep_from = min(compacted[-1], newest_record_batch)
+        removed = []
+        for batch_id in ids:
+            path = self._log.batch_path(batch_id)
+            if batch_id < keep_from and os.path.getmtime(path) < cutoff:
+                removed.append(_remove(path))
+        return removed
+
+
+#: a schema-leading file of commit ``seq`` is named ``a<LEADING_BASE - seq>``: newer ones sort first
+LEADING_BASE = 99_999_999
+
+
+def _leads_schema(schema: Optional[Mapping[str, Any]], replace: bool, last: Optional[CheckpointRecord]) -> bool:
+    """The commit adds files whose schema differs from the one the table's last commit recorded
+    (a column was added): readers must take the schema from these files."""
+    return not replace and last is not None and schema is not None and dict(schema) != last.schema
+
+
+def _data_file_names(seq: int, count: int, commit_id: str, leads_schema: bool) -> list[str]:
+    """Names of a commit's data files in the table folder: ``c<seq:08d>-<n>-<commit id>.parquet``.
+
+    Spark takes a table's schema from the live file whose path sorts first (``table_schema.py``:
+    measured), so the files of a commit that brings a new schema to files of the old one are
+    named ``a<LEADING_BASE - seq:08d>-...``: before every ``c`` file and every earlier leading file.
+    Old files then read as null in the new columns. A replace needs none of this: it leaves only
+    files of its own schema.
+    """
+    prefix = f"a{LEADING_BASE - seq:08d}" if leads_schema else f"c{seq:08d}"
+    return [f"{prefix}-{n}-{commit_id}.parquet" for n in range(count)]
 
 
 def arrow_frame(spark: "SparkSession", data: pa.Table) -> "DataFrame":
@@ -338,6 +501,23 @@ def spark_path(path: str) -> str:
     system is (HDFS on YARN). A plain "file://" + path, not a percent-encoded URI: Hadoop's
     Path takes it literally."""
     return "file://" + path
+
+
+def _local_path(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _timestamp(text: str) -> float:
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return float("inf")  # an unreadable time is never old enough to delete anything
 
 
 def _children(directory: str) -> list[str]:

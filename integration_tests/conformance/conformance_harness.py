@@ -1,0 +1,506 @@
+"""Run a conformance connector under airbyte-cdk's entrypoint and under ours, and compare.
+
+- ``cdk_read``: airbyte-cdk's own ``read`` path in this process
+  (``airbyte_cdk.test.entrypoint_wrapper.read``), records printed as RECORD messages;
+- ``ours_read``: source_framework's ``read`` in this process (``source_framework.testing.read``),
+  records landed in Spark tables (or printed, with ``--destination stdout``);
+- ``KilledRun``: ours as a real process (``run_connector.py``) reading from an API that holds
+  the second half of its requests (``ShopApi``), paused at a fault point and killed with SIGKILL,
+  keeping the last STATE of each stream it printed; ``KillRunner`` runs them in the background;
+- ``read_tables`` / ``check_tables_equal_records`` (from ``source_framework.testing``): the
+  tables read back with a plain ``spark.read.parquet`` and compared with records by value
+  through the stream's JSON schema.
+
+Every run here sees the demo API with the same knobs, so two APIs started with them serve the
+same data (``start_api``); ``touch`` updates some records between two syncs.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+from airbyte_cdk.models import (
+    AirbyteMessageSerializer,
+    AirbyteStateMessageSerializer,
+    ConfiguredAirbyteCatalogSerializer,
+)
+from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteStreamSerializer
+from airbyte_cdk.test.entrypoint_wrapper import read as entrypoint_read
+
+from source_framework.demo.api import DemoApi
+from source_framework.testing.catalogs import StreamInfo, stream_infos
+from source_framework.testing.table_checks import (  # noqa: F401 (for the tests)
+    check_tables_equal_records,
+    read_tables,
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_CONNECTOR = os.path.join(HERE, "run_connector.py")
+
+API_KEY = "conformance-key-7d1f"
+START_DATE = "2025-01-01T00:00:00Z"
+RECORDS, STORES, SEED = 240, 4, 17
+TOUCHES = {"users": 10, "orders": 10, "products": 5}
+
+# --- the API and the inputs --------------------------------------------------------------------
+
+
+class ShopApi(DemoApi):
+    """The demo API with a gate: when ``hold_after`` is set, every data request after that many
+    waits until ``open_gate(drip)``, and is then answered ``drip`` seconds late. A connector read
+    from it stops half-way until its runtime has committed something, then goes on slowly: it is
+    still in the middle of its sync when its runtime prints its first STATEs."""
+
+    def __init__(self, *args: Any, hold_after: Optional[int] = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold_after = hold_after
+        self._opened = threading.Event()
+        self._drip = 0.0
+        self._served = 0
+        self._served_lock = threading.Lock()
+
+    def respond(self, method: str, target: str, headers: Any, body: bytes) -> Any:
+        if self.hold_after is not None and not target.startswith("/_admin/"):
+            with self._served_lock:
+                self._served += 1
+                gated = self._served > self.hold_after
+            if gated:
+                self._opened.wait(600)
+                if self.hold_after is not None:
+                    time.sleep(self._drip)
+        return super().respond(method, target, headers, body)
+
+    def open_gate(self, drip: float) -> None:
+        self._drip = drip
+        self._opened.set()
+
+    def full_speed(self) -> None:
+        self.hold_after = None
+        self._opened.set()
+
+    def stop(self) -> None:
+        self.full_speed()
+        super().stop()
+
+
+def start_api(hold_after: Optional[int] = None) -> ShopApi:
+    """A fresh demo API; every one started here serves the same data until ``touch``."""
+    return ShopApi(records=RECORDS, api_key=API_KEY, seed=SEED, stores=STORES, hold_after=hold_after).start()
+
+
+def touch(api: DemoApi) -> None:
+    """Update some users, orders (so store orders too) and products between two syncs."""
+    for stream, count in TOUCHES.items():
+        api.touch(stream, count)
+
+
+def source_config(api: DemoApi) -> Dict[str, Any]:
+    return {"api_url": api.url, "api_key": API_KEY, "start_date": START_DATE}
+
+
+def ours_config(api: DemoApi, warehouse: str) -> Dict[str, Any]:
+    return {**source_config(api), "destination": {"type": "spark", "warehouse": str(warehouse), "spark_master": "local[1]"}}
+
+
+def connector(style: str) -> Any:
+    return importlib.import_module(f"connectors.{style}")
+
+
+def build_source(style: str, config: Mapping[str, Any], catalog: Mapping[str, Any], state: Optional[List[dict]]) -> Any:
+    """The source as the style's ``run.py`` builds it from the command line's files."""
+    return connector(style).build_source(
+        dict(config),
+        ConfiguredAirbyteCatalogSerializer.load(catalog),
+        [AirbyteStateMessageSerializer.load(s) for s in state] if state is not None else None,
+    )
+
+
+def configured_catalog(style: str, config: Mapping[str, Any]) -> Dict[str, Any]:
+    """Every stream the source discovers: incremental + append where it supports it, else
+    full refresh + overwrite; default cursor and primary key."""
+    source = build_source(style, config, {"streams": []}, None)
+    streams = []
+    for stream in source.discover(logging.getLogger("conformance"), dict(config)).streams:
+        incremental = "incremental" in [mode.value for mode in stream.supported_sync_modes]
+        streams.append(
+            {
+                "stream": AirbyteStreamSerializer.dump(stream),
+                "sync_mode": "incremental" if incremental else "full_refresh",
+                "destination_sync_mode": "append" if incremental else "overwrite",
+                "cursor_field": (stream.default_cursor_field or []) if incremental else [],
+                "primary_key": stream.source_defined_primary_key or [],
+            }
+        )
+    return {"streams": streams}
+
+
+def infos(catalog: Mapping[str, Any]) -> Dict[str, StreamInfo]:
+    return stream_infos(catalog)
+
+
+def incremental_streams(catalog: Mapping[str, Any]) -> List[str]:
+    return [s["stream"]["name"] for s in catalog["streams"] if s["sync_mode"] == "incremental"]
+
+
+def overwrite_streams(catalog: Mapping[str, Any]) -> List[str]:
+    return [s["stream"]["name"] for s in catalog["streams"] if s["destination_sync_mode"] == "overwrite"]
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What one ``read`` printed (protocol messages as dicts) and how it ended."""
+
+    label: str
+    messages: List[Dict[str, Any]]
+    returncode: int = 0
+    crash: Optional[str] = None  # traceback of an exception that escaped the entrypoint
+    seconds: float = 0.0
+
+    def records(self, stream: Optional[str] = None) -> List[Dict[str, Any]]:
+        return [
+            m["record"]["data"]
+            for m in self.messages
+            if m.get("type") == "RECORD" and (stream is None or m["record"]["stream"] == stream)
+        ]
+
+    def states(self) -> List[Dict[str, Any]]:
+        return [m["state"] for m in self.messages if m.get("type") == "STATE"]
+
+    def final_state_list(self) -> List[Dict[str, Any]]:
+        """The last STATE of each stream, as ``--state`` takes them (without ``sourceStats``)."""
+        return self.states_at(len(self.states()))
+
+    def states_at(self, position: int) -> List[Dict[str, Any]]:
+        """The last STATE of each stream among the first ``position`` STATEs: what an orchestrator
+        holds if the run dies right after its ``position``-th STATE."""
+        latest: Dict[str, Dict[str, Any]] = {}
+        for state in self.states()[:position]:
+            latest[state["stream"]["stream_descriptor"]["name"]] = {"type": state.get("type", "STREAM"), "stream": state["stream"]}
+        return list(latest.values())
+
+    def errors(self) -> List[str]:
+        found = [
+            f"{m['trace']['error'].get('failure_type')}: {m['trace']['error'].get('message')}\n"
+            f"{m['trace']['error'].get('stack_trace') or ''}"
+            for m in self.messages
+            if m.get("type") == "TRACE" and m["trace"].get("type") == "ERROR"
+        ]
+        return found + ([self.crash] if self.crash else [])
+
+    def estimates(self) -> Counter:
+        return Counter(
+            (m["trace"]["estimate"]["name"], m["trace"]["estimate"]["type"], m["trace"]["estimate"].get("row_estimate"))
+            for m in self.messages
+            if m.get("type") == "TRACE" and m["trace"].get("type") == "ESTIMATE"
+        )
+
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.errors()
+
+    def describe(self) -> str:
+        counts = Counter(m.get("type", "?") for m in self.messages)
+        per_stream = Counter(m["record"]["stream"] for m in self.messages if m.get("type") == "RECORD")
+        text = f"{self.label}: exit {self.returncode}, {dict(counts)}, records {dict(per_stream)}, {self.seconds:.1f}s"
+        errors = self.errors()
+        return text + ("\n  errors:\n  " + "\n  ".join(e.strip()[:4000] for e in errors) if errors else "")
+
+
+def cdk_read(style: str, config: Mapping[str, Any], catalog: Mapping[str, Any], state: Optional[List[dict]] = None) -> Run:
+    """airbyte-cdk's ``read`` (its ``AirbyteEntrypoint``, in this process)."""
+    started = time.monotonic()
+    source = build_source(style, config, catalog, state)
+    output = entrypoint_read(
+        source,
+        dict(config),
+        ConfiguredAirbyteCatalogSerializer.load(catalog),
+        [AirbyteStateMessageSerializer.load(s) for s in state] if state is not None else None,
+    )
+    messages = [AirbyteMessageSerializer.dump(m) for m in output.get_message_iterator()]
+    return Run(f"airbyte-cdk read ({style})", _json_roundtrip(messages), seconds=time.monotonic() - started)
+
+
+def ours_read(
+    style: str,
+    config: Mapping[str, Any],
+    catalog: Mapping[str, Any],
+    state: Optional[List[dict]] = None,
+    args: Sequence[str] = (),
+) -> Run:
+    """source_framework's ``read`` in this process (Spark tables unless ``args`` say stdout)."""
+    from source_framework.testing import read
+
+    started = time.monotonic()
+    label = f"source_framework read ({style}{', ' + ' '.join(args) if args else ''})"
+    try:
+        output = read(build_source(style, config, catalog, state), config, catalog, state=state, args=list(args))
+    except Exception:  # noqa: BLE001 - whatever escaped is the finding; keep it for the assertion message
+        return Run(label, [], returncode=-1, crash=traceback.format_exc(), seconds=time.monotonic() - started)
+    return Run(label, output.messages, returncode=output.returncode, seconds=time.monotonic() - started)
+
+
+def _json_roundtrip(messages: List[Any]) -> List[Dict[str, Any]]:
+    """Plain JSON values, as ours' messages are (the CDK's were printed and parsed back already)."""
+    return [json.loads(json.dumps(m)) for m in messages]
+
+
+# --- comparing records ------------------------------------------------------------------------
+
+
+def canonical(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def record_multisets(run: Run, catalog: Mapping[str, Any], streams: Optional[Sequence[str]] = None) -> Dict[str, Counter]:
+    names = streams if streams is not None else list(infos(catalog))
+    return {name: Counter(canonical(r) for r in run.records(name)) for name in names}
+
+
+def multiset_diff(expected: Dict[str, Counter], actual: Dict[str, Counter]) -> List[str]:
+    problems = []
+    for name in expected:
+        want, got = expected[name], actual.get(name, Counter())
+        if want != got:
+            missing, extra = want - got, got - want
+            problems.append(
+                f"stream '{name}': {sum(got.values())} records, expected {sum(want.values())}; "
+                f"{sum(missing.values())} missing (e.g. {list(missing)[:2]}), {sum(extra.values())} extra (e.g. {list(extra)[:2]})"
+            )
+    return problems
+
+
+@dataclass
+class Reference:
+    """Stands for a read whose records a table must hold (``check_tables_equal_records`` takes it)."""
+
+    by_stream: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
+
+    def records(self, stream: str) -> List[Dict[str, Any]]:
+        return self.by_stream.get(stream, [])
+
+
+def after_resume(first: Run, resumed: Run, catalog: Mapping[str, Any]) -> Reference:
+    """What a table holds after a sync and a resumed sync into it: append streams every distinct
+    record of both exactly once; overwrite streams the resumed sync's records."""
+    reference = Reference()
+    replaced = set(overwrite_streams(catalog))
+    for name in infos(catalog):
+        if name in replaced:
+            reference.by_stream[name] = resumed.records(name)
+            continue
+        seen: Dict[str, Dict[str, Any]] = {}
+        for record in first.records(name) + resumed.records(name):
+            seen.setdefault(canonical(record), record)
+        reference.by_stream[name] = list(seen.values())
+    return reference
+
+
+def from_state(incremental: Run, everything: Run, catalog: Mapping[str, Any]) -> Reference:
+    """What a fresh table holds after ours read from a given state: the incremental streams what
+    ``incremental`` (airbyte-cdk from that state) read; the full-refresh (overwrite) streams every
+    record, as ``everything`` (a complete read) has them. A full refresh replaces its table with
+    all records whatever state it is given (a page token of airbyte-cdk's resumable full refresh,
+    or its completion marker): under airbyte-cdk the destination keeps the pages an earlier
+    attempt read, here the table is never half a snapshot."""
+    replaced = set(overwrite_streams(catalog))
+    return Reference({name: (everything if name in replaced else incremental).records(name) for name in infos(catalog)})
+
+
+# --- a killed process of ours --------------------------------------------------------------------
+
+
+@dataclass
+class KilledRun:
+    """``run_connector.py STYLE ours read ...`` killed with SIGKILL in the middle of its sync.
+
+    The API holds the connector's requests after the first half (``ShopApi``) until the process
+    has committed a first checkpoint (a file under ``_spark_metadata/`` or ``_checkpoints/`` of a
+    table), or ``open_after`` seconds, then answers them one every ``drip`` seconds. With
+    ``SOURCE_FRAMEWORK_PAUSE_AT=state.printed:1`` the process pauses right after printing its
+    first STATE (other threads, such as background commits, go on) and is killed there with
+    SIGKILL, together with whatever it started (pool workers, the Spark JVM); one that has printed
+    no STATE ``kill_after`` seconds after it started is killed where it is. The last STATE of each
+    stream it printed is kept, as an orchestrator would keep it.
+    """
+
+    style: str
+    config_path: str
+    catalog_path: str
+    api: ShopApi
+    warehouse: str
+    pause_at: str = "state.printed:1"
+    open_after: float = 20
+    drip: float = 1.0
+    kill_after: float = 90
+    states: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    state_lines: int = 0
+    paused: bool = False
+    killed: bool = False
+    opened_at: Optional[str] = None
+    returncode: Optional[int] = None
+    stderr: List[str] = field(default_factory=list)
+    _process: Optional[subprocess.Popen] = field(default=None, repr=False)
+
+    def run(self) -> "KilledRun":
+        env = {**os.environ, "SOURCE_FRAMEWORK_PAUSE_AT": self.pause_at}
+        # Only airbyte-cdk's own flags: a run.py in the style of the published declarative connectors
+        # reads its paths with airbyte-cdk's argument parser, which refuses ours (such as --quiet).
+        command = [sys.executable, RUN_CONNECTOR, self.style, "ours", "read", "--config", self.config_path,
+                   "--catalog", self.catalog_path]
+        started = time.monotonic()
+        process = self._process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=HERE, start_new_session=True
+        )
+        paused = threading.Event()
+
+        def read_stdout() -> None:
+            for line in process.stdout:
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if message.get("type") == "STATE":
+                    self.state_lines += 1
+                    state = message["state"]
+                    self.states[state["stream"]["stream_descriptor"]["name"]] = {"type": state.get("type", "STREAM"), "stream": state["stream"]}
+
+        def read_stderr() -> None:
+            for line in process.stderr:
+                text = line.decode(errors="replace")
+                self.stderr.append(text)
+                if text.startswith("paused at "):
+                    paused.set()
+
+        readers = [threading.Thread(target=read_stdout, daemon=True), threading.Thread(target=read_stderr, daemon=True)]
+        for reader in readers:
+            reader.start()
+        while process.poll() is None and not paused.is_set():
+            elapsed = time.monotonic() - started
+            if elapsed > self.kill_after:
+                break
+            if self.opened_at is None:
+                if self._committed():
+                    self.opened_at = f"after a first commit, {elapsed:.1f}s in"
+                elif elapsed > self.open_after:
+                    self.opened_at = f"after {elapsed:.1f}s with nothing committed"
+                if self.opened_at is not None:
+                    self.api.open_gate(self.drip)
+            time.sleep(0.02)
+        try:
+            if process.poll() is None:
+                self.paused = paused.is_set()
+                process.send_signal(signal.SIGKILL)
+                self.killed = True
+            self.returncode = process.wait(timeout=60)
+        finally:
+            try:  # what it started (pool workers, the Spark JVM) goes with it
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for reader in readers:
+            reader.join(timeout=30)
+        return self
+
+    def _committed(self) -> bool:
+        for log in ("_spark_metadata", "_checkpoints"):
+            if glob.glob(os.path.join(self.warehouse, "*", "*", log, "[0-9]*")):
+                return True
+        return False
+
+    def abort(self) -> None:
+        """Kill the process and what it started, if still there (the test run is ending)."""
+        if self._process is not None:
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def state_list(self) -> List[Dict[str, Any]]:
+        return list(self.states.values())
+
+    def describe(self) -> str:
+        if self.paused:
+            where = f"paused at {self.pause_at}"
+        elif self.killed:
+            where = f"no {self.pause_at} within {self.kill_after:.0f}s"
+        else:
+            where = f"it exited by itself before {self.pause_at}"
+        tail = "".join(self.stderr[-40:])
+        return (
+            f"{self.style}: killed: {self.killed} ({where}; the API held the second half of the requests and let "
+            f"them through one every {self.drip:.0f}s {self.opened_at or '(never)'}); exit {self.returncode}; "
+            f"{self.state_lines} STATE lines before the kill; last states {json.dumps(self.states)[:1500]}\n"
+            f"stderr (last lines):\n{tail}"
+        )
+
+
+@dataclass
+class KillOutcome:
+    killed: KilledRun
+    api: DemoApi
+    config: Dict[str, Any]
+    catalog: Dict[str, Any]
+
+
+class KillRunner:
+    """Runs the killed processes in the background, two at a time, from the start of the test run
+    while the in-process tests go on: a process of ours spends most of its life starting its own
+    Spark JVM, which the in-process tests need not wait for."""
+
+    def __init__(self, workers: int = 2) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="conformance-kill")
+        self._runs: List[KilledRun] = []
+        self._apis: List[DemoApi] = []
+        self.futures: Dict[str, Any] = {}
+
+    def plan(self, style: str, work: str) -> None:
+        """Start ``style``'s killed run; airbyte-cdk's sync tells how many requests a sync makes,
+        and the API holds those after the first half (see ``KilledRun``)."""
+        api = start_api()
+        try:
+            catalog = configured_catalog(style, source_config(api))
+            api.reset_stats()
+            cdk_read(style, source_config(api), catalog)
+            requests = api.stats()["requests"]
+        finally:
+            api.stop()
+        api = start_api(hold_after=max(1, requests // 2))  # untouched data: what the first syncs read
+        self._apis.append(api)
+        config = ours_config(api, os.path.join(work, "warehouse"))
+        config_path, catalog_path = os.path.join(work, "config.json"), os.path.join(work, "catalog.json")
+        for path, content in ((config_path, config), (catalog_path, catalog)):
+            with open(path, "w") as handle:
+                json.dump(content, handle)
+        run = KilledRun(style, config_path, catalog_path, api, config["destination"]["warehouse"])
+        self._runs.append(run)
+
+        def kill() -> KillOutcome:
+            try:
+                return KillOutcome(run.run(), api, config, catalog)
+            finally:
+                api.full_speed()  # for the resume
+
+        self.futures[style] = self._pool.submit(kill)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for run in self._runs:
+            run.abort()
+        for api in self._apis:
+            api.stop()

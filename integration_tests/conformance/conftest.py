@@ -1,0 +1,133 @@
+"""Fixtures of the conformance suite: per connector style, a first sync under each entrypoint.
+
+``kill_runner`` (session) starts, before anything else, the processes of ours that the SIGKILL
+tests kill: in the background, two at a time (``harness.KillRunner``), since such a process
+spends most of its life starting a Spark JVM of its own while the in-process tests can go on.
+
+``first_sync`` (module scope, one per style in ``connectors.STYLES``) starts a demo API, builds
+the configured catalog from the source's own ``discover`` and reads everything once with
+airbyte-cdk's entrypoint and with ours (into Spark, whose tables it reads back at once, and with
+``--destination stdout``). ``resumed`` then changes some records in the API and reads from each
+entrypoint's final state with airbyte-cdk.
+
+The Spark session is the integration tests' one (``spark`` in ``integration_tests/conftest.py``),
+created before our first in-process read into Spark so that every such read writes through it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, Optional
+
+import conformance_harness as harness
+import pytest
+from connectors import STYLES
+
+KILL_TEST = "test_sigkill_mid_sync_then_resume_lands_every_record_once"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not any(line.split(":")[0].strip() == "slow" for line in config.getini("markers")):
+        config.addinivalue_line("markers", "slow: runs a connector as its own process (a JVM of its own) and kills it")
+
+
+@dataclass
+class FirstSync:
+    style: str
+    api: Any
+    work: Any
+    config: Dict[str, Any]
+    catalog: Dict[str, Any]
+    warehouse: str
+    cdk: harness.Run
+    ours: harness.Run
+    ours_tables: Any  # {stream: rows} read back right after the sync, or what reading them raised
+    ours_stdout: harness.Run
+    kill: Any  # Future[KillOutcome] when the style's SIGKILL test runs, else None
+
+    def ours_config(self, warehouse: str) -> Dict[str, Any]:
+        return harness.ours_config(self.api, warehouse)
+
+
+@dataclass
+class Resumed:
+    """After ``harness.touch``: airbyte-cdk from its own final state and from ours."""
+
+    problem: Optional[str] = None  # why there is nothing to resume from (the tests fail with it)
+    cdk_state: Optional[list] = None
+    our_state: Optional[list] = None
+    cdk_from_cdk: Optional[harness.Run] = None
+    cdk_from_ours: Optional[harness.Run] = None
+
+
+@pytest.fixture(scope="session")
+def kill_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.KillRunner]:
+    """The SIGKILL tests' processes, all started at once in the background (two at a time)."""
+    runner = harness.KillRunner(workers=2)
+    try:
+        for style in STYLES:
+            if _kill_test_selected(request, style):
+                try:
+                    runner.plan(style, str(tmp_path_factory.mktemp(f"{style}-killed")))
+                except Exception as error:  # noqa: BLE001 - that style's SIGKILL test fails with it
+                    runner.futures[style] = _failed(error)
+        yield runner
+    finally:
+        runner.close()
+
+
+def _failed(error: BaseException) -> Future:
+    future: Future = Future()
+    future.set_exception(error)
+    return future
+
+
+def _kill_test_selected(request: pytest.FixtureRequest, style: str) -> bool:
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if getattr(item, "originalname", "") == KILL_TEST and callspec is not None and callspec.params.get("first_sync") == style:
+            return True
+    return False
+
+
+@pytest.fixture(scope="module", params=STYLES)
+def first_sync(
+    request: pytest.FixtureRequest, kill_runner: harness.KillRunner, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FirstSync]:
+    style = request.param
+    api = harness.start_api()
+    try:
+        work = tmp_path_factory.mktemp(style)
+        config = harness.source_config(api)
+        catalog = harness.configured_catalog(style, config)
+        cdk = harness.cdk_read(style, config, catalog)
+        assert cdk.ok() and cdk.records(), f"the connector itself fails under airbyte-cdk: {cdk.describe()}"
+        warehouse = str(work / "warehouse")
+        ours = harness.ours_read(style, harness.ours_config(api, warehouse), catalog)
+        tables: Any = None
+        if ours.ok():
+            try:
+                tables = harness.read_tables(spark, warehouse, harness.infos(catalog))
+            except Exception as error:  # noqa: BLE001 - test_same_records_as_airbyte_cdk fails with it
+                tables = error
+        kill = kill_runner.futures.get(style)
+        ours_stdout = harness.ours_read(style, harness.ours_config(api, str(work / "unused")), catalog, args=["--destination", "stdout"])
+        yield FirstSync(style, api, work, config, catalog, warehouse, cdk, ours, tables, ours_stdout, kill)
+    finally:
+        api.stop()
+
+
+@pytest.fixture(scope="module")
+def resumed(first_sync: FirstSync) -> Resumed:
+    sync = first_sync
+    if not sync.ours.ok():
+        return Resumed(problem=f"our first sync failed: {sync.ours.describe()}")
+    cdk_state, our_state = sync.cdk.final_state_list(), sync.ours.final_state_list()
+    if not our_state:
+        return Resumed(problem=f"our first sync printed no STATE: {sync.ours.describe()}")
+    harness.touch(sync.api)
+    cdk_from_cdk = harness.cdk_read(sync.style, sync.config, sync.catalog, cdk_state)
+    assert cdk_from_cdk.ok(), f"the connector fails under airbyte-cdk from its own state: {cdk_from_cdk.describe()}"
+    cdk_from_ours = harness.cdk_read(sync.style, sync.config, sync.catalog, our_state)
+    return Resumed(None, cdk_state, our_state, cdk_from_cdk, cdk_from_ours)

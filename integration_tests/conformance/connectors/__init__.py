@@ -1,0 +1,20 @@
+"""Connectors for the conformance suite, one module per style found in published Airbyte sources.
+
+Each module subclasses airbyte-cdk's own classes (never source_framework's) and exposes
+``build_source(config, catalog, state)``: what that style's ``run.py`` hands to ``launch``.
+Python sources ignore the three arguments; declarative ones need them at construction, as
+published manifest-only connectors do. Schemas live in ``schemas/`` and the spec in
+``spec.json``, where airbyte-cdk's default loaders look for them (the package root).
+"""
+
+STYLES = (
+    "date_slices",
+    "checkpoint_mixin",
+    "state_in_read_records",
+    "airbyte_messages",
+    "multiprocessing_pool",
+    "http_substream",
+    "declarative_datetime",
+    "declarative_substream",
+    "resumable_full_refresh",
+)

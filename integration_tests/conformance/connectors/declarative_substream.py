@@ -1,0 +1,37 @@
+"""A declarative (YAML manifest) source with a ``SubstreamPartitionRouter``: one partition per
+parent store, a ``DatetimeBasedCursor`` per partition (per-partition state), plus two
+full-refresh declarative streams (the parent itself, and products paged with
+``OffsetIncrement``).
+
+The style of manifest-only connectors such as source-zendesk-support (``ParentStreamConfig``
+with ``parent_key``/``partition_field``, the partition in the request path through
+``stream_partition``, ``CursorPagination`` over a ``next`` value of the response) and of their
+``run.py``: built with the catalog, config and state of the command line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Mapping, Optional
+
+from airbyte_cdk.models import AirbyteStateMessage, ConfiguredAirbyteCatalog
+from airbyte_cdk.sources.declarative.yaml_declarative_source import (
+    YamlDeclarativeSource,
+)
+
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "manifests", "substream_router.yaml")
+
+
+class SourceShopStoresDeclarative(YamlDeclarativeSource):
+    def __init__(
+        self,
+        catalog: Optional[ConfiguredAirbyteCatalog],
+        config: Optional[Mapping[str, Any]],
+        state: Optional[List[AirbyteStateMessage]],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(catalog=catalog, config=config, state=state, **{"path_to_yaml": MANIFEST})
+
+
+def build_source(config: Any = None, catalog: Any = None, state: Any = None) -> SourceShopStoresDeclarative:
+    return SourceShopStoresDeclarative(catalog, config, state)

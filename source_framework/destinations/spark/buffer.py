@@ -1,0 +1,153 @@
+"""One stream's records on their way to its table: the reading thread's side of the Spark sink.
+
+Records become Arrow batches of ``BATCH_ROWS`` as they arrive (typed once per batch from the
+stream's JSON schema, see ``arrow_conversion``), so what waits for Spark is columnar, several
+times smaller than the parsed dicts. At a checkpoint the batches and the state become one
+``CommitJob`` for the background committer, and ``commit`` returns the job's future: the
+runtime prints the STATE when it completes. Reading goes on meanwhile::
+
+    buffer = StreamBuffer(writer, committer, sync_id, stage_rows=100_000)
+    buffer.write({"id": 1, "updatedAt": "2025-01-01T00:00:00Z"})
+    buffer.commit({"updatedAt": "2025-01-01T00:00:00Z"}, notes).result()   # CommitReceipt
+
+A checkpoint far away (a large slice, an ``overwrite`` stream that commits once at its end)
+does not grow memory: every ``stage_rows`` rows the batches go to Spark as a stage job, written
+to hidden staged files that the next commit publishes with the rest.
+
+Fields a record carries that the table's schema does not declare get no column: the conversion
+names them in the row's ``_sf_meta``, and the buffer counts them (``undeclared_fields``, for the
+end-of-run summary) and logs each new one once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future
+from typing import Any, Dict, Iterator, List, Mapping, Optional
+
+import pyarrow as pa
+
+from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, records_to_arrow
+from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
+from source_framework.destinations.spark.table_writer import TableWriter
+
+logger = logging.getLogger("source_framework.spark")
+
+#: Records per Arrow batch: large enough that conversion runs at columnar speed, small enough
+#: that few parsed dicts are alive at once.
+BATCH_ROWS = 4096
+
+#: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
+STAGE_ROWS = 100_000
+
+
+class StreamBuffer(StreamSink):
+    """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
+
+    def __init__(self, writer: TableWriter, committer: BackgroundCommitter, sync_id: str, stage_rows: int = STAGE_ROWS) -> None:
+        self._writer = writer
+        self._committer = committer
+        self._sync_id = sync_id
+        self.location = writer.table.path
+        self._undeclared = UndeclaredFields()
+        self._records: List[Mapping[str, Any]] = []
+        self._extracted_at: List[int] = []
+        self._batches: List[pa.Table] = []
+        self._batched_rows = 0
+        self._stage_rows = max(1, stage_rows)
+        self._batch_rows = min(BATCH_ROWS, self._stage_rows)
+        self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
+        self._last_commit: Optional["Future[Any]"] = None
+
+    # -- before reading: where the stream resumes ----------------------------------------------
+
+    def committed(self) -> Iterator[CheckpointRecord]:
+        if self._writer.rebuilding:
+            return iter(())  # a rebuild starts over: nothing in the table counts
+        return self._writer.table.committed_checkpoints()
+
+    def pending_reset(self) -> Optional[str]:
+        return self._writer.table.pending_reset()
+
+    def apply_reset(self, reset_id: str) -> None:
+        self._writer.rebuild_from_reset(reset_id)
+
+    def discard_reset(self, reset_id: str) -> None:
+        self._writer.check_schema()  # the table stays: it must take the stream's schema
+        self._writer.table.clear_reset()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        self._records.append(record)
+        self._extracted_at.append(int(time.time() * 1000))
+        if len(self._records) >= self._batch_rows:
+            self._to_arrow()
+            if self._batched_rows >= self._stage_rows:
+                self._submit_stage()
+
+    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
+        return self._submit(state, notes)
+
+    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
+        if self._writer.target.destination_sync_mode == OVERWRITE or self._writer.rebuilding or self._holds_rows():
+            return self._submit(state, notes)
+        # Nothing left to write: the last commit's receipt already counts every row.
+        return self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
+
+    def abort(self) -> None:
+        self._records, self._extracted_at = [], []
+        self._batches, self._batched_rows = [], 0
+
+    def undeclared_fields(self) -> Dict[str, int]:
+        return dict(self._undeclared.by_field)
+
+    def records_with_undeclared_fields(self) -> int:
+        return self._undeclared.records
+
+    def _holds_rows(self) -> bool:
+        return bool(self._records or self._batches or self._staged_since_commit)
+
+    def _to_arrow(self) -> None:
+        """The records so far become one Arrow batch; its checkpoint number is set at commit."""
+        if not self._records:
+            return
+        known = len(self._undeclared.by_field)
+        batch = records_to_arrow(
+            self._records, self._writer.schema, extracted_at_ms=self._extracted_at, sync_id=self._sync_id,
+            checkpoint=-1, undeclared=self._undeclared,
+        )
+        if len(self._undeclared.by_field) > known:
+            self._log_new_undeclared_fields(known)
+        self._batches.append(batch)
+        self._batched_rows += batch.num_rows
+        self._records, self._extracted_at = [], []
+
+    def _log_new_undeclared_fields(self, known: int) -> None:
+        new = list(self._undeclared.by_field)[known:]  # a Counter keeps first-seen order
+        logger.warning(
+            "%s: records carry field(s) the stream's schema does not declare: %s; they get no column and are "
+            "named in each row's _sf_meta (declare them in the schema to keep their values)",
+            self._writer.name, ", ".join(new),
+        )
+
+    def _submit(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes]) -> "Future[CommitReceipt]":
+        self._to_arrow()
+        self._staged_since_commit = 0
+        self._last_commit = self._committer.submit(self._job(state, notes, stage_only=False))
+        return self._last_commit
+
+    def _submit_stage(self) -> None:
+        """Hand the rows held so far to Spark ahead of their checkpoint (a failure surfaces at
+        the next commit: the writer refuses every job after a failed one)."""
+        self._staged_since_commit += self._batched_rows
+        self._committer.submit(self._job(None, None, stage_only=True))
+
+    def _job(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes], stage_only: bool) -> CommitJob:
+        """The batches held so far, as one job; the buffer starts holding anew."""
+        batches, rows = self._batches, self._batched_rows
+        self._batches, self._batched_rows = [], 0
+        return CommitJob(self._writer, batches, rows, sum(b.nbytes for b in batches), state, notes, stage_only=stage_only)

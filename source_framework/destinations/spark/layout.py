@@ -1,0 +1,72 @@
+"""Where a stream's table lives: ``<warehouse>/<namespace>/<stream>``, decided here and nowhere else.
+
+Stream names and namespaces come from connectors and catalogs, so they can hold anything: ``/``,
+``..``, spaces, a leading dot. Each becomes one folder name by a reversible encoding:
+
+- letters, digits, ``_`` and ``-`` stay as they are, and so does ``.`` except as the first
+  character (so no name becomes ``.``, ``..`` or a hidden folder);
+- every other character becomes ``~`` followed by its UTF-8 bytes in two hex digits each:
+  ``a/b`` is ``a~2Fb``, ``..`` is ``~2E.``, ``my stream`` is ``my~20stream``, ``~`` is ``~7E``.
+
+(``%`` would be read as an escape by Hadoop's paths and ``=`` as a partition column by Spark,
+so neither is used.) ``decode_name`` turns a folder name back into the name. A table path that
+still resolves outside the warehouse (a symlinked folder pointing elsewhere) is refused::
+
+    table_path("/data/warehouse", "demo", "users")   # /data/warehouse/demo/users
+    table_path("/data/warehouse", "demo", "../x")    # /data/warehouse/demo/~2E.~2Fx
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+ESCAPE = "~"
+MAX_NAME_BYTES = 255
+_ESCAPED = re.compile(r"~([0-9A-F]{2})")
+
+
+class UnsafeTableName(ValueError):
+    """A stream or namespace name that cannot be a table folder inside the warehouse."""
+
+
+def encode_name(name: str) -> str:
+    """One folder name for ``name`` (see the module docstring); reversible with ``decode_name``."""
+    if not isinstance(name, str) or not name:
+        raise UnsafeTableName(f"a stream or namespace name must be a non-empty string, got {name!r}")
+    parts = []
+    for index, char in enumerate(name):
+        if char in SAFE or (char == "." and index > 0):
+            parts.append(char)
+        else:
+            parts.append("".join(f"{ESCAPE}{byte:02X}" for byte in char.encode("utf-8")))
+    encoded = "".join(parts)
+    if len(encoded.encode("utf-8")) > MAX_NAME_BYTES:
+        raise UnsafeTableName(f"the name {name[:60]!r}... is too long for a folder ({len(encoded)} characters encoded)")
+    return encoded
+
+
+def decode_name(folder: str) -> str:
+    """The stream or namespace name a folder name stands for."""
+    raw = bytearray()
+    position = 0
+    for match in _ESCAPED.finditer(folder):
+        raw += folder[position : match.start()].encode("utf-8")
+        raw.append(int(match.group(1), 16))
+        position = match.end()
+    raw += folder[position:].encode("utf-8")
+    return raw.decode("utf-8")
+
+
+def table_path(warehouse: str, namespace: str, stream: str) -> str:
+    """The real path of a stream's table folder; raises ``UnsafeTableName`` if it would not be
+    inside ``warehouse``."""
+    root = os.path.realpath(warehouse)
+    path = os.path.realpath(os.path.join(root, encode_name(namespace), encode_name(stream)))
+    if os.path.commonpath([root, path]) != root or path == root:
+        raise UnsafeTableName(
+            f"the table of stream {stream!r} (namespace {namespace!r}) would be {path}, outside the warehouse {root} "
+            f"(a folder in the warehouse links elsewhere); refusing to write there"
+        )
+    return path

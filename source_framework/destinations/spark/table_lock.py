@@ -1,0 +1,119 @@
+"""One writer per table: an OS file lock, held while a ``read`` (or a ``state`` command) works
+on the table, released by the kernel when the process ends, however it ends.
+
+Two runs on one table (a cron job that overlaps the previous one) would otherwise clean up each
+other's commits in flight. The second run fails at once naming the holder, or waits for it::
+
+    with TableLock("/data/warehouse/demo/users", purpose="read"):          # raises TableLocked
+        ...
+    TableLock(path, purpose="read", wait=True).acquire()                     # waits instead
+
+The lock is ``fcntl.flock`` on ``.<table folder>.lock`` beside the table folder (a hidden file in
+the namespace folder: table folder names never start with a dot, see ``layout.py``), so deleting
+a table never deletes its lock; the file also says who holds it (process, host, command, since
+when), for the message the second run prints. Nothing here ever deletes a lock file, so two
+processes always lock the same file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any, Dict, Optional
+
+def lock_file(table_path: str) -> str:
+    """``<namespace folder>/.<table folder>.lock``."""
+    return os.path.join(os.path.dirname(table_path), f".{os.path.basename(table_path)}.lock")
+
+
+class TableLocked(RuntimeError):
+    """Another process holds the table's lock."""
+
+
+class TableLock:
+    def __init__(self, table_path: str, purpose: str = "read", wait: bool = False, poll_seconds: float = 1.0) -> None:
+        self.table_path = table_path
+        self.path = lock_file(table_path)
+        self.purpose = purpose
+        self.wait = wait
+        self.poll_seconds = poll_seconds
+        self._fd: Optional[int] = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> "TableLock":
+        if self._fd is not None:
+            return self
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = describe_holder(self.path)
+                if not self.wait:
+                    os.close(fd)
+                    raise TableLocked(
+                        f"table {self.table_path} is being written by {holder}; two writers on one table would "
+                        f"undo each other's commits. Wait for it to finish, or pass --wait-for-lock to wait"
+                    ) from None
+                if not told:
+                    sys.stderr.write(f"waiting for the lock of table {self.table_path}, held by {holder}\n")
+                    told = True
+                time.sleep(self.poll_seconds)
+        self._fd = fd
+        self._write_holder()
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "TableLock":
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def _write_holder(self) -> None:
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "purpose": self.purpose,
+            "command": " ".join(sys.argv)[:300],
+            "since": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps(holder).encode("utf-8"), 0)
+
+
+def describe_holder(lock_path: str) -> str:
+    """``process 4711 on host-a (read, since 2026-11-23T10:00:00Z: main.py read ...)``."""
+    holder: Dict[str, Any] = {}
+    try:
+        with open(lock_path, encoding="utf-8") as handle:
+            holder = json.loads(handle.read() or "{}")
+    except (OSError, ValueError):
+        pass
+    if not holder:
+        return "another process"
+    return (
+        f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('purpose')}, since {holder.get('since')}: "
+        f"{holder.get('command')})"
+    )

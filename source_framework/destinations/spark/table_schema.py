@@ -1,0 +1,250 @@
+"""A table's schema across runs: what each commit records, and what a stream's new schema may change.
+
+A stream's JSON schema can change between syncs (a connector release declares a new field, or
+makes an integer a number). The table already holds files written with the old schema, and its
+readers use nothing but ``spark.read.parquet(table)``. This module holds the rules, without
+Spark; ``table_writer.py`` applies them, and ``SparkDestination.open_stream`` checks them before
+anything is written::
+
+    recorded = schema_from_json(last_checkpoint.schema)          # None for a new table
+    change = compare_schemas(recorded, arrow_schema(json_schema))
+    change.kind        # NEW, SAME, ADDED, WIDENED or INCOMPATIBLE
+    change.table       # the table's schema from this run's first commit on: what the run writes
+    schema_to_json(change.table)                                 # recorded with every commit
+    raise IncompatibleSchema(stream, table_path, change)         # the message says how to rebuild
+
+The rules, per column (comparing Arrow types, the physical column types; a column that only
+switches between JSON text and plain text keeps its type and takes the new marking):
+
+- **added** (the stream declares a column the table lacks): the column is added, nullable, after
+  the table's columns; earlier rows read as null.
+- **widened**: ``bigint -> double``, and any type -> ``string``. Earlier rows are converted: Spark's
+  cast (``10`` -> ``10.0``, ``true`` -> ``"true"``, ``1.5`` -> ``"1.5"``), timestamps as ISO 8601
+  UTC text (``2024-01-01T08:00:00.000000Z``), dates as ``2024-01-01``.
+- **kept**: a column the stream no longer declares stays in the table (null in new rows): dropping
+  it would take the earlier rows' values away from readers.
+- **incompatible**: anything else (``string -> bigint``, ``double -> bigint``, ``date -> timestamp``,
+  ...): the table's rows cannot take the new type without loss. The stream stops before anything is
+  written; the error names each column with both types and says how to rebuild the table.
+
+What pyspark 4.3 does with a table whose files have different schemas, measured with tables of
+two or three Parquet files listed in ``_spark_metadata`` and read by a NEW Spark application with
+plain ``spark.read.parquet(table)`` (default options: ``mergeSchema=false``, vectorised reader;
+the non-vectorised reader, ``spark.sql.parquet.enableVectorizedReader=false``, behaves the same):
+
+- The schema is the one of the logged file whose path sorts first, not the first logged file nor
+  the newest: a file ``c2.parquet`` with an extra column is invisible beside ``c1.parquet``; named
+  ``a2.parquet`` it shows, whichever order the log lists them in. (Spark's
+  ``ParquetUtils.inferSchema`` takes the head of the files sorted by path when it does not merge
+  schemas.) A 0-row file counts like any other.
+- A file that lacks a column of that schema reads as null in that column.
+- A file whose column has another physical type fails the whole read with
+  ``FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH``: ``bigint`` read as ``double``, and
+  ``bigint``, ``boolean`` or ``timestamp`` read as ``string``. Spark 4.3 does not widen those.
+
+So an added column costs nothing: the commit that first writes the new schema names its files to
+sort before every other file (``SparkTable.commit``), and old files read as null in the new
+column. A widening cannot be read across files, so it rewrites the table once, in one replace
+commit: the old rows cast to the new schema, plus the commit's new rows (an ``append_dedup``
+commit rewrites the table anyway, and casts the same way). ``integration_tests/test_schema_evolution.py``
+checks every case with a new Spark application.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import pyarrow as pa
+from airbyte_cdk.models import FailureType
+
+from source_framework.destinations.spark.arrow_conversion import ENCODING_KEY, JSON_ENCODING, METADATA_COLUMNS, TIMESTAMP
+
+#: the format of the schema recorded in a checkpoint record
+SCHEMA_FORMAT = 1
+
+NEW, SAME, ADDED, WIDENED, INCOMPATIBLE = "new", "same", "added", "widened", "incompatible"
+
+#: every column type ``arrow_schema`` produces, by the name a checkpoint record keeps
+_TYPES: Dict[str, pa.DataType] = {
+    str(arrow_type): arrow_type for arrow_type in (pa.int64(), pa.float64(), pa.bool_(), pa.string(), TIMESTAMP, pa.date32())
+}
+
+#: what readers of the table call the types (Spark SQL), for messages
+_SPARK_NAMES = {"int64": "bigint", "double": "double", "bool": "boolean", "string": "string",
+                str(TIMESTAMP): "timestamp", "date32[day]": "date"}  # fmt: skip
+
+
+# -- the schema as JSON, for the checkpoint record ------------------------------------------------------
+
+
+def schema_to_json(schema: pa.Schema) -> Dict[str, Any]:
+    """``{"format": 1, "columns": [{"name": "id", "type": "int64"}, {"name": "tags", "type":
+    "string", "encoding": "json"}, ...]}``: every column in order, metadata columns included."""
+    return {"format": SCHEMA_FORMAT, "columns": [_column_to_json(column) for column in schema]}
+
+
+def _column_to_json(column: pa.Field) -> Dict[str, Any]:
+    entry = {"name": column.name, "type": str(column.type)}
+    if is_json_text(column):
+        entry["encoding"] = JSON_ENCODING.decode()
+    return entry
+
+
+def schema_from_json(recorded: Mapping[str, Any]) -> pa.Schema:
+    """The Arrow schema a checkpoint record holds (see :func:`schema_to_json`)."""
+    return pa.schema([_column_from_json(column) for column in recorded.get("columns") or ()])
+
+
+def _column_from_json(column: Mapping[str, Any]) -> pa.Field:
+    name, type_name = column["name"], column["type"]
+    if type_name not in _TYPES:
+        raise ValueError(f"the table's recorded schema gives column {name!r} the type {type_name!r}, which this version does not write")
+    metadata = {ENCODING_KEY: JSON_ENCODING} if column.get("encoding") == JSON_ENCODING.decode() else None
+    return pa.field(name, _TYPES[type_name], metadata=metadata)
+
+
+def schema_from_footer(footer: pa.Schema) -> pa.Schema:
+    """A table's schema from a data file's Parquet footer (a table whose commits recorded none),
+    in the types this module compares: Spark has one timestamp type, which a footer may spell
+    ``timestamp[ns]`` (INT96) or without the UTC zone."""
+    return pa.schema([pa.field(column.name, TIMESTAMP) if pa.types.is_timestamp(column.type) else column for column in footer])
+
+
+def is_json_text(column: pa.Field) -> bool:
+    """The column holds JSON text (a declared object or array)."""
+    return (column.metadata or {}).get(ENCODING_KEY) == JSON_ENCODING
+
+
+def spark_type_name(arrow_type: pa.DataType) -> str:
+    """``bigint`` for int64: the name readers of the table see."""
+    return _SPARK_NAMES.get(str(arrow_type), str(arrow_type))
+
+
+# -- comparing the table's schema with the stream's new one -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Widening:
+    """A column whose type becomes wider; the table's rows are cast."""
+
+    column: str
+    old: pa.DataType
+    new: pa.DataType
+
+    def __str__(self) -> str:
+        return f"'{self.column}' {spark_type_name(self.old)} -> {spark_type_name(self.new)}"
+
+
+@dataclass(frozen=True)
+class Incompatibility:
+    """A column whose new type the table's rows cannot take without loss."""
+
+    column: str
+    old: pa.DataType
+    new: pa.DataType
+
+    def __str__(self) -> str:
+        return (
+            f"column '{self.column}' is {spark_type_name(self.old)} in the table and {spark_type_name(self.new)} "
+            f"in the stream's schema now"
+        )
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """What a run does to its table's schema (see the module docstring)."""
+
+    #: the schema the run writes: the table's columns (widened where the stream widened them, kept
+    #: where it no longer declares them), then the added ones, then the metadata columns
+    table: pa.Schema
+    added: Tuple[str, ...] = ()
+    widened: Tuple[Widening, ...] = ()
+    kept: Tuple[str, ...] = ()
+    incompatible: Tuple[Incompatibility, ...] = ()
+    #: the table had no schema (a new table, or one this run replaces)
+    new_table: bool = False
+
+    @property
+    def kind(self) -> str:
+        if self.new_table:
+            return NEW
+        if self.incompatible:
+            return INCOMPATIBLE
+        if self.widened:
+            return WIDENED
+        return ADDED if self.added else SAME
+
+    @property
+    def needs_rewrite(self) -> bool:
+        """Files of the old and the new schema cannot be read together: the rows are rewritten."""
+        return bool(self.widened) and not self.incompatible
+
+
+def compare_schemas(recorded: Optional[pa.Schema], stream: pa.Schema) -> SchemaChange:
+    """How the table's schema (``recorded``; None when the table has none) takes ``stream``, the
+    stream's schema now (``arrow_schema``'s). Metadata columns are the stream's, never compared."""
+    if recorded is None:
+        return SchemaChange(table=stream, new_table=True)
+    declared = {column.name: column for column in _data_columns(stream)}
+    columns: List[pa.Field] = []
+    widened: List[Widening] = []
+    kept: List[str] = []
+    incompatible: List[Incompatibility] = []
+    for old in _data_columns(recorded):
+        new = declared.get(old.name)
+        if new is None:
+            kept.append(old.name)
+            columns.append(old)
+        elif new.type == old.type:
+            columns.append(new)
+        elif is_widening(old.type, new.type):
+            widened.append(Widening(old.name, old.type, new.type))
+            columns.append(new)
+        else:
+            incompatible.append(Incompatibility(old.name, old.type, new.type))
+            columns.append(old)
+    added = [column for name, column in declared.items() if name not in recorded.names]
+    metadata = [column for column in stream if column.name in METADATA_COLUMNS]
+    return SchemaChange(
+        table=pa.schema(columns + added + metadata),
+        added=tuple(column.name for column in added),
+        widened=tuple(widened),
+        kept=tuple(kept),
+        incompatible=tuple(incompatible),
+    )
+
+
+def is_widening(old: pa.DataType, new: pa.DataType) -> bool:
+    """``bigint -> double``, and any type -> ``string``: every old value has a value of the new type."""
+    return (old == pa.int64() and new == pa.float64()) or (new == pa.string() and old != pa.string())
+
+
+def _data_columns(schema: pa.Schema) -> List[pa.Field]:
+    return [column for column in schema if column.name not in METADATA_COLUMNS]
+
+
+# -- the error that stops a stream ------------------------------------------------------------------------
+
+
+class IncompatibleSchema(Exception):
+    """The stream's schema changed in a way its table cannot take; nothing was written.
+
+    A config error for the platform: the user acts (rebuilds the table), a retry would fail again.
+    """
+
+    failure_type = FailureType.config_error
+
+    def __init__(self, stream: str, table_path: str, change: SchemaChange) -> None:
+        self.stream, self.table_path, self.change = stream, table_path, change
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        problems = "; ".join(str(problem) for problem in self.change.incompatible)
+        return (
+            f"the schema of stream '{self.stream}' changed in a way its table {self.table_path} cannot take, so "
+            f"nothing was written: {problems}. In place, only bigint -> double, any type -> string and new columns "
+            f"are applied. To rebuild the table with the new schema (its records are read again from the source): "
+            f"python main.py state reset --stream {self.stream} --tables --state-file <your state file> "
+            f"--config <your config>, then sync again"
+        )

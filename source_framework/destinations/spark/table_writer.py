@@ -1,0 +1,260 @@
+"""Applies one stream's commit jobs to its table, on the committer's thread.
+
+The reading thread's ``StreamBuffer`` turns records into Arrow batches and hands them over as
+``CommitJob``s; from then on this object alone touches the table, in job order::
+
+    writer = TableWriter(table, target, arrow_schema(json_schema), recorded_schema=table.recorded_schema())
+    writer.check_schema()                # reading thread, before anything is written
+    receipts = writer.apply([job])       # committer thread: one Spark write for the jobs
+
+Per destination sync mode (see ``SparkDestination``):
+
+- ``append``: each commit adds its rows;
+- ``overwrite``: the stream's only commit (at its end) replaces the table in one step;
+- ``append_dedup``: each commit merges its rows into the table, one row per primary key (the
+  latest cursor, then the latest extraction, then the latest checkpoint), and replaces the
+  table with the result; each commit rewrites the table.
+
+Primary keys in ``append_dedup``: a key part is a column (any name: ``a.b`` is the column of that
+name), or a path into an object column (``["user", "id"]``: objects are stored as JSON text, so
+the value is read out of it, as text). A row whose key has a null part (or a path that leads
+nowhere) is never merged with another: like SQL's unique keys, a null equals nothing, and two
+records without a key cannot be told to be the same. Each such row is kept, so a record without
+a key that is read twice is in the table twice.
+
+The table's schema (``table_schema.py``): the stream's schema is compared with the one the table
+recorded, when the run does not replace the table. New columns are written from the first commit
+on (its files name themselves to lead, see ``SparkTable.commit``); a widening makes the run's
+first ``append`` commit a rewrite of the table with its rows cast; ``append_dedup`` casts the
+table's rows in every merge; an incompatible change is refused by ``check_schema``. Every commit
+records the schema it wrote.
+
+A table is rebuilt (its first commit in this run replaces it) when the stream starts over on
+purpose: ``state reset`` left a marker, or the stream re-syncs after a bad state. It then takes
+the stream's schema as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from typing import Any, List, Optional
+
+import pyarrow as pa
+
+from source_framework.destinations.base import APPEND_DEDUP, OVERWRITE, CommitReceipt, StreamTarget
+from source_framework.destinations.checkpoint_record import ResumeNotes
+from source_framework.destinations.spark.arrow_conversion import CHECKPOINT
+from source_framework.destinations.spark.committer import CommitJob
+from source_framework.destinations.spark.table import SparkTable, StagedFiles, arrow_frame
+from source_framework.destinations.spark.table_schema import (
+    IncompatibleSchema,
+    SchemaChange,
+    compare_schemas,
+    schema_to_json,
+)
+
+logger = logging.getLogger("source_framework.spark")
+
+
+class TableWriter:
+    """Owns one table's writes; every method but the constructor runs on the committer's thread
+    (or, for ``rebuild_from_reset``, in the reading thread before the first job is submitted)."""
+
+    def __init__(self, table: SparkTable, target: StreamTarget, schema: pa.Schema, recorded_schema: Optional[pa.Schema] = None) -> None:
+        """``schema``: the stream's (``arrow_schema``); ``recorded_schema``: the table's
+        (``SparkTable.recorded_schema``), None for a new table."""
+        self.table = table
+        self.target = target
+        self.name = target.name
+        self.stream_schema = schema
+        self._mode = target.destination_sync_mode
+        last = table.last_checkpoint()
+        self._next_seq = last.seq + 1 if last else 0
+        self._replace_next = self._mode == OVERWRITE or target.rebuild
+        self._take_schema(None if self._replace_next else recorded_schema)
+        self._reset_id: Optional[str] = None
+        self._staged: List[StagedFiles] = []
+        self._failed: Optional[BaseException] = None
+        self.commits = 0  # writes that reached the table
+        self.rows = 0  # rows they published
+
+    @property
+    def rebuilding(self) -> bool:
+        """This run's first commit replaces the table (nothing in it counts for resuming)."""
+        return self._replace_next
+
+    def rebuild_from_reset(self, reset_id: str) -> None:
+        """The stream starts over after ``state reset``: its first commit replaces the table and
+        records the reset, so a run that dies after it does not apply the reset again."""
+        self._replace_next, self._reset_id = True, reset_id
+        self._take_schema(None)  # the new table has the stream's schema, whatever the old one had
+
+    # -- the table's schema ----------------------------------------------------------------------
+
+    def _take_schema(self, recorded: Optional[pa.Schema]) -> None:
+        """Compare the stream's schema with the table's (``recorded``; None: the table is new or
+        replaced) and write with the result: ``schema`` is what every batch is converted to."""
+        self.schema_change: SchemaChange = compare_schemas(recorded, self.stream_schema)
+        self.schema = self.schema_change.table
+        # a widened column cannot be read across old and new files: an append rewrites the table
+        # once (a merge rewrites it with every commit anyway)
+        self._rewrite_next = self.schema_change.needs_rewrite and self._mode != APPEND_DEDUP
+
+    def check_schema(self) -> None:
+        """Before anything is written, for a table this run keeps: refuse a schema change the
+        table cannot take (``IncompatibleSchema``), and say what the others do to it."""
+        change = self.schema_change
+        if change.incompatible:
+            raise IncompatibleSchema(self.name, self.table.path, change)
+        if change.added:
+            logger.info("%s: the stream's schema adds column(s) %s: the table gets them with this run's first commit "
+                        "(null in earlier rows)", self.name, ", ".join(change.added))
+        if change.widened:
+            logger.warning("%s: the stream's schema widens %s: this run's first commit rewrites the table with its rows "
+                           "cast", self.name, ", ".join(str(widening) for widening in change.widened))
+        if change.kept:
+            logger.warning("%s: the stream's schema no longer declares column(s) %s: the table keeps them, null in new rows",
+                           self.name, ", ".join(change.kept))
+
+    def apply(self, jobs: List[CommitJob]) -> List[Any]:
+        """One Spark write for one or more queued jobs of this stream; one result per job (a
+        ``CommitReceipt``, or the ``StagedFiles`` of a stage job)."""
+        if self._failed is not None:
+            raise RuntimeError(f"stream '{self.name}': an earlier commit failed ({self._failed})")
+        try:
+            return self._apply(jobs)
+        except BaseException as error:
+            self._failed = error
+            raise
+
+    def _apply(self, jobs: List[CommitJob]) -> List[Any]:
+        batches = [batch for job in jobs for batch in job.batches]
+        if jobs[0].stage_only:
+            staged = self.table.stage(self._numbered(batches, self._next_seq))
+            self._staged.append(staged)
+            return [staged] * len(jobs)
+        # The STATEs of merged checkpoints are printed too; a later run given one of them must
+        # know the table already holds what came after it.
+        merged_states = [dict(job.state or {}) for job in jobs[:-1]]
+        self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states)
+        return [CommitReceipt(self.rows, self.commits)] * len(jobs)
+
+    def _commit(self, batches: List[pa.Table], state: Any, notes: Optional[ResumeNotes], merged_states: List[Any]) -> None:
+        seq = self._next_seq
+        arrow = self._numbered(batches, seq)
+        staged, self._staged = self._staged, []
+        data: Any = arrow
+        publish, merged_away = staged, []
+        replace = self._replace_next
+        rewrites_table = False
+        if self._mode == APPEND_DEDUP:
+            data = self._merged(arrow, include_table=not replace, staged=staged)
+            publish, merged_away, replace, rewrites_table = [], staged, True, True
+        elif self._rewrite_next and not replace:
+            data = self._with_table_rows(arrow)
+            replace, rewrites_table = True, True
+        info = self.table.commit(
+            data, dict(state or {}), seq, replace=replace, notes=notes, merged_states=merged_states,
+            reset_id=self._reset_id, schema=schema_to_json(self.schema), staged=publish,
+        )
+        # Counted in the footers of the files just published, not taken on trust: the runtime
+        # prints the STATE only if they hold every record it handed over. A rewrite publishes the
+        # whole table, so there the new rows are those that went in.
+        new_rows = arrow.num_rows + sum(item.rows for item in staged) if rewrites_table else info.rows
+        for item in merged_away:  # their rows are in the new table version now
+            shutil.rmtree(item.folder, ignore_errors=True)
+        if self._reset_id:
+            self.table.clear_reset()
+            self._reset_id = None
+        self._replace_next = False  # a rebuild replaces once; the rest of this run adds to it
+        self._rewrite_next = False  # so does a widening
+        self._next_seq = seq + 1
+        self.commits += 1
+        self.rows += new_rows
+        logger.debug("%s: commit %d, %d new rows, %.0f ms", self.name, seq, new_rows, info.ms)
+
+    def _numbered(self, batches: List[pa.Table], seq: int) -> pa.Table:
+        """One Arrow table of ``batches``, its rows marked as belonging to commit ``seq``."""
+        arrow = pa.concat_tables(batches) if batches else self.schema.empty_table()
+        column = pa.repeat(pa.scalar(seq, pa.int64()), arrow.num_rows)
+        return arrow.set_column(arrow.schema.get_field_index(CHECKPOINT), CHECKPOINT, column)
+
+    def _with_table_rows(self, arrow: pa.Table) -> Any:
+        """The table's rows, cast to this run's widened schema, plus ``arrow``'s: the rewrite that
+        applies a widening (the commit's staged files are published beside it, already in the new
+        schema)."""
+        return self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
+
+    def _table_rows(self) -> Any:
+        """The table as readers see it, in this run's schema: widened columns cast, added ones null."""
+        return conformed(self.table.read(), self.schema)
+
+    def _merged(self, arrow: pa.Table, include_table: bool, staged: List[StagedFiles]) -> Any:
+        """The table's rows plus the new ones (``arrow``'s and the staged files'), one per primary
+        key: latest cursor, then latest extraction, then latest checkpoint. Rows with a null key
+        part are all kept (see the module docstring)."""
+        from functools import reduce
+
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        frame = arrow_frame(self.table.spark, arrow)
+        for item in staged:
+            frame = frame.unionByName(self.table.read_staged(item))
+        if include_table and self.table.last_checkpoint() is not None:
+            frame = self._table_rows().unionByName(frame)
+        keys = [path_value(path) for path in self.target.primary_key]
+        order = [path_value(self.target.cursor_field).desc_nulls_last()] if self.target.cursor_field else []
+        order += [F.col("_sf_extracted_at").desc(), F.col("_sf_checkpoint").desc()]
+        without_key = reduce(lambda a, b: a | b, [key.isNull() for key in keys])
+        ranked = frame.withColumn("_sf_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
+        return ranked.where(without_key | (F.col("_sf_rank") == 1)).drop("_sf_rank")
+
+
+# -- Spark columns ------------------------------------------------------------------------------------
+
+
+def column(name: str) -> Any:
+    """The top-level column ``name``, whatever characters it holds (``a.b`` is not a field of ``a``)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def path_value(path: List[str]) -> Any:
+    """A key or cursor path's value: the column ``path[0]``, or, for a longer path, the value inside
+    that column's JSON text (objects are stored as JSON): text, or JSON text for an object or array
+    found there; null where the path leads nowhere."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType, StringType
+
+    value = column(path[0])
+    for name in path[1:]:
+        value = F.from_json(value.cast("string"), MapType(StringType(), StringType())).getItem(name)
+    return value
+
+
+def conformed(frame: Any, schema: pa.Schema) -> Any:
+    """``frame`` with exactly ``schema``'s columns, in its order: columns it lacks are null, columns
+    of another type are cast (``table_schema.py`` allows only widenings: bigint -> double, any ->
+    string; timestamps become ISO 8601 UTC text, whatever the session's time zone)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StringType, TimestampType
+
+    present = {field.name: field.dataType for field in frame.schema.fields}
+    columns = []
+    for field in from_arrow_schema(schema).fields:
+        old = present.get(field.name)
+        if old is None:
+            value = F.lit(None).cast(field.dataType)
+        elif old == field.dataType:
+            value = column(field.name)
+        elif isinstance(old, TimestampType) and isinstance(field.dataType, StringType):
+            utc = F.to_utc_timestamp(column(field.name), F.current_timezone())
+            value = F.date_format(utc, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+        else:
+            value = column(field.name).cast(field.dataType)
+        columns.append(value.alias(field.name))
+    return frame.select(*columns)

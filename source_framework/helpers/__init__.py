@@ -1,0 +1,1 @@
+"""Small pieces every layer may use, importing nothing of the framework: fault points for tests."""

@@ -1,0 +1,150 @@
+"""The two halves of the Spark sink without Spark: the reading thread's buffer, the committer's
+table writer (against a fake table), and the typed jobs between them."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import pyarrow as pa
+import pytest
+
+from source_framework.destinations.base import APPEND, OVERWRITE, CommitReceipt, StreamTarget
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.spark.arrow_conversion import arrow_schema
+from source_framework.destinations.spark.buffer import StreamBuffer
+from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
+from source_framework.destinations.spark.table import CommitInfo, StagedFiles
+from source_framework.destinations.spark.table_writer import TableWriter
+
+JSON_SCHEMA = {"properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+SCHEMA = arrow_schema(JSON_SCHEMA)
+
+
+class FakeTable:
+    """Records what the writer asks of a table: commits (with their arguments) and stages."""
+
+    def __init__(self, fail_on_commit: Optional[int] = None) -> None:
+        self.path = "/warehouse/demo/numbers"
+        self.commits: List[dict] = []
+        self.staged: List[StagedFiles] = []
+        self.cleared_resets = 0
+        self.fail_on_commit = fail_on_commit
+
+    def last_checkpoint(self) -> Optional[CheckpointRecord]:
+        if not self.commits:
+            return None
+        return CheckpointRecord(seq=self.commits[-1]["seq"], batch_id=0, state=self.commits[-1]["state"])
+
+    def commit(self, data, state, seq, *, replace=False, notes=None, merged_states=(), reset_id=None, schema=None, staged=()):
+        if self.fail_on_commit == len(self.commits) + 1:
+            raise OSError("disk full")
+        rows = data.num_rows + sum(item.rows for item in staged)
+        self.commits.append({"seq": seq, "state": state, "replace": replace, "rows": rows, "notes": notes,
+                             "merged_states": list(merged_states), "reset_id": reset_id, "staged": list(staged),
+                             "checkpoints": set(data.column("_sf_checkpoint").to_pylist())})
+        return CommitInfo(seq, seq, [], rows, 1.0)
+
+    def stage(self, data: pa.Table) -> StagedFiles:
+        staged = StagedFiles(f"/staging/s-{len(self.staged)}", data.num_rows)
+        self.staged.append(staged)
+        return staged
+
+    def clear_reset(self) -> None:
+        self.cleared_resets += 1
+
+    def committed_checkpoints(self):
+        return iter(())
+
+    def pending_reset(self):
+        return None
+
+
+def target(mode: str = APPEND) -> StreamTarget:
+    return StreamTarget("numbers", None, JSON_SCHEMA, incremental=True, destination_sync_mode=mode,
+                        primary_key=[["id"]], cursor_field=["n"])
+
+
+def batch(ids) -> pa.Table:
+    from source_framework.destinations.spark.arrow_conversion import records_to_arrow
+
+    return records_to_arrow([{"id": i, "n": i} for i in ids], SCHEMA, extracted_at_ms=0, sync_id="s", checkpoint=-1)
+
+
+def job(writer, ids, state, stage_only=False):
+    data = batch(ids)
+    return CommitJob(writer, [data], data.num_rows, data.nbytes, state, ResumeNotes(start_state={}), stage_only=stage_only)
+
+
+# -- the table writer -----------------------------------------------------------------------------
+
+
+def test_queued_checkpoints_become_one_commit_that_records_the_merged_states():
+    table = FakeTable()
+    writer = TableWriter(table, target(), SCHEMA)
+    receipts = writer.apply([job(writer, [1, 2], {"n": 2}), job(writer, [3], {"n": 3})])
+    (commit,) = table.commits
+    assert commit["state"] == {"n": 3} and commit["merged_states"] == [{"n": 2}] and commit["rows"] == 3
+    assert commit["checkpoints"] == {0}  # rows numbered with the commit they land in
+    assert receipts == [CommitReceipt(3, 1), CommitReceipt(3, 1)]
+    receipts = writer.apply([job(writer, [4], {"n": 4})])
+    assert receipts == [CommitReceipt(4, 2)] and table.commits[1]["seq"] == 1
+
+
+def test_staged_rows_are_published_with_the_next_commit_and_counted_there():
+    table = FakeTable()
+    writer = TableWriter(table, target(), SCHEMA)
+    staged = writer.apply([job(writer, range(5), None, stage_only=True)])
+    assert staged == [table.staged[0]] and table.commits == []
+    (receipt,) = writer.apply([job(writer, [9], {"n": 9})])
+    assert table.commits[0]["staged"] == table.staged and receipt.rows_through == 6
+
+
+def test_after_a_failed_commit_every_later_job_is_refused():
+    table = FakeTable(fail_on_commit=1)
+    writer = TableWriter(table, target(), SCHEMA)
+    with pytest.raises(OSError):
+        writer.apply([job(writer, [1], {"n": 1})])
+    with pytest.raises(RuntimeError, match="an earlier commit failed"):
+        writer.apply([job(writer, [2], {"n": 2})])
+
+
+def test_a_reset_rebuilds_with_the_first_commit_only_and_is_recorded():
+    table = FakeTable()
+    writer = TableWriter(table, target(), SCHEMA)
+    writer.rebuild_from_reset("reset-1")
+    assert writer.rebuilding
+    writer.apply([job(writer, [1], {"n": 1})])
+    writer.apply([job(writer, [2], {"n": 2})])
+    assert [(c["replace"], c["reset_id"]) for c in table.commits] == [(True, "reset-1"), (False, None)]
+    assert table.cleared_resets == 1 and not writer.rebuilding
+
+
+def test_overwrite_replaces_the_table():
+    table = FakeTable()
+    writer = TableWriter(table, target(OVERWRITE), SCHEMA)
+    writer.apply([job(writer, [1], {"n": 1})])
+    assert table.commits[0]["replace"] is True
+
+
+# -- the buffer, with the real committer thread ------------------------------------------------------
+
+
+@pytest.fixture
+def committer():
+    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
+    yield committer
+    committer.close()
+
+
+def test_the_buffer_turns_records_into_jobs_and_returns_their_futures(committer):
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, "sync-1", stage_rows=10)
+    for i in range(25):
+        buffer.write({"id": i, "n": i})
+    receipt = buffer.commit({"n": 24}, ResumeNotes(start_state={})).result(5)
+    assert receipt.rows_through == 25
+    # every stage_rows the rows went to staged files ahead of the commit (queued stage jobs may share one)
+    assert sum(s.rows for s in table.staged) == 20 and table.commits[0]["staged"] == table.staged
+    assert table.commits[0]["rows"] == 25
+    # nothing left to write: finish answers with the last commit's receipt, no empty commit
+    assert buffer.finish({"n": 24}).result(5).rows_through == 25 and len(table.commits) == 1

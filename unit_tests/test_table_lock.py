@@ -1,0 +1,61 @@
+"""One writer per table: a second writer fails fast naming the holder, or waits; a dead holder's lock is free."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from source_framework.destinations.spark.table_lock import TableLock, TableLocked
+
+MODULE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "source_framework", "destinations", "spark", "table_lock.py")
+# The lock module alone (it needs nothing but the standard library): a holder up in milliseconds.
+HOLD = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("table_lock", sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module.TableLock(sys.argv[1], purpose="read").acquire()
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Another process holding the table's lock."""
+    table = str(tmp_path / "users")
+    process = subprocess.Popen([sys.executable, "-c", HOLD, table, MODULE], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "held"
+    yield table, process
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_a_second_writer_fails_fast_naming_the_holder(holder):
+    table, process = holder
+    with pytest.raises(TableLocked) as error:
+        TableLock(table).acquire()
+    assert f"process {process.pid}" in str(error.value) and "--wait-for-lock" in str(error.value)
+
+
+def test_the_kernel_frees_the_lock_of_a_killed_holder(holder):
+    table, process = holder
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    with TableLock(table) as lock:
+        assert lock.held
+
+
+def test_wait_for_lock_waits_for_the_holder(holder):
+    table, process = holder
+    threading.Timer(0.5, lambda: process.kill()).start()
+    with TableLock(table, wait=True, poll_seconds=0.05) as lock:
+        assert lock.held
+        assert process.poll() is not None  # got it only once the holder was gone
