@@ -27,8 +27,15 @@ setup(
         "compare": ["matplotlib>=3.8,<4"],
         # python -m source_framework.testing runs the acceptance suites with pytest.
         "testing": ["pytest>=8,<10"],
-        # Our own test suite: the tools' needs, and hypothesis for the state workflow's property test.
-        "tests": ["pytest>=8,<10", "matplotlib>=3.8,<4", "hypothesis>=6.100"],
+        # Our own test suite: the tools' needs, hypothesis for the state workflow's property test,
+        # and the style and type checks scripts/test.sh runs first (pinned: new rules land in minors).
+        "tests": [
+            "pytest>=8,<10",
+            "matplotlib>=3.8,<4",
+            "hypothesis>=6.100",
+            "ruff>=0.17,<0.18",
+            "mypy>=2.4,<2.5",
+        ],
     },
     entry_points={"console_scripts": ["source-framework-demo-api=source_framework.demo.api.__main__:main"]},
 )

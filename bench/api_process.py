@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import List, Optional
 
 READY_PREFIX = "demo API listening on "
 
@@ -20,13 +19,13 @@ class DemoApiProcess:
     def __init__(self, records: int, api_key: str, seed: int = 42, python: str = sys.executable) -> None:
         self.records, self.api_key, self.seed, self.python = records, api_key, seed, python
         self.url = ""
-        self._process: Optional[subprocess.Popen] = None
+        self._process: subprocess.Popen | None = None
 
-    def command(self) -> List[str]:
+    def command(self) -> list[str]:
         return [self.python, "-m", "source_framework.demo.api", "--port", "0", "--records", str(self.records),
                 "--seed", str(self.seed), "--api-key", self.api_key]
 
-    def start(self) -> "DemoApiProcess":
+    def start(self) -> DemoApiProcess:
         self._process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                          text=True, env=_env())
         assert self._process.stderr is not None
@@ -47,7 +46,7 @@ class DemoApiProcess:
             self._process.stderr.close()
         self._process = None
 
-    def __enter__(self) -> "DemoApiProcess":
+    def __enter__(self) -> DemoApiProcess:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

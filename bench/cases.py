@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from bench.memory import PeakMemory
 from source_framework.compare.tables import commit_stats
@@ -37,19 +37,19 @@ class BenchEnv:
 
     root: str  # the repository
     workdir: str  # scratch: configs, results, warehouses
-    base_config: Dict[str, Any]
+    base_config: dict[str, Any]
     catalog_path: str
-    streams: List[str]
+    streams: list[str]
     namespace: str = "demo"
     python: str = sys.executable
 
-    def config_path(self, interval: Optional[int], tag: str) -> str:
+    def config_path(self, interval: int | None, tag: str) -> str:
         path = os.path.join(self.workdir, f"config-{tag}.json")
         with open(path, "w") as handle:
             json.dump({**self.base_config, "state_checkpoint_interval": interval}, handle)
         return path
 
-    def child_env(self) -> Dict[str, str]:
+    def child_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (self.root, env.get("PYTHONPATH", "")) if p)
         env.pop("SOURCE_FRAMEWORK_PAUSE_AT", None)
@@ -65,9 +65,9 @@ class Measurement:
     python_peak_mb: float
     jvm_peak_mb: float = 0.0
     states: int = 0
-    commits: Optional[int] = None
-    data_files: Optional[int] = None
-    extra: Dict[str, Any] = field(default_factory=dict)
+    commits: int | None = None
+    data_files: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def records_per_second(self) -> float:
@@ -85,7 +85,7 @@ class Case:
 class WorkerCase(Case):
     """(1) framework with records dropped, (2) airbyte-cdk to /dev/null, (3) bare requests loop."""
 
-    def __init__(self, name: str, label: str, interval: Optional[int] = None) -> None:
+    def __init__(self, name: str, label: str, interval: int | None = None) -> None:
         self.name, self.label, self.interval = name, label, interval
 
     def run(self, env: BenchEnv) -> Measurement:
@@ -111,7 +111,7 @@ class WorkerCase(Case):
 class FullSyncCase(Case):
     """(4) ``main.py read`` into a fresh Spark warehouse at one checkpoint interval."""
 
-    def __init__(self, name: str, label: str, interval: Optional[int], spark_master: Optional[str] = None) -> None:
+    def __init__(self, name: str, label: str, interval: int | None, spark_master: str | None = None) -> None:
         self.name, self.label, self.interval, self.spark_master = name, label, interval, spark_master
 
     def run(self, env: BenchEnv) -> Measurement:
@@ -151,7 +151,7 @@ class FullSyncCase(Case):
         return measurement
 
 
-def all_cases(spark_master: Optional[str] = None) -> List[Case]:
+def all_cases(spark_master: str | None = None) -> list[Case]:
     return [
         WorkerCase("framework-null", "(1) framework read, records dropped"),
         WorkerCase("cdk-devnull", "(2) airbyte-cdk read to /dev/null"),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Dict, List, Optional
 
 SAMPLE_SECONDS = 0.05
 
@@ -27,13 +26,13 @@ class PeakMemory:
     def __init__(self, pid: int, interval: float = SAMPLE_SECONDS) -> None:
         self.pid = pid
         self.interval = interval
-        self._peaks_kb: Dict[int, int] = {}
-        self._names: Dict[int, str] = {}
-        self._commands: Dict[int, str] = {}
+        self._peaks_kb: dict[int, int] = {}
+        self._names: dict[int, str] = {}
+        self._commands: dict[int, str] = {}
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"peak-memory-{pid}", daemon=True)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 
@@ -66,7 +65,7 @@ class PeakMemory:
         java launcher to build the real JVM's command line, and the two never overlap."""
         return max((kb for pid, kb in self._peaks_kb.items() if self._is_jvm(pid)), default=0) / 1024
 
-    def processes(self) -> List[Dict[str, object]]:
+    def processes(self) -> list[dict[str, object]]:
         """Every process seen in the tree with its peak, so a surprising figure can be traced."""
         return [
             {"pid": pid, "name": self._names.get(pid, ""), "peak_mb": round(kb / 1024, 1), "command": self._commands.get(pid, "")}
@@ -87,7 +86,7 @@ def self_peak_mb() -> float:
     return (_vm_hwm_kb(os.getpid()) or 0) / 1024
 
 
-def _tree(root: int) -> List[int]:
+def _tree(root: int) -> list[int]:
     found, pending = [], [root]
     while pending:
         pid = pending.pop()
@@ -96,8 +95,8 @@ def _tree(root: int) -> List[int]:
     return found
 
 
-def _children(pid: int) -> List[int]:
-    children: List[int] = []
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -111,7 +110,7 @@ def _children(pid: int) -> List[int]:
     return children
 
 
-def _vm_hwm_kb(pid: int) -> Optional[int]:
+def _vm_hwm_kb(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:

@@ -10,8 +10,9 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Mapping
+from typing import Any
 
 from source_framework.destinations.base import Destination, StreamSink, StreamTarget, done
 
@@ -24,11 +25,11 @@ class NullSink(StreamSink):
     def write(self, record: Mapping[str, Any]) -> None:
         self.records += 1
 
-    def commit(self, *args: Any, **kwargs: Any) -> "Future[Any]":
+    def commit(self, *args: Any, **kwargs: Any) -> Future[Any]:
         self.commits += 1
         return done()
 
-    def finish(self, *args: Any, **kwargs: Any) -> "Future[Any]":
+    def finish(self, *args: Any, **kwargs: Any) -> Future[Any]:
         return done()
 
 

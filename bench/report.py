@@ -18,8 +18,9 @@ Usage::
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from bench.cases import Measurement
 
@@ -27,7 +28,7 @@ MEMORY_LIMIT_MB = 1536
 MEMORY_GROWTH_LIMIT = 0.10
 
 # (name, numerator case, denominator case, target or None)
-RATIOS: List[Tuple[str, str, str, Optional[float]]] = [
+RATIOS: list[tuple[str, str, str, float | None]] = [
     ("full sync @ slice / (1) framework, dropped", "full-slice", "framework-null", 0.85),
     ("full sync @ slice / (2) airbyte-cdk read", "full-slice", "cdk-devnull", 3.0),
     ("full sync @ 1000 / full sync @ slice", "full-1000", "full-slice", 0.8),
@@ -48,11 +49,11 @@ class BenchReport:
 
     # --- figures ------------------------------------------------------------------------------
 
-    def median_rate(self, case: str) -> Optional[float]:
+    def median_rate(self, case: str) -> float | None:
         runs = self.measurements.get(case)
         return statistics.median(m.records_per_second for m in runs) if runs else None
 
-    def summary(self, case: str) -> Dict[str, Any]:
+    def summary(self, case: str) -> dict[str, Any]:
         runs = self.measurements[case]
         return {
             "label": self.labels.get(case, case),
@@ -68,7 +69,7 @@ class BenchReport:
             "repetitions": len(runs),
         }
 
-    def ratios(self) -> List[Dict[str, Any]]:
+    def ratios(self) -> list[dict[str, Any]]:
         rows = []
         for name, top, bottom, target in RATIOS:
             a, b = self.median_rate(top), self.median_rate(bottom)
@@ -79,7 +80,7 @@ class BenchReport:
                          "met": None if target is None else value >= target})
         return rows
 
-    def peak_sync_memory_mb(self) -> Optional[float]:
+    def peak_sync_memory_mb(self) -> float | None:
         """The largest Python + JVM peak of any full sync run."""
         totals = [m.python_peak_mb + m.jvm_peak_mb for case, runs in self.measurements.items()
                   if case.startswith("full-") for m in runs]
@@ -90,7 +91,7 @@ class BenchReport:
         runs = [m for case, ms in self.measurements.items() if case.startswith("full-") for m in ms]
         return max(m.python_peak_mb for m in runs or [m for ms in self.measurements.values() for m in ms])
 
-    def check_records(self) -> List[str]:
+    def check_records(self) -> list[str]:
         """Every case must have read the same records; say which did not."""
         counts = {case: runs[0].records for case, runs in self.measurements.items()}
         expected = max(counts.values(), default=0)
@@ -127,7 +128,7 @@ class BenchReport:
             lines += ["", "WARNING: cases read different record counts: " + "; ".join(problems)]
         return "\n".join(lines) + "\n"
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "records": self.records,
             "settings": self.settings,
@@ -140,7 +141,7 @@ class BenchReport:
         }
 
 
-def memory_growth(reports: Sequence[BenchReport]) -> Optional[Dict[str, Any]]:
+def memory_growth(reports: Sequence[BenchReport]) -> dict[str, Any] | None:
     """Python peak from the smallest to the largest record count (the issue's 1M -> 4M check)."""
     if len(reports) < 2:
         return None
@@ -152,7 +153,7 @@ def memory_growth(reports: Sequence[BenchReport]) -> Optional[Dict[str, Any]]:
             "met": growth < MEMORY_GROWTH_LIMIT}
 
 
-def memory_growth_text(growth: Optional[Dict[str, Any]]) -> str:
+def memory_growth_text(growth: dict[str, Any] | None) -> str:
     if growth is None:
         return ""
     return (f"Python peak memory {growth['python_peak_mb_from']:,.0f} MB at {growth['from_records']:,} records -> "
@@ -160,7 +161,7 @@ def memory_growth_text(growth: Optional[Dict[str, Any]]) -> str:
             f"(target < {growth['target']:.0%}: {'met' if growth['met'] else 'MISSED'})\n")
 
 
-def _median_or_none(values: Sequence[Optional[int]]) -> Optional[int]:
+def _median_or_none(values: Sequence[int | None]) -> int | None:
     present = [v for v in values if v is not None]
     return int(statistics.median(present)) if present else None
 
@@ -173,6 +174,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])

@@ -29,7 +29,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Dict, List, Sequence
+from collections.abc import Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # run as a script: make the repository importable
@@ -79,7 +79,7 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def select_cases(cases: List[Case], names: str | None) -> List[Case]:
+def select_cases(cases: list[Case], names: str | None) -> list[Case]:
     if not names:
         return cases
     wanted = [n.strip() for n in names.split(",") if n.strip()]
@@ -89,10 +89,10 @@ def select_cases(cases: List[Case], names: str | None) -> List[Case]:
     return [c for c in cases if c.name in wanted]
 
 
-def run_benchmark(records: int, cases: List[Case], streams: List[str], args: argparse.Namespace) -> BenchReport:
+def run_benchmark(records: int, cases: list[Case], streams: list[str], args: argparse.Namespace) -> BenchReport:
     workdir = args.workdir or tempfile.mkdtemp(prefix=f"bench-{records}-")
     os.makedirs(workdir, exist_ok=True)
-    measurements: Dict[str, List[Measurement]] = {c.name: [] for c in cases}
+    measurements: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     log(f"starting the demo API with {records:,} records")
     with DemoApiProcess(records=records, api_key=API_KEY) as api:
         env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size),
@@ -116,7 +116,7 @@ def base_config(api_url: str, page_size: int) -> dict:
     return {"api_key": API_KEY, "api_url": api_url, "start_date": "2025-01-01T00:00:00Z", "page_size": page_size}
 
 
-def write_catalog(workdir: str, streams: List[str]) -> str:
+def write_catalog(workdir: str, streams: list[str]) -> str:
     with open(CATALOG) as handle:
         catalog = json.load(handle)
     chosen = [entry for entry in catalog["streams"] if entry["stream"]["name"] in streams]

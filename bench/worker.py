@@ -24,12 +24,13 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 
 
-def framework_null(config: Dict[str, Any], catalog_path: str) -> Dict[str, Any]:
+def framework_null(config: dict[str, Any], catalog_path: str) -> dict[str, Any]:
     from bench.null_destination import NullDestination
     from source_framework.demo import DemoSource
     from source_framework.runtime.inputs import load_catalog
@@ -72,7 +73,7 @@ class _CountingNull:
         return False
 
 
-def cdk_devnull(config_path: str, catalog_path: str) -> Dict[str, Any]:
+def cdk_devnull(config_path: str, catalog_path: str) -> dict[str, Any]:
     from airbyte_cdk.entrypoint import launch
 
     from source_framework.demo import DemoSource
@@ -90,7 +91,7 @@ def cdk_devnull(config_path: str, catalog_path: str) -> Dict[str, Any]:
     return {"records": sink.records, "seconds": seconds, "states": sink.states}
 
 
-def bare_requests(config: Dict[str, Any], catalog_path: str) -> Dict[str, Any]:
+def bare_requests(config: dict[str, Any], catalog_path: str) -> dict[str, Any]:
     import requests
 
     from source_framework.demo import DemoSource
@@ -123,14 +124,14 @@ def bare_requests(config: Dict[str, Any], catalog_path: str) -> Dict[str, Any]:
     return {"records": records, "seconds": time.perf_counter() - started, "states": 0, "pages": pages}
 
 
-CASES: Dict[str, Callable[[argparse.Namespace, Dict[str, Any]], Dict[str, Any]]] = {
+CASES: dict[str, Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]] = {
     "framework-null": lambda args, config: framework_null(config, args.catalog),
     "cdk-devnull": lambda args, config: cdk_devnull(args.config, args.catalog),
     "bare-requests": lambda args, config: bare_requests(config, args.catalog),
 }
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.worker")
     parser.add_argument("case", choices=sorted(CASES))
     parser.add_argument("--config", required=True)

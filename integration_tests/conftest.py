@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import pytest
 
@@ -33,6 +33,57 @@ def spark():
     session.stop()
 
 
+# A Spark application of its own, as a user's notebook would be: plain pyspark, none of our code.
+# It reads the tables it is sent (one JSON line of paths) and answers one line per request.
+NEW_APPLICATION = """
+import json, sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.driver.extraJavaOptions", sys.argv[1]).getOrCreate())
+for request in sys.stdin:
+    result = {}
+    for path in json.loads(request):
+        try:
+            frame = spark.read.parquet(path)
+            result[path] = {
+                "columns": frame.columns,
+                "types": dict(frame.dtypes),
+                "rows": json.loads(json.dumps([row.asDict() for row in frame.collect()], default=str)),
+                "json": [json.loads(text) for text in frame.toJSON().collect()],
+            }
+        except Exception as error:
+            result[path] = {"error": str(error)[:2000]}
+    print("RESULT " + json.dumps(result), flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def new_application():
+    """``read(paths)``: what a separate Spark application sees in each table, by path:
+    ``columns``, ``types``, ``rows`` (Python values, dates as text) and ``json`` (rows as
+    Spark's ``toJSON`` writes them), or ``error``. One application serves the whole run."""
+    from source_framework.destinations.spark.jvm_cache import java_options
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", NEW_APPLICATION, java_options()],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+
+    def read(paths: list[str]) -> dict[str, Any]:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(list(paths)) + "\n")
+        process.stdin.flush()
+        for line in process.stdout:
+            if line.startswith("RESULT "):
+                return json.loads(line[len("RESULT "):])
+        raise AssertionError(f"the separate Spark application ended (exit code {process.wait()})")
+
+    yield read
+    process.stdin.close()  # type: ignore[union-attr]
+    process.wait(timeout=60)
+
+
 @pytest.fixture
 def demo_api():
     with DemoApi(records=1500, api_key=API_KEY, seed=7).start() as api:
@@ -42,12 +93,12 @@ def demo_api():
 @dataclass
 class ReadRun:
     returncode: int
-    messages: List[Dict[str, Any]]
+    messages: list[dict[str, Any]]
     stderr: str
     stdout: bytes = b""
-    states: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def of_type(self, kind: str) -> List[Dict[str, Any]]:
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
         return [m for m in self.messages if m["type"] == kind]
 
     def state_file(self, path: str) -> str:
@@ -62,7 +113,7 @@ def write_json(path, content) -> str:
     return str(path)
 
 
-def config_for(api: DemoApi, warehouse: str, **overrides: Any) -> Dict[str, Any]:
+def config_for(api: DemoApi, warehouse: str, **overrides: Any) -> dict[str, Any]:
     config = {
         "api_key": API_KEY,
         "api_url": api.url,
@@ -75,7 +126,7 @@ def config_for(api: DemoApi, warehouse: str, **overrides: Any) -> Dict[str, Any]
     return config
 
 
-def catalog(*names: str, overrides: Optional[Dict[str, Dict[str, Any]]] = None) -> Dict[str, Any]:
+def catalog(*names: str, overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The integration catalog, narrowed to ``names`` (all five streams when none given)."""
     with open(os.path.join(HERE, "configured_catalog.json")) as handle:
         full = json.load(handle)
@@ -85,7 +136,52 @@ def catalog(*names: str, overrides: Optional[Dict[str, Dict[str, Any]]] = None) 
     return {"streams": streams}
 
 
-def run_main(*args: str, cwd: Optional[str] = None, timeout: float = 300) -> ReadRun:
+def run_in_process(*args: str, source: Any = None) -> ReadRun:
+    """``main.py args...`` of the demo connector, in this process: the same command line, checks and
+    runtime, on the test run's one Spark session. For tests that need no process of their own (a
+    kill, a terminal, the process's own stdout); ``stderr`` holds what the logs and the summary said."""
+    import contextlib
+    import io
+    import logging
+
+    from source_framework.demo.source import DemoSource
+    from source_framework.runtime.entrypoint import build_parser, run_command, run_read
+
+    parsed = build_parser().parse_args(list(args))
+    protocol, errors = io.BytesIO(), io.StringIO()
+    handler = logging.StreamHandler(errors)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    level = root.level
+    root.setLevel(logging.INFO)  # as main.py logs (setLevel, not .level =: loggers cache what is enabled)
+    try:
+        with contextlib.redirect_stderr(errors):
+            if parsed.command == "read":
+                code = run_read(source or DemoSource(), parsed, protocol_out=protocol)
+            else:
+                text = io.TextIOWrapper(protocol, encoding="utf-8", write_through=True)  # stdout with a .buffer
+                with contextlib.redirect_stdout(text):
+                    code = run_command(source or DemoSource(), parsed)
+                text.flush()
+                text.detach()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    stdout = protocol.getvalue()
+    messages = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    run = ReadRun(code, messages, errors.getvalue(), stdout)
+    for message in run.of_type("STATE"):
+        run.states[message["state"]["stream"]["stream_descriptor"]["name"]] = message["state"]
+    return run
+
+
+def stream_states(run: ReadRun, stream: str) -> list[dict[str, Any]]:
+    """The STATE messages ``run`` printed for ``stream``, in order."""
+    return [m["state"] for m in run.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == stream]
+
+
+def run_main(*args: str, cwd: str | None = None, timeout: float = 300) -> ReadRun:
     process = subprocess.run(
         [sys.executable, MAIN, *args], capture_output=True, cwd=cwd or ROOT, timeout=timeout
     )
@@ -96,13 +192,13 @@ def run_main(*args: str, cwd: Optional[str] = None, timeout: float = 300) -> Rea
     return run
 
 
-def all_records(api: DemoApi, path: str, params: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
+def all_records(api: DemoApi, path: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every record of an endpoint, straight from the API, following its pagination."""
     import requests
 
     session = requests.Session()
     session.headers["Authorization"] = f"Bearer {API_KEY}"
-    records: List[Dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
     params = dict(params or {})
     if path == "users":
         params.setdefault("limit", 1000)
@@ -134,11 +230,11 @@ class Killed:
     stderr: str
 
     @property
-    def messages(self) -> List[Dict[str, Any]]:
+    def messages(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
-def kill_at(point: str, *args: str, count: int = 1, timeout: float = 300, hold: Optional[Any] = None) -> Killed:
+def kill_at(point: str, *args: str, count: int = 1, timeout: float = 300, hold: Any | None = None) -> Killed:
     """Run ``main.py args...`` until it reaches fault point ``point`` for the ``count``-th time
     (``helpers/faults.py``), then SIGKILL it. ``hold(process)``, if given, runs while it is paused
     (e.g. to try a second writer on its table) before the kill."""
@@ -149,8 +245,8 @@ def kill_at(point: str, *args: str, count: int = 1, timeout: float = 300, hold: 
     env = {**os.environ, "SOURCE_FRAMEWORK_PAUSE_AT": f"{point}:{count}"}
     process = subprocess.Popen([sys.executable, MAIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, env=env)
     paused = threading.Event()
-    out: List[bytes] = []
-    err: List[bytes] = []
+    out: list[bytes] = []
+    err: list[bytes] = []
 
     def read_out() -> None:
         out.extend(process.stdout)

@@ -188,7 +188,7 @@ def test_table_rows_compare_by_value_through_the_schema():
         ("id", 1),
         ("items", '[{"a":2,"b":1}]'),
         ("storeId", 7),
-        ("updatedAt", (dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc) - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)),
+        ("updatedAt", (dt.datetime(2025, 1, 1, tzinfo=dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)),
     )
     assert record_rows([record], streams["orders"]) == Counter([row])
     read = _output(_record("orders", record))

@@ -13,6 +13,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from integration_tests.conftest import (
     API_KEY,
     MAIN,
@@ -24,6 +26,7 @@ from integration_tests.conftest import (
 from source_framework.demo.api import DemoApi, Faults
 
 
+@pytest.mark.slow
 def test_every_state_is_backed_by_committed_records(spark, tmp_path):
     with DemoApi(records=3000, api_key=API_KEY, seed=11, faults=Faults(delay_ms=5)).start() as api:
         warehouse = tmp_path / "warehouse"

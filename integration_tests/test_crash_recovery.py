@@ -16,15 +16,18 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+
+import pytest
 
 from integration_tests.conftest import API_KEY, MAIN, catalog, config_for, write_json
 from source_framework.demo.api import DemoApi, Faults
 
+pytestmark = pytest.mark.slow  # 34 real processes killed and resumed: bash scripts/test.sh -m "not slow" leaves it out
+
 MODES = {"users": "append", "orders": "append_dedup", "store_orders": "append", "products": "overwrite", "stores": "overwrite"}
 
 # (kind, point or seconds, count): 34 kills spread over the whole recovery.
-KILLS: List[Tuple[str, object, int]] = [
+KILLS: list[tuple[str, object, int]] = [
     ("time", 2.0, 0), ("pause", "commit.done", 1), ("pause", "commit.files_written", 2),
     ("time", 6.0, 0), ("pause", "recovery.start", 2), ("pause", "commit.record_written", 1),
     ("pause", "state.printed", 3), ("time", 7.5, 0), ("pause", "commit.done", 3),
@@ -45,9 +48,9 @@ class Orchestrator:
 
     def __init__(self, config: str, catalog_path: str, state_path: str) -> None:
         self.config, self.catalog, self.state_path = config, catalog_path, state_path
-        self.states: Dict[str, dict] = {}
+        self.states: dict[str, dict] = {}
 
-    def run(self, kill: Optional[Tuple[str, object, int]]) -> Tuple[Optional[int], str]:
+    def run(self, kill: tuple[str, object, int] | None) -> tuple[int | None, str]:
         args = [sys.executable, MAIN, "read", "--config", self.config, "--catalog", self.catalog, "--quiet"]
         if self.states:
             with open(self.state_path, "w") as handle:
@@ -93,7 +96,7 @@ class Orchestrator:
         return (None if outcome != "completed" else code), outcome
 
 
-def table_rows(spark, warehouse: str, name: str) -> List[tuple]:
+def table_rows(spark, warehouse: str, name: str) -> list[tuple]:
     frame = spark.read.parquet(os.path.join(warehouse, "demo", name))
     columns = sorted(c for c in frame.columns if not c.startswith("_sf_"))
     return sorted(tuple(row) for row in frame.select(*columns).collect())

@@ -142,6 +142,7 @@ def test_item_2_reset_then_set_reads_from_the_cursor_and_loses_nothing(spark, ap
     assert rows(spark, users_table(tmp_path / "warehouse")) == api_rows(api)
 
 
+@pytest.mark.slow  # a real process, killed
 def test_item_2_a_reset_killed_before_it_saved_the_state_changes_nothing(spark, api, tmp_path):
     config = settings(api, tmp_path / "warehouse")
     config_path = write_json(tmp_path / "config.json", config)
@@ -158,6 +159,7 @@ def test_item_2_a_reset_killed_before_it_saved_the_state_changes_nothing(spark, 
     assert len(table) == USERS + 5 and set(table) >= set(api_rows(api))  # the old state applied, the marker dropped
 
 
+@pytest.mark.slow  # a real process, killed
 def test_item_3_reset_tables_killed_after_saving_the_state_still_rebuilds_the_table(spark, api, tmp_path):
     config = settings(api, tmp_path / "warehouse")
     config_path = write_json(tmp_path / "config.json", config)
@@ -172,6 +174,7 @@ def test_item_3_reset_tables_killed_after_saving_the_state_still_rebuilds_the_ta
     assert rows(spark, users_table(tmp_path / "warehouse")) == api_rows(api)  # rebuilt, once
 
 
+@pytest.mark.slow  # a real process, killed
 def test_item_3_state_set_killed_after_the_rewrite_resumes_from_the_new_cursor(spark, api, tmp_path):
     config = settings(api, tmp_path / "warehouse")
     config_path = write_json(tmp_path / "config.json", config)
@@ -228,6 +231,7 @@ def test_item_5_incremental_with_overwrite_is_refused_before_anything_is_written
 # -- 7. two reads on one table --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a real process, killed
 def test_item_7_a_second_read_on_a_table_fails_fast_naming_the_first_and_waits_when_asked(spark, api, tmp_path):
     config = settings(api, tmp_path / "warehouse")
     config_path = write_json(tmp_path / "config.json", config)

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import termios
 import threading
-from typing import Dict, List, Tuple
 
 import pytest
 
@@ -24,7 +23,7 @@ from integration_tests.conftest import (
     ROOT,
     catalog,
     config_for,
-    run_main,
+    run_in_process,
     write_json,
 )
 from source_framework.demo.api import DemoApi, Faults
@@ -34,7 +33,7 @@ STREAMS = ["users", "orders", "stores", "store_orders"]
 PROGRESS = re.compile(r"source_framework\.progress: (\w+): checkpoint (\d+) committed, .* state (.*)$")
 
 
-def protocol_lines(stdout: bytes) -> List[dict]:
+def protocol_lines(stdout: bytes) -> list[dict]:
     """Every stdout line, each of which must be a protocol message."""
     messages = []
     for line in stdout.decode().splitlines():
@@ -44,8 +43,8 @@ def protocol_lines(stdout: bytes) -> List[dict]:
     return messages
 
 
-def states_by_stream(messages: List[dict]) -> Dict[str, List[dict]]:
-    states: Dict[str, List[dict]] = {}
+def states_by_stream(messages: list[dict]) -> dict[str, list[dict]]:
+    states: dict[str, list[dict]] = {}
     for message in messages:
         if message["type"] == "STATE":
             stream = message["state"]["stream"]
@@ -53,7 +52,7 @@ def states_by_stream(messages: List[dict]) -> Dict[str, List[dict]]:
     return states
 
 
-def summary_rows(stderr: str) -> Tuple[str, Dict[str, Dict[str, str]]]:
+def summary_rows(stderr: str) -> tuple[str, dict[str, dict[str, str]]]:
     """The summary's first line and its rows by stream, cells by column name."""
     lines = stderr.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("read finished in "))
@@ -67,11 +66,15 @@ def summary_rows(stderr: str) -> Tuple[str, Dict[str, Dict[str, str]]]:
     return lines[start], rows
 
 
+# The two below run in this process (what stderr says does not need one of its own); the
+# terminal tests and test_spark_table's stdout test run real processes.
+
+
 def test_stderr_follows_the_run_and_ends_with_the_summary(spark, demo_api, tmp_path):
     warehouse = tmp_path / "warehouse"
     config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
     catalog_path = write_json(tmp_path / "catalog.json", catalog(*STREAMS))
-    run = run_main("read", "--config", config, "--catalog", catalog_path)
+    run = run_in_process("read", "--config", config, "--catalog", catalog_path)
     assert run.returncode == 0, run.stderr
 
     messages = protocol_lines(run.stdout)
@@ -81,12 +84,12 @@ def test_stderr_follows_the_run_and_ends_with_the_summary(spark, demo_api, tmp_p
     assert states["stores"] == [{"__ab_no_cursor_state_message": True}]
 
     # One progress line per committed checkpoint, numbered, in the order of the STATE lines.
-    lines: Dict[str, List[Tuple[int, str]]] = {}
+    lines: dict[str, list[tuple[int, str]]] = {}
     for line in run.stderr.splitlines():
         match = PROGRESS.search(line)
         if match:
             lines.setdefault(match.group(1), []).append((int(match.group(2)), match.group(3)))
-    assert set(lines) == set(states)
+    assert set(lines) == set(states), run.stderr[-3000:]
     for name, stream_states in states.items():
         assert [n for n, _ in lines[name]] == list(range(1, len(stream_states) + 1)), name
     for name in ("users", "orders"):
@@ -111,10 +114,10 @@ def test_stderr_follows_the_run_and_ends_with_the_summary(spark, demo_api, tmp_p
     assert rows["store_orders"]["final cursor"].startswith("10 partitions, max updatedAt=")
 
 
-def test_quiet_leaves_only_the_logs(demo_api, tmp_path):
+def test_quiet_leaves_only_the_logs(spark, demo_api, tmp_path):
     config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "warehouse"))
     catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "stores"))
-    run = run_main("read", "--config", config, "--catalog", catalog_path, "--quiet")
+    run = run_in_process("read", "--config", config, "--catalog", catalog_path, "--quiet")
     assert run.returncode == 0, run.stderr
     messages = protocol_lines(run.stdout)
     assert states_by_stream(messages)["users"]
@@ -126,7 +129,7 @@ def test_quiet_leaves_only_the_logs(demo_api, tmp_path):
 # -- on a terminal ---------------------------------------------------------------------------
 
 
-def run_on_terminal(args: List[str], stdout_too: bool, tmp_path) -> Tuple[int, bytes, bytes]:
+def run_on_terminal(args: list[str], stdout_too: bool, tmp_path) -> tuple[int, bytes, bytes]:
     """``main.py`` with stderr (and stdout, if asked) on a pseudo-terminal 140 columns wide."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
@@ -141,7 +144,7 @@ def run_on_terminal(args: List[str], stdout_too: bool, tmp_path) -> Tuple[int, b
             env={**os.environ, "TERM": "xterm-256color"},
         )
     os.close(slave)
-    chunks: List[bytes] = []
+    chunks: list[bytes] = []
 
     def drain() -> None:
         while True:

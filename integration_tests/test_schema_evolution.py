@@ -2,8 +2,8 @@
 
 One source with one small stream per case is synced twice in this process (on the test run's one
 Spark session): the first sync with each stream's first schema, the second with its changed one.
-Every table is then read once by a NEW Spark application (one subprocess, plain
-``spark.read.parquet``, default options), which is what a user's reader sees. A stream whose
+Every table is then read once by a separate Spark application (conftest's ``new_application``:
+plain ``spark.read.parquet``, default options), which is what a user's reader sees. A stream whose
 change the table cannot take fails alone: the other streams of the same sync complete.
 """
 
@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pytest
 from airbyte_cdk.models import ConnectorSpecification, SyncMode
@@ -33,7 +32,7 @@ DATE_TIME, OBJECT = {"type": "string", "format": "date-time"}, {"type": "object"
 
 #: stream -> (primary key or None, destination sync mode, first sync's (properties, records), second sync's);
 #: a stream without a first sync's entry gets its table from ``legacy_table`` instead
-CASES: Dict[str, Any] = {
+CASES: dict[str, Any] = {
     "append_added": (None, "append",
                      ({"id": INTEGER, "name": STRING}, [{"id": 1, "name": "a", "score": 0.5, "note": "n"}]),
                      ({"id": INTEGER, "name": STRING, "score": NUMBER},
@@ -71,27 +70,12 @@ CASES: Dict[str, Any] = {
 LEGACY = ({"id": INTEGER, "seen": DATE_TIME, "n": INTEGER}, [{"id": 1, "seen": "2024-01-01T00:00:00Z", "n": 7}])
 FAILING = {"append_incompatible", "dedup_incompatible"}
 
-FRESH_READER = """
-import json, sys
-from pyspark.sql import SparkSession
-spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-result = {}
-for path in json.loads(sys.argv[1]):
-    try:
-        frame = spark.read.parquet(path)
-        rows = [row.asDict() for row in frame.collect()]
-        result[path] = {"types": dict(frame.dtypes), "columns": frame.columns, "rows": json.loads(json.dumps(rows, default=str))}
-    except Exception as error:
-        result[path] = {"error": str(error)[:2000]}
-print(json.dumps(result))
-"""
 
 
 class Rows(Stream):
     """A full-refresh stream of given records under a given schema."""
 
-    def __init__(self, name: str, primary_key: Optional[List[List[str]]], properties: Mapping[str, Any], records: List[dict]):
+    def __init__(self, name: str, primary_key: list[list[str]] | None, properties: Mapping[str, Any], records: list[dict]):
         self._name, self._primary_key, self._properties, self._records = name, primary_key, properties, records
 
     @property
@@ -99,7 +83,7 @@ class Rows(Stream):
         return self._name
 
     @property
-    def primary_key(self) -> Optional[List[List[str]]]:
+    def primary_key(self) -> list[list[str]] | None:
         return self._primary_key
 
     def get_json_schema(self) -> Mapping[str, Any]:
@@ -121,11 +105,11 @@ class CasesSource(AbstractSource):
     def check_connection(self, logger, config):
         return True, None
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         return [Rows(name, key, *versions[self.version]) for name, (key, _, *versions) in CASES.items() if versions[self.version]]
 
 
-def cases_catalog(version: int) -> Dict[str, Any]:
+def cases_catalog(version: int) -> dict[str, Any]:
     return {"streams": [
         {"stream": {"name": name, "json_schema": {}, "supported_sync_modes": ["full_refresh"]},
          "sync_mode": SyncMode.full_refresh.value, "destination_sync_mode": mode}
@@ -140,7 +124,7 @@ def legacy_table(spark, path: str) -> None:
     SparkTable(spark, path).commit(batch, state={}, seq=0)
 
 
-def statuses(output) -> Dict[str, str]:
+def statuses(output) -> dict[str, str]:
     """The last stream status each stream reported."""
     found = {}
     for message in output.messages:
@@ -150,7 +134,7 @@ def statuses(output) -> Dict[str, str]:
     return found
 
 
-def errors(output) -> Dict[str, str]:
+def errors(output) -> dict[str, str]:
     found = {}
     for message in output.messages:
         trace = message.get("trace") or {}
@@ -159,12 +143,12 @@ def errors(output) -> Dict[str, str]:
     return found
 
 
-def folder_listing(path: str) -> List[str]:
+def folder_listing(path: str) -> list[str]:
     return sorted(os.path.relpath(os.path.join(root, name), path) for root, _, names in os.walk(path) for name in names)
 
 
 @pytest.fixture(scope="module")
-def synced(spark, tmp_path_factory):
+def synced(new_application, spark, tmp_path_factory):
     """Both syncs, then one fresh Spark application's view of every table."""
     warehouse = str(tmp_path_factory.mktemp("evolving"))
     config = {"destination": {"type": "spark", "warehouse": warehouse, "spark_master": "local[1]"}}
@@ -173,15 +157,11 @@ def synced(spark, tmp_path_factory):
     legacy_table(spark, paths["legacy_changed"])
     after_first = {name: folder_listing(paths[name]) for name in FAILING}
     second = read(CasesSource(1), config, cases_catalog(1))
-    reader = subprocess.run(
-        [sys.executable, "-c", FRESH_READER, json.dumps(list(paths.values()))], capture_output=True, text=True, timeout=300
-    )
-    assert reader.returncode == 0, reader.stderr[-4000:]
-    seen = json.loads(reader.stdout.strip().splitlines()[-1])
+    seen = new_application(list(paths.values()))
     return {"first": first, "second": second, "paths": paths, "after_first": after_first, "seen": {n: seen[p] for n, p in paths.items()}}
 
 
-def table_rows(synced, name: str, *columns: str) -> List[tuple]:
+def table_rows(synced, name: str, *columns: str) -> list[tuple]:
     seen = synced["seen"][name]
     assert "error" not in seen, seen.get("error")
     return sorted((tuple(row[c] for c in columns) for row in seen["rows"]), key=repr)

@@ -23,8 +23,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyspark
 import pytest
@@ -33,7 +33,7 @@ from integration_tests.conftest import API_KEY, ROOT, catalog, config_for, run_m
 from integration_tests.test_crash_recovery import MODES, Orchestrator, table_rows
 from source_framework.demo.api import DemoApi
 
-pytestmark = pytest.mark.spark_cluster
+pytestmark = [pytest.mark.spark_cluster, pytest.mark.slow]
 
 PYSPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -1,7 +1,7 @@
 """SparkTable commits, checked the way users read tables: plain ``spark.read.parquet`` in a new session.
 
-Starting a JVM costs ~10 s on this machine, so every scenario is built first with one
-shared session, then ONE subprocess (plain pyspark, none of our code) reads all tables.
+Every scenario is built first on the test run's one session; then a separate Spark application
+(plain pyspark, none of our code: conftest's ``new_application``) reads all the tables at once.
 """
 
 from __future__ import annotations
@@ -37,24 +37,6 @@ SCHEMA = arrow_schema(
         }
     }
 )
-
-# Reads every table given on the command line in a brand-new Spark application.
-FRESH_READER = """
-import json, sys
-from pyspark.sql import SparkSession
-spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-result = {}
-for path in json.loads(sys.argv[1]):
-    df = spark.read.parquet(path)
-    result[path] = {
-        "columns": df.columns,
-        "ids": sorted(row["id"] for row in df.select("id").collect()),
-        "first": [json.loads(row) for row in df.orderBy("id").limit(1).toJSON().collect()],
-    }
-print(json.dumps(result))
-"""
-
 
 class SimulatedCrash(Exception):
     """Stands in for a SIGKILL just before the commit point."""
@@ -158,15 +140,16 @@ def staged(spark, warehouse):
 
 
 @pytest.fixture(scope="module")
-def fresh(basic, with_strays, recovered, many, replaced, empties, staged):
+def fresh(new_application, basic, with_strays, recovered, many, replaced, empties, staged):
     """What a new Spark application sees in every table: {table path: {columns, ids, first}}."""
     paths = [basic.path, with_strays.path, recovered[0].path, many.path, replaced[0].path] + [t.path for t in empties]
     paths.append(staged[0].path)
-    result = subprocess.run(
-        [sys.executable, "-c", FRESH_READER, json.dumps(paths)], capture_output=True, text=True, timeout=180
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    seen = {}
+    for path, table in new_application(paths).items():
+        assert "error" not in table, table["error"]
+        rows = sorted(table["json"], key=lambda row: row["id"])
+        seen[path] = {"columns": table["columns"], "ids": [row["id"] for row in rows], "first": rows[:1]}
+    return seen
 
 
 # --- tests ------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
-"""The state workflow: --state-file, ``state show/reset/set``, bad-state fallback, sort safety, API faults."""
+"""The state workflow: --state-file, ``state show/reset/set``, bad-state fallback, sort safety, API faults.
+
+The commands run in this process (``run_in_process``: the same command line and runtime, on the test
+run's Spark session); the kills of state commands are in ``test_data_safety.py``."""
 
 from __future__ import annotations
 
 import json
 import os
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_main, write_json
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, stream_states, write_json
 from source_framework.demo.api import DemoApi, Faults
 
 
@@ -20,7 +23,7 @@ def test_state_file_reset_and_set_keep_tables_consistent(spark, demo_api, tmp_pa
     state_file = str(tmp_path / "state.json")
     expected_users = sorted(r["id"] for r in all_records(demo_api, "users"))
 
-    first = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    first = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
     assert first.returncode == 0, first.stderr
     with open(state_file) as handle:
         saved = {m["stream"]["stream_descriptor"]["name"]: m["stream"]["stream_state"] for m in json.load(handle)}
@@ -28,33 +31,34 @@ def test_state_file_reset_and_set_keep_tables_consistent(spark, demo_api, tmp_pa
     assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
 
     # Re-running with the same file and no bookkeeping adds nothing.
-    again = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    again = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
     assert again.returncode == 0 and ids(spark, warehouse, "users") == expected_users
 
-    shown = run_main("state", "show", "--state-file", state_file)
-    assert shown.returncode == 0 and {m["state"]["stream"]["stream_descriptor"]["name"] for m in shown.of_type("STATE")} == {"users", "store_orders"}
+    shown = run_in_process("state", "show", "--state-file", state_file)
+    assert shown.returncode == 0
+    assert {m["state"]["stream"]["stream_descriptor"]["name"] for m in shown.of_type("STATE")} == {"users", "store_orders"}
 
     # Reset one stream: its state goes, and its next sync replaces the table instead of adding a copy.
-    reset = run_main("state", "reset", "--state-file", state_file, "--config", config, "--stream", "users")
+    reset = run_in_process("state", "reset", "--state-file", state_file, "--config", config, "--stream", "users")
     assert reset.returncode == 0, reset.stderr
     with open(state_file) as handle:
         assert [m["stream"]["stream_descriptor"]["name"] for m in json.load(handle)] == ["store_orders"]
-    after_reset = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    after_reset = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
     assert after_reset.returncode == 0, after_reset.stderr
     assert ids(spark, warehouse, "users") == expected_users
 
     # Set the cursor back: rows from there are dropped now and read again once by the next sync.
     cursor = sorted(r["updatedAt"] for r in all_records(demo_api, "users"))[1000]
-    moved = run_main("state", "set", "--state-file", state_file, "--config", config, "--stream", "users", "--cursor", cursor)
+    moved = run_in_process("state", "set", "--state-file", state_file, "--config", config, "--stream", "users", "--cursor", cursor)
     assert moved.returncode == 0, moved.stderr
     assert len(ids(spark, warehouse, "users")) == 1000
-    resynced = run_main("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    resynced = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
     assert resynced.returncode == 0, resynced.stderr
     assert ids(spark, warehouse, "users") == expected_users
-    assert sum(int(m["state"]["sourceStats"]["recordCount"]) for m in resynced.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == "users") == 500
+    assert sum(int(state["sourceStats"]["recordCount"]) for state in stream_states(resynced, "users")) == 500
 
     # Reset everything with the tables.
-    wiped = run_main("state", "reset", "--state-file", state_file, "--config", config, "--tables")
+    wiped = run_in_process("state", "reset", "--state-file", state_file, "--config", config, "--tables")
     assert wiped.returncode == 0 and not os.path.exists(os.path.join(str(warehouse), "demo", "users"))
 
 
@@ -62,14 +66,14 @@ def test_bad_state_fails_by_default_and_resyncs_only_when_asked(spark, demo_api,
     warehouse = tmp_path / "warehouse"
     config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
     catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
-    first = run_main("read", "--config", config, "--catalog", catalog_path)
+    first = run_in_process("read", "--config", config, "--catalog", catalog_path)
     assert first.returncode == 0
     bad = write_json(tmp_path / "bad.json", {"users": {"cursor": "wrong key"}})
 
-    refused = run_main("read", "--config", config, "--catalog", catalog_path, "--state", bad)
+    refused = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state", bad)
     assert refused.returncode == 2 and "bad.json" in refused.stderr
 
-    resynced = run_main("read", "--config", config, "--catalog", catalog_path, "--state", bad, "--on-bad-state", "resync")
+    resynced = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state", bad, "--on-bad-state", "resync")
     assert resynced.returncode == 0, resynced.stderr
     assert "re-syncs from scratch" in resynced.stderr
     assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(demo_api, "users"))
@@ -80,15 +84,17 @@ def test_sort_safety_with_out_of_order_pages(spark, tmp_path):
         catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
         sorted_wh = tmp_path / "sorted"
         declared_sorted = write_json(tmp_path / "a.json", config_for(api, sorted_wh, state_checkpoint_interval=50))
-        run = run_main("read", "--config", declared_sorted, "--catalog", catalog_path)
+        run = run_in_process("read", "--config", declared_sorted, "--catalog", catalog_path)
         assert run.returncode == 1
         error = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"][0]
         assert "declared sorted" in error["message"] or "declared sorted" in error["internal_message"]
         assert not run.of_type("STATE")
 
         unsorted_wh = tmp_path / "unsorted"
-        declared_unsorted = write_json(tmp_path / "b.json", config_for(api, unsorted_wh, state_checkpoint_interval=50, assume_sorted=False))
-        run = run_main("read", "--config", declared_unsorted, "--catalog", catalog_path)
+        declared_unsorted = write_json(
+            tmp_path / "b.json", config_for(api, unsorted_wh, state_checkpoint_interval=50, assume_sorted=False)
+        )
+        run = run_in_process("read", "--config", declared_unsorted, "--catalog", catalog_path)
         assert run.returncode == 0, run.stderr
         assert "state_checkpoint_interval (50) is not used" in run.stderr
         assert len(run.of_type("STATE")) == 1  # only when the stream (one slice) completes
@@ -96,11 +102,13 @@ def test_sort_safety_with_out_of_order_pages(spark, tmp_path):
 
 
 def test_rate_limits_and_server_errors_are_retried(spark, tmp_path):
-    faults = Faults(rate_limit_every=5, retry_after=0.2, error_every=7)
-    with DemoApi(records=800, api_key=API_KEY, seed=9, faults=faults).start() as api:
+    # airbyte-cdk sleeps a second more than each retry asks: a handful of faults, not dozens.
+    faults = Faults(rate_limit_every=11, retry_after=0.2, error_every=13)
+    with DemoApi(records=200, api_key=API_KEY, seed=9, faults=faults).start() as api:
         warehouse = tmp_path / "warehouse"
         config = write_json(tmp_path / "config.json", config_for(api, warehouse))
-        run = run_main("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users", "orders")))
+        catalog_path = write_json(tmp_path / "k.json", catalog("users", "orders"))
+        run = run_in_process("read", "--config", config, "--catalog", catalog_path)
         assert run.returncode == 0, run.stderr[-2000:]
         statuses = api.stats()["status_counts"]
         assert int(statuses.get("429", 0)) > 0 and sum(int(statuses.get(c, 0)) for c in ("500", "503")) > 0

@@ -22,8 +22,8 @@ from integration_tests.conftest import API_KEY, all_records, catalog, config_for
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import DemoSource
 from source_framework.destinations.spark.layout import table_path
-from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.helpers.faults import SimulatedCrash, crash_at
+from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.streams.cursor import parse_datetime
 from source_framework.testing import read
 

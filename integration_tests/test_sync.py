@@ -1,4 +1,5 @@
-"""End-to-end syncs: ``main.py read`` against the real demo API into real Spark tables."""
+"""End-to-end syncs: ``main.py read`` against the real demo API into real Spark tables (in this
+process, on the test run's Spark session: the command line and runtime are the same)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from integration_tests.conftest import (
     all_records,
     catalog,
     config_for,
-    run_main,
+    run_in_process,
+    stream_states,
     write_json,
 )
 
@@ -30,7 +32,7 @@ def full_sync(tmp_path, demo_api):
     warehouse = tmp_path / "warehouse"
     config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
     catalog_path = write_json(tmp_path / "catalog.json", catalog())
-    run = run_main("read", "--config", config, "--catalog", catalog_path)
+    run = run_in_process("read", "--config", config, "--catalog", catalog_path)
     assert run.returncode == 0, run.stderr
     return run, warehouse, config, catalog_path
 
@@ -55,11 +57,12 @@ def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
     assert users.select("_sf_sync_id").distinct().count() == 1
     # Checkpoints are numbered commits; queued checkpoints may be merged into one Spark write,
     # so there are at most as many commits as STATEs, and the newest holds the final state.
-    user_states = [m["state"] for m in run.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == "users"]
+    user_states = stream_states(run, "users")
     assert 1 <= users.select("_sf_checkpoint").distinct().count() <= len(user_states)
     from source_framework.destinations.spark.table import SparkTable
 
     newest = SparkTable(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
+    assert newest is not None
     assert newest.state == user_states[-1]["stream"]["stream_state"]
 
     statuses = [
@@ -71,7 +74,7 @@ def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
         assert [s for n, s in statuses if n == name] == ["STARTED", "RUNNING", "COMPLETE"]
     # Every stdout line is a protocol message; records went to Spark, not stdout.
     assert {m["type"] for m in run.messages} <= {"STATE", "TRACE", "LOG"}
-    counted = sum(int(m["state"]["sourceStats"]["recordCount"]) for m in run.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == "users")
+    counted = sum(int(state["sourceStats"]["recordCount"]) for state in stream_states(run, "users"))
     assert counted == len(expected["users"])
 
 
@@ -80,7 +83,7 @@ def test_second_sync_from_the_final_state_reads_only_what_changed(spark, demo_ap
     state = first.state_file(str(tmp_path / "state.json"))
     before = {name: table(spark, warehouse, name).count() for name in ("users", "orders", "store_orders")}
 
-    second = run_main("read", "--config", config, "--catalog", catalog_path, "--state", state)
+    second = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state", state)
     assert second.returncode == 0, second.stderr
     for name in ("users", "orders", "store_orders"):
         assert table(spark, warehouse, name).count() == before[name], f"{name}: an unchanged API added rows"
@@ -88,7 +91,7 @@ def test_second_sync_from_the_final_state_reads_only_what_changed(spark, demo_ap
     touched_users = demo_api.touch("users", 7)
     touched_orders = demo_api.touch("orders", 5)
     state = second.state_file(str(tmp_path / "state2.json"))
-    third = run_main("read", "--config", config, "--catalog", catalog_path, "--state", state)
+    third = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state", state)
     assert third.returncode == 0, third.stderr
 
     users = table(spark, warehouse, "users")
@@ -110,7 +113,8 @@ def test_second_sync_from_the_final_state_reads_only_what_changed(spark, demo_ap
 def test_stdout_destination_prints_records_and_writes_no_table(demo_api, tmp_path):
     warehouse = tmp_path / "warehouse"
     config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
-    run = run_main("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users", "stores")), "--destination", "stdout")
+    catalog_path = write_json(tmp_path / "k.json", catalog("users", "stores"))
+    run = run_in_process("read", "--config", config, "--catalog", catalog_path, "--destination", "stdout")
     assert run.returncode == 0, run.stderr
     records = run.of_type("RECORD")
     assert len([r for r in records if r["record"]["stream"] == "users"]) == 1500
@@ -123,24 +127,28 @@ def test_stdout_destination_prints_records_and_writes_no_table(demo_api, tmp_pat
             seen += 1
         if message["type"] == "STATE" and message["state"]["stream"]["stream_descriptor"]["name"] == "users":
             cursor = message["state"]["stream"]["stream_state"]["updatedAt"]
-            before = [m["record"]["data"]["updatedAt"] for m in run.messages[: run.messages.index(message)] if m["type"] == "RECORD" and m["record"]["stream"] == "users"]
+            before = [
+                m["record"]["data"]["updatedAt"]
+                for m in run.messages[: run.messages.index(message)]
+                if m["type"] == "RECORD" and m["record"]["stream"] == "users"
+            ]
             assert max(before) == cursor
 
 
 def test_spec_check_and_discover(demo_api, tmp_path):
-    spec = run_main("spec")
+    spec = run_in_process("spec")
     assert spec.returncode == 0
     assert spec.of_type("SPEC")[0]["spec"]["connectionSpecification"]["properties"]["api_key"]["airbyte_secret"] is True
 
     good = write_json(tmp_path / "good.json", config_for(demo_api, tmp_path / "w"))
-    check = run_main("check", "--config", good)
+    check = run_in_process("check", "--config", good)
     assert check.of_type("CONNECTION_STATUS")[0]["connectionStatus"]["status"] == "SUCCEEDED"
     bad = write_json(tmp_path / "bad.json", config_for(demo_api, tmp_path / "w", api_key="wrong-key"))
-    check = run_main("check", "--config", bad)
+    check = run_in_process("check", "--config", bad)
     status = check.of_type("CONNECTION_STATUS")[0]["connectionStatus"]
     assert status["status"] == "FAILED" and "wrong-key" not in check.stdout.decode()
 
-    discover = run_main("discover", "--config", good)
+    discover = run_in_process("discover", "--config", good)
     streams = {s["name"]: s for s in discover.of_type("CATALOG")[0]["catalog"]["streams"]}
     assert sorted(streams) == sorted(STREAMS)
     assert streams["users"]["default_cursor_field"] == ["updatedAt"]
@@ -151,7 +159,7 @@ def test_spec_check_and_discover(demo_api, tmp_path):
 
 def test_auth_failure_fails_the_streams_with_a_config_error_and_no_secret(demo_api, tmp_path):
     config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "w", api_key="nope-not-the-key"))
-    run = run_main("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users")))
+    run = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users")))
     assert run.returncode != 0
     errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
     assert errors and errors[0]["failure_type"] == "config_error"

@@ -54,6 +54,7 @@ def demo_api_process():
     process.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_sync_kill_resume_every_order_exactly_once(spark, demo_api_process, tmp_path):
     with open(os.path.join(EXAMPLE, "config.json")) as handle:
         config = json.load(handle)

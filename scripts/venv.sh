@@ -9,4 +9,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[tests]' >&2
+# Once per environment: the class-data archive that halves the embedded Spark JVM's start-up
+# (source_framework/destinations/spark/jvm_cache.py). Without Java it says so and goes on.
+"$VENV/bin/python" -m source_framework.destinations.spark.jvm_cache >&2 || true
 export PATH="$PWD/$VENV/bin:$PATH"

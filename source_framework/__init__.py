@@ -64,6 +64,7 @@ with ``{"api_key": "secret"}`` in ``config.json``; the table lands in
 ``./warehouse/demo_users/users``. Any airbyte-cdk source runs the same way: hand it to ``launch``.
 """
 
+from airbyte_cdk.sources.streams import Stream
 from airbyte_cdk.sources.streams.http import HttpStream
 from airbyte_cdk.sources.streams.http.requests_native_auth import TokenAuthenticator
 
@@ -86,6 +87,7 @@ __all__ = [
     "IncrementalHttpStream",
     "PartitionedIncrementalStream",
     "Source",
+    "Stream",
     "TokenAuthenticator",
     "date_windows",
     "launch",

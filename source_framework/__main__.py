@@ -24,7 +24,7 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.runtime.inputs import InputError, load_catalog, load_config, load_state
@@ -33,7 +33,7 @@ from source_framework.runtime.process import EXIT_BAD_INPUT
 USAGE = "usage: python -m source_framework <manifest.yaml | module:SourceClass> <spec|check|discover|read|state> [flags]"
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         sys.stderr.write(USAGE + "\n")
         return 0
@@ -49,7 +49,7 @@ def main(argv: List[str]) -> int:
     return run_command(source, parsed)
 
 
-def build_source(reference: str, inputs: Dict[str, Any]) -> Any:
+def build_source(reference: str, inputs: dict[str, Any]) -> Any:
     """The source ``reference`` names, constructed with the ``inputs`` its constructor asks for."""
     if reference.endswith((".yaml", ".yml")):
         if not os.path.isfile(reference):
@@ -67,10 +67,10 @@ def build_source(reference: str, inputs: Dict[str, Any]) -> Any:
     return source_class(**{name: value for name, value in inputs.items() if name in accepted})
 
 
-def _inputs(parsed: Any) -> Dict[str, Any]:
+def _inputs(parsed: Any) -> dict[str, Any]:
     """``config``, ``catalog`` and ``state`` from the command line's files, in airbyte-cdk's types."""
-    inputs: Dict[str, Any] = {}
-    config_path: Optional[str] = getattr(parsed, "config", None)
+    inputs: dict[str, Any] = {}
+    config_path: str | None = getattr(parsed, "config", None)
     if config_path:
         inputs["config"] = load_config(config_path)
     if getattr(parsed, "catalog", None):
@@ -81,7 +81,7 @@ def _inputs(parsed: Any) -> Dict[str, Any]:
     return inputs
 
 
-def _state_messages(states: Dict[str, Any]) -> List[Any]:
+def _state_messages(states: dict[str, Any]) -> list[Any]:
     from airbyte_cdk.models import AirbyteStateMessageSerializer
 
     return [

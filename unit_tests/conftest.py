@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 import orjson
 from airbyte_cdk.models import (
@@ -42,7 +43,7 @@ class EventLog:
     """What happened, in order, across sinks and stdout: ("commit", state) and ("STATE", state)."""
 
     def __init__(self) -> None:
-        self.log: List[Tuple[str, Any]] = []
+        self.log: list[tuple[str, Any]] = []
 
 
 class RecordingSink(StreamSink):
@@ -50,11 +51,11 @@ class RecordingSink(StreamSink):
     that STATEs wait for them); ``fail_at`` fails the N-th commit; ``drop`` loses every N-th
     record handed to it (a destination bug the runtime must catch)."""
 
-    def __init__(self, events: EventLog, hold: bool = False, fail_at: Optional[int] = None, drop: int = 0) -> None:
+    def __init__(self, events: EventLog, hold: bool = False, fail_at: int | None = None, drop: int = 0) -> None:
         self.events, self.hold, self.fail_at, self.drop = events, hold, fail_at, drop
-        self.buffer: List[Mapping[str, Any]] = []
-        self.landed: List[Mapping[str, Any]] = []
-        self.pending: List[Future] = []
+        self.buffer: list[Mapping[str, Any]] = []
+        self.landed: list[Mapping[str, Any]] = []
+        self.pending: list[Future] = []
         self.commits = 0
         self.through = 0  # rows committed up to and including the last commit asked for
         self._seen = 0
@@ -65,7 +66,7 @@ class RecordingSink(StreamSink):
             return
         self.buffer.append(record)
 
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> Future:
+    def commit(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future:
         self.commits += 1
         if self.fail_at == self.commits:
             future: Future = Future()
@@ -87,11 +88,11 @@ class RecordingSink(StreamSink):
         self.pending.append(future)
         return future
 
-    def _land(self, batch: List[Mapping[str, Any]], state: Optional[Mapping[str, Any]]) -> None:
+    def _land(self, batch: list[Mapping[str, Any]], state: Mapping[str, Any] | None) -> None:
         self.landed.extend(batch)
         self.events.log.append(("commit", dict(state or {})))
 
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> Future:
+    def finish(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future:
         for pending in self.pending:  # commits land in order: the last one after those
             pending.result()
         self.through += len(self.buffer)
@@ -103,8 +104,8 @@ class RecordingSink(StreamSink):
 class RecordingDestination(Destination):
     def __init__(self, **sink_options: Any) -> None:
         self.events = EventLog()
-        self.sinks: Dict[str, RecordingSink] = {}
-        self.targets: Dict[str, StreamTarget] = {}
+        self.sinks: dict[str, RecordingSink] = {}
+        self.targets: dict[str, StreamTarget] = {}
         self.sink_options = sink_options
 
     def open_stream(self, target: StreamTarget) -> StreamSink:
@@ -118,7 +119,7 @@ class EventOutput(io.RawIOBase):
 
     def __init__(self, events: EventLog) -> None:
         self.events = events
-        self.lines: List[dict] = []
+        self.lines: list[dict] = []
 
     def writable(self) -> bool:
         return True
@@ -131,14 +132,14 @@ class EventOutput(io.RawIOBase):
                 self.events.log.append(("STATE", message["state"]["stream"]["stream_state"]))
         return len(data)
 
-    def of_type(self, kind: str, trace_type: Optional[str] = None) -> List[dict]:
+    def of_type(self, kind: str, trace_type: str | None = None) -> list[dict]:
         return [
             m for m in self.lines
             if m["type"] == kind and (trace_type is None or m["trace"]["type"] == trace_type)
         ]
 
     @property
-    def states(self) -> List[dict]:
+    def states(self) -> list[dict]:
         return [m["state"] for m in self.lines if m["type"] == "STATE"]
 
 
@@ -146,8 +147,8 @@ def configured(
     name: str,
     sync_mode: str = "incremental",
     destination_sync_mode: str = "append",
-    cursor_field: Optional[List[str]] = None,
-    primary_key: Optional[List[List[str]]] = None,
+    cursor_field: list[str] | None = None,
+    primary_key: list[list[str]] | None = None,
 ) -> ConfiguredAirbyteStream:
     """A configured stream, built with airbyte-cdk's ``CatalogBuilder`` pieces."""
     stream = (
@@ -172,12 +173,12 @@ def catalog_of(*streams: ConfiguredAirbyteStream) -> ConfiguredAirbyteCatalog:
 def sync(
     stream: Any,
     sync_mode: str = "incremental",
-    input_state: Optional[Mapping[str, Any]] = None,
+    input_state: Mapping[str, Any] | None = None,
     destination_sync_mode: str = "append",
-    secrets: Tuple[str, ...] = (),
+    secrets: tuple[str, ...] = (),
     source: Any = None,
     **sink_options: Any,
-) -> Tuple[ReadResult, EventOutput, RecordingDestination]:
+) -> tuple[ReadResult, EventOutput, RecordingDestination]:
     """``read_streams`` over one stream into a ``RecordingDestination``."""
     from source_framework.runtime.stream_adapters import MessageDrain
 

@@ -1,7 +1,7 @@
 """JSON schema -> Arrow schema and records -> Arrow table (no Spark needed)."""
 
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import orjson
 import pyarrow as pa
@@ -18,7 +18,7 @@ from source_framework.destinations.spark.arrow_conversion import (
 )
 from source_framework.runtime.summary import undeclared_fields_line
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def convert(properties: dict, records: list[dict], **kwargs) -> pa.Table:

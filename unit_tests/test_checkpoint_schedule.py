@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pytest
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
@@ -16,18 +17,18 @@ class ListStream(Stream, CheckpointMixin):
     primary_key = "id"
     cursor_field = "n"
 
-    def __init__(self, slices: List[List[int]], interval: Optional[int] = None, name: str = "numbers") -> None:
+    def __init__(self, slices: list[list[int]], interval: int | None = None, name: str = "numbers") -> None:
         self._slices = slices
         self._interval = interval
         self._name = name
-        self._cursor: Optional[int] = None
+        self._cursor: int | None = None
 
     @property
     def name(self) -> str:
         return self._name
 
     @property
-    def state_checkpoint_interval(self) -> Optional[int]:
+    def state_checkpoint_interval(self) -> int | None:
         return self._interval
 
     @property
@@ -41,7 +42,7 @@ class ListStream(Stream, CheckpointMixin):
     def get_json_schema(self) -> Mapping[str, Any]:
         return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
 
-    def stream_slices(self, **kwargs: Any) -> Iterable[Optional[Mapping[str, Any]]]:
+    def stream_slices(self, **kwargs: Any) -> Iterable[Mapping[str, Any] | None]:
         for index in range(len(self._slices)):
             yield {"index": index}
 
@@ -51,16 +52,16 @@ class ListStream(Stream, CheckpointMixin):
             yield {"id": value, "n": value}
 
 
-def run(stream: ListStream, input_state: Optional[dict] = None, **sink_options: Any):
+def run(stream: ListStream, input_state: dict | None = None, **sink_options: Any):
     result, out, destination = sync(stream, input_state=input_state, **sink_options)
     return result, out.states, destination, out
 
 
-def cursors(states: List[dict]) -> List[int]:
+def cursors(states: list[dict]) -> list[int]:
     return [s["stream"]["stream_state"]["n"] for s in states]
 
 
-def counts(states: List[dict]) -> List[int]:
+def counts(states: list[dict]) -> list[int]:
     return [int(s["sourceStats"]["recordCount"]) for s in states]
 
 
@@ -86,7 +87,7 @@ def test_interval_counter_restarts_with_each_slice():
 def test_interval_equal_to_slice_size_gives_no_duplicate_state():
     _, states, _, _ = run(ListStream([[1, 2, 3, 4], [5, 6, 7, 8]], interval=4))
     assert cursors(states) == [4, 8]
-    assert all(a != b for a, b in zip(states, states[1:]))
+    assert all(a != b for a, b in zip(states, states[1:], strict=False))
 
 
 def test_empty_slices_emit_nothing_but_the_stream_still_ends_with_a_state():

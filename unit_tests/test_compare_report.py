@@ -28,7 +28,9 @@ def results():
 def test_text_has_a_row_per_run_and_per_crash_with_aligned_columns():
     text = Report(results(), ["orders"], 0.5).text()
     lines = text.splitlines()
-    assert lines[0] == "Checkpoint intervals: 20,000 records per sync in 1 stream(s) (orders); crash injected after 50% of the records were read"
+    assert lines[0] == (
+        "Checkpoint intervals: 20,000 records per sync in 1 stream(s) (orders); crash injected after 50% of the records were read"
+    )
     header = next(line for line in lines if line.startswith("interval  run"))
     assert all(column in header for column in RUN_COLUMNS)
     ours_none = next(line for line in lines if line.startswith("none") and " ours " in line)

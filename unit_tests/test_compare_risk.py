@@ -52,7 +52,8 @@ def test_the_cdks_record_lines_are_the_read_count():
         {"type": "RECORD", "record": {"namespace": "n", "stream": "users", "data": {"id": 3}, "emitted_at": 1}},
         {"type": "STATE", "state": state("users", "b", 1)},
         {"type": "STATE", "state": state("users", "b", 0)},
-        {"type": "TRACE", "trace": {"type": "STREAM_STATUS", "stream_status": {"stream_descriptor": {"name": "users"}, "status": "COMPLETE"}}},
+        {"type": "TRACE", "trace": {"type": "STREAM_STATUS",
+                                    "stream_status": {"stream_descriptor": {"name": "users"}, "status": "COMPLETE"}}},
     ]
     stdout = io.BytesIO(b"".join(orjson.dumps(m) + b"\n" for m in lines) + b"not json\n")
     tracker = ScheduleTracker()

@@ -24,7 +24,8 @@ def write(tmp_path, name, content):
 def test_per_stream_state_list_as_printed_by_read(tmp_path):
     state = [
         {"type": "STREAM", "stream": {"stream_descriptor": {"name": "users"}, "stream_state": {"updatedAt": "2025-01-01T00:00:00Z"}}},
-        {"type": "STATE", "state": {"type": "STREAM", "stream": {"stream_descriptor": {"name": "orders"}, "stream_state": {"updatedAt": "x"}}}},
+        {"type": "STATE", "state": {"type": "STREAM",
+                                    "stream": {"stream_descriptor": {"name": "orders"}, "stream_state": {"updatedAt": "x"}}}},
     ]
     assert load_state(write(tmp_path, "s.json", state)) == {
         "users": {"updatedAt": "2025-01-01T00:00:00Z"},

@@ -6,8 +6,9 @@ from __future__ import annotations
 import io
 import json
 import logging
-from datetime import datetime, timezone
-from typing import Any, Iterable, List, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 import pytest
@@ -60,7 +61,7 @@ def test_other_values_orjson_refuses_are_printed_as_json(data, printed):
 
 
 def test_the_fallback_writes_what_orjson_writes_for_everything_it_can_write():
-    leaves = {"s": "é\n\"", "i": -3, "f": 1.5, "nan": float("nan"), "t": True, "n": None, "d": datetime(2025, 1, 2, tzinfo=timezone.utc)}
+    leaves = {"s": "é\n\"", "i": -3, "f": 1.5, "nan": float("nan"), "t": True, "n": None, "d": datetime(2025, 1, 2, tzinfo=UTC)}
     deep = nested(300, [leaves, (1, 2)])
     inner = orjson.dumps([leaves, (1, 2)])
     expected = b'{"type":"RECORD","record":{"stream":"deep","data":' + nested_json(300, inner.decode()) + b',"emitted_at":7}}\n'
@@ -122,7 +123,7 @@ class DeepSource(AbstractSource):
     def check_connection(self, logger, config):
         return True, None
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         return [DeepRecords()]
 
 

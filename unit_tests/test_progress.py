@@ -8,8 +8,9 @@ import os
 import pty
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, Iterable, List, Mapping, Optional
+from typing import Any
 
 import pytest
 from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
@@ -56,13 +57,13 @@ class CountingSink(StreamSink):
     def write(self, record: Mapping[str, Any]) -> None:
         self._pending += 1
 
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> "Future[Any]":
+    def commit(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future[Any]:
         self.commits += 1
         self.rows += self._pending
         self._pending = 0
         return done(CommitReceipt(self.rows, self.commits))
 
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Any = None) -> "Future[Any]":
+    def finish(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future[Any]:
         return self.commit(state) if self._pending else done(CommitReceipt(self.rows, self.commits))
 
 
@@ -261,7 +262,7 @@ def test_protocol_lines_on_the_same_terminal_print_above_the_table_whole():
         progress = LiveProgress(console)
         stream = progress.protocol_stream(protocol)
         assert stream is not protocol
-        printed: List[str] = []
+        printed: list[str] = []
         print_now = console.print
 
         def print_and_keep(renderable: Any = "", **kwargs: Any) -> None:
@@ -301,7 +302,7 @@ class Numbers(Stream, CheckpointMixin):
     cursor_field = "n"
     state_checkpoint_interval = 2
 
-    def __init__(self, slices: List[List[int]], as_list: bool) -> None:
+    def __init__(self, slices: list[list[int]], as_list: bool) -> None:
         self._slices, self._as_list, self._cursor = slices, as_list, None
 
     @property
@@ -315,7 +316,7 @@ class Numbers(Stream, CheckpointMixin):
     def get_json_schema(self) -> Mapping[str, Any]:
         return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
 
-    def stream_slices(self, **kwargs: Any) -> Iterable[Optional[Mapping[str, Any]]]:
+    def stream_slices(self, **kwargs: Any) -> Iterable[Mapping[str, Any] | None]:
         slices = [{"index": i} for i in range(len(self._slices))]
         return slices if self._as_list else iter(slices)
 
@@ -358,7 +359,11 @@ def _catalog(name: str) -> Any:
 
 @pytest.mark.parametrize(
     "stream, total",
-    [(Numbers([[1, 2, 3], [4, 5]], as_list=True), 2), (Numbers([[1, 2, 3], [4, 5]], as_list=False), None), (OneSlice([[1, 2, 3]], as_list=False), 1)],
+    [
+        (Numbers([[1, 2, 3], [4, 5]], as_list=True), 2),
+        (Numbers([[1, 2, 3], [4, 5]], as_list=False), None),
+        (OneSlice([[1, 2, 3]], as_list=False), 1),
+    ],
     ids=["list", "generator", "default-single-slice"],
 )
 def test_read_streams_feeds_the_progress(stream, total, caplog):
@@ -383,7 +388,7 @@ def test_read_streams_feeds_the_progress(stream, total, caplog):
 
 def test_state_listeners_run_in_order_after_the_line_is_out():
     out = io.BytesIO()
-    calls: List[Any] = []
+    calls: list[Any] = []
     output = ProtocolOutput(out, on_state=lambda *a: calls.append(("file", out.getvalue().count(b"\n"))))
     output.add_state_listener(lambda stream, namespace, state: calls.append(("progress", stream, dict(state))))
     output.state("users", None, {"n": 1}, 5)
@@ -410,7 +415,8 @@ def test_the_summary_has_a_row_per_stream_with_counts_commits_cursor_time_and_ta
     assert lines[0] == "read finished in 1m21s: 4 stream(s), 1 failed"
     assert lines[1].split() == ["stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final",
                                 "cursor", "time", "where"]
-    assert lines[2].split() == ["users", "ok", "20,010", "20,000", "10", "7", "4", "updatedAt=2025-12-31T00:00:00Z", "6.0s", "/warehouse/demo/users"]
+    assert lines[2].split() == ["users", "ok", "20,010", "20,000", "10", "7", "4", "updatedAt=2025-12-31T00:00:00Z", "6.0s",
+                                "/warehouse/demo/users"]
     assert lines[3].split() == ["stores", "ok", "10", "10", "0", "1", "1", "-", "0.4s", "/warehouse/demo/stores"]
     assert lines[4].split() == ["orders", "FAILED", "900", "500", "0", "1", "1", "-", "1m15s", "/warehouse/demo/orders"]
     assert lines[5].split() == ["products", "ok", "42", "42", "0", "1", "-", "-", "0.0s", "stdout"]

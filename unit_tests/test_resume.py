@@ -1,7 +1,8 @@
 """Choosing where a sync resumes from, given the state and the table's committed checkpoints."""
 
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
-from typing import Any, Dict, Iterable, List, Mapping, Tuple
+from typing import Any
 
 import pytest
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
@@ -118,7 +119,7 @@ class StoreOrders(Stream, CheckpointMixin):
     primary_key = "id"
     cursor_field = "t"
 
-    def __init__(self, stores: Dict[int, List[dict]]) -> None:
+    def __init__(self, stores: dict[int, list[dict]]) -> None:
         self._stores, self._cursors = stores, {}
 
     @property
@@ -150,11 +151,11 @@ class Table(StreamSink):
     queued behind a write merge into the next one, which keeps the last one's notes. Here the
     queued commits are written together once ``merge`` of them wait (and at the end)."""
 
-    def __init__(self, records: List[CheckpointRecord], merge: int) -> None:
+    def __init__(self, records: list[CheckpointRecord], merge: int) -> None:
         self.records, self.merge = records, merge
-        self.rows: List[dict] = []  # written by this run
-        self._buffer: List[dict] = []
-        self._queued: List[Tuple[Future, Mapping[str, Any], ResumeNotes]] = []
+        self.rows: list[dict] = []  # written by this run
+        self._buffer: list[dict] = []
+        self._queued: list[tuple[Future, Mapping[str, Any], ResumeNotes]] = []
 
     def write(self, record: Mapping[str, Any]) -> None:
         self._buffer.append(dict(record))
@@ -190,7 +191,7 @@ class Table(StreamSink):
 
 
 class Tables(Destination):
-    def __init__(self, records: List[CheckpointRecord], merge: int) -> None:
+    def __init__(self, records: list[CheckpointRecord], merge: int) -> None:
         self.records, self.merge, self.table = records, merge, None
 
     def open_stream(self, target: StreamTarget) -> StreamSink:
@@ -211,7 +212,7 @@ def sync_orders(records, stores, state, merge):
 @pytest.mark.parametrize("merge", [1, 3])
 def test_a_resumed_partitioned_sync_skips_exactly_the_committed_boundary(merge):
     stores = {s: [{"id": 100 * s + i, "t": i // 2, "v": "x"} for i in range(6)] for s in range(FULL_EVERY // 2)}
-    records: List[CheckpointRecord] = []
+    records: list[CheckpointRecord] = []
     rows, state, _ = sync_orders(records, stores, None, merge)
     assert len(rows) == 6 * len(stores)
     assert any(not r.boundary_full for r in records)  # the run's checkpoints after its first hold deltas

@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 import json
 import logging
-from typing import Any, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -44,9 +45,9 @@ class ValuesStream(Stream, CheckpointMixin):
     primary_key = "id"
     cursor_field = "n"
 
-    def __init__(self, values: List[Any]) -> None:
+    def __init__(self, values: list[Any]) -> None:
         self._values = values
-        self._cursor: Optional[Any] = None
+        self._cursor: Any | None = None
 
     @property
     def name(self) -> str:
@@ -79,7 +80,7 @@ class ValuesSource(AbstractSource):
     def check_connection(self, logger, config):
         return True, None
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         return [ValuesStream(config.get("values", []))]
 
 
@@ -104,11 +105,11 @@ def read_values(config: Mapping[str, Any], spec: Mapping[str, Any] = API_KEY_SPE
     return read(ValuesSource(spec), config, CATALOG, args=["--destination", "stdout", "--quiet"])
 
 
-def stream_states(output) -> List[Any]:
+def stream_states(output) -> list[Any]:
     return [state["stream"]["stream_state"] for state in output.states()]
 
 
-def trace_errors(output) -> List[Mapping[str, Any]]:
+def trace_errors(output) -> list[Mapping[str, Any]]:
     return [m["trace"]["error"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
 
 
@@ -314,7 +315,7 @@ def test_a_config_error_quoting_a_whole_oneof_object_does_not_show_its_secret(ca
 def test_a_config_file_that_cannot_be_loaded_does_not_show_its_secret(tmp_path, capsys):
     """Before the config is loaded no secret is known: the errors of ``load_config`` must not quote it."""
     (tmp_path / "catalog.json").write_text(json.dumps(CATALOG))
-    for content in ('{"api_key": "%s", }' % LONG_SECRET, '["%s"]' % LONG_SECRET, '{"api_key": "%s"\xff}' % LONG_SECRET):
+    for content in (f'{{"api_key": "{LONG_SECRET}", }}', f'["{LONG_SECRET}"]', f'{{"api_key": "{LONG_SECRET}"\xff}}'):
         (tmp_path / "config.json").write_bytes(content.encode("latin-1"))
         parsed = build_parser().parse_args(
             ["read", "--config", str(tmp_path / "config.json"), "--catalog", str(tmp_path / "catalog.json"), "--destination", "stdout"]

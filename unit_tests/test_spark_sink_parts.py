@@ -3,8 +3,6 @@ table writer (against a fake table), and the typed jobs between them."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
-
 import pyarrow as pa
 import pytest
 
@@ -23,14 +21,14 @@ SCHEMA = arrow_schema(JSON_SCHEMA)
 class FakeTable:
     """Records what the writer asks of a table: commits (with their arguments) and stages."""
 
-    def __init__(self, fail_on_commit: Optional[int] = None) -> None:
+    def __init__(self, fail_on_commit: int | None = None) -> None:
         self.path = "/warehouse/demo/numbers"
-        self.commits: List[dict] = []
-        self.staged: List[StagedFiles] = []
+        self.commits: list[dict] = []
+        self.staged: list[StagedFiles] = []
         self.cleared_resets = 0
         self.fail_on_commit = fail_on_commit
 
-    def last_checkpoint(self) -> Optional[CheckpointRecord]:
+    def last_checkpoint(self) -> CheckpointRecord | None:
         if not self.commits:
             return None
         return CheckpointRecord(seq=self.commits[-1]["seq"], batch_id=0, state=self.commits[-1]["state"])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable, List, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import orjson
 import pytest
@@ -65,9 +66,9 @@ class TextCursorStream(Stream, CheckpointMixin):
     primary_key = "id"
     cursor_field = "n"
 
-    def __init__(self, values: List[str]) -> None:
+    def __init__(self, values: list[str]) -> None:
         self._values = values
-        self._cursor: Optional[str] = None
+        self._cursor: str | None = None
 
     @property
     def name(self) -> str:

@@ -7,7 +7,8 @@ The first test is the reported defect: a connector whose ``read_records`` yields
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 
 import pytest
 from airbyte_cdk.models import (
@@ -48,7 +49,7 @@ class Numbers(Stream, IncrementalMixin):
     primary_key = "id"
     cursor_field = "n"
 
-    def __init__(self, slices: List[List[int]], items=None, name: str = "numbers") -> None:
+    def __init__(self, slices: list[list[int]], items=None, name: str = "numbers") -> None:
         self._slices, self._items, self._name, self._n = slices, items or (lambda v: [{"id": v, "n": v}]), name, None
 
     @property
@@ -66,7 +67,7 @@ class Numbers(Stream, IncrementalMixin):
     def get_json_schema(self) -> Mapping[str, Any]:
         return SCHEMA
 
-    def stream_slices(self, **kwargs: Any) -> Iterable[Optional[Mapping[str, Any]]]:
+    def stream_slices(self, **kwargs: Any) -> Iterable[Mapping[str, Any] | None]:
         return [{"index": i} for i in range(len(self._slices))]
 
     def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
@@ -264,7 +265,7 @@ def test_a_state_that_is_not_json_gets_a_clear_error():
 
 def test_a_datetime_in_a_state_is_printed_as_airbyte_cdk_prints_it():
     stream = OddState([[1]])
-    stream.value = dt.datetime(2025, 1, 2, tzinfo=dt.timezone.utc)
+    stream.value = dt.datetime(2025, 1, 2, tzinfo=dt.UTC)
     result, out, _ = sync(stream)
     assert not result.failed
     assert [s["stream"]["stream_state"] for s in out.states] == [{"n": "2025-01-02T00:00:00+00:00"}]
@@ -322,7 +323,7 @@ def test_checkpoint_mixin_with_the_default_single_slice_and_an_interval():
 
 class NoSchema(Numbers):
     def get_json_schema(self):
-        raise IOError("Cannot find file schemas/broken.json")
+        raise OSError("Cannot find file schemas/broken.json")
 
 
 def test_a_stream_that_cannot_start_fails_alone_and_the_next_stream_runs():
@@ -333,7 +334,7 @@ def test_a_stream_that_cannot_start_fails_alone_and_the_next_stream_runs():
 
     broken, fine = NoSchema([[1]], name="broken"), Numbers([[1, 2]], name="fine")
     catalog = catalog_of(configured("broken"), configured("fine"))
-    adapters = {s.name: adapt(s, entry) for s, entry in zip((broken, fine), catalog.streams)}
+    adapters = {s.name: adapt(s, entry) for s, entry in zip((broken, fine), catalog.streams, strict=True)}
     destination = RecordingDestination()
     out = EventOutput(destination.events)
     result = read_streams(adapters, catalog, {}, destination, ProtocolOutput(out))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Iterable, List, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pytest
 from airbyte_cdk.models import SyncMode
@@ -25,7 +26,7 @@ SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "updatedAt
 class Pages:
     """Stands in for the HTTP layer: ``HttpStream.read_records`` yields these records."""
 
-    records: List[Mapping[str, Any]] = []
+    records: list[Mapping[str, Any]] = []
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +55,7 @@ class Users(IncrementalHttpStream):
         return SCHEMA
 
 
-def read_all(stream, stream_slice=None) -> List[Mapping[str, Any]]:
+def read_all(stream, stream_slice=None) -> list[Mapping[str, Any]]:
     return list(stream.read_records(SyncMode.incremental, stream_slice=stream_slice))
 
 
@@ -153,10 +154,10 @@ def test_date_window_stream_resumes_from_the_cursor_less_the_lookback():
 
 
 def test_date_window_stream_ends_now_by_default():
-    orders = Orders(start_date=(dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=25)).isoformat())
+    orders = Orders(start_date=(dt.datetime.now(dt.UTC) - dt.timedelta(days=25)).isoformat())
     slices = list(orders.stream_slices(sync_mode=SyncMode.incremental))
     assert len(slices) == 3
-    assert parse_datetime(slices[-1]["end"]) <= dt.datetime.now(dt.timezone.utc)
+    assert parse_datetime(slices[-1]["end"]) <= dt.datetime.now(dt.UTC)
 
 
 class StoreOrders(PartitionedIncrementalStream):

@@ -29,8 +29,9 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from airbyte_cdk.models import (
     AirbyteMessageSerializer,
@@ -64,7 +65,7 @@ class ShopApi(DemoApi):
     from it stops half-way until its runtime has committed something, then goes on slowly: it is
     still in the middle of its sync when its runtime prints its first STATEs."""
 
-    def __init__(self, *args: Any, hold_after: Optional[int] = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, hold_after: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.hold_after = hold_after
         self._opened = threading.Event()
@@ -96,7 +97,7 @@ class ShopApi(DemoApi):
         super().stop()
 
 
-def start_api(hold_after: Optional[int] = None) -> ShopApi:
+def start_api(hold_after: int | None = None) -> ShopApi:
     """A fresh demo API; every one started here serves the same data until ``touch``."""
     return ShopApi(records=RECORDS, api_key=API_KEY, seed=SEED, stores=STORES, hold_after=hold_after).start()
 
@@ -107,11 +108,11 @@ def touch(api: DemoApi) -> None:
         api.touch(stream, count)
 
 
-def source_config(api: DemoApi) -> Dict[str, Any]:
+def source_config(api: DemoApi) -> dict[str, Any]:
     return {"api_url": api.url, "api_key": API_KEY, "start_date": START_DATE}
 
 
-def ours_config(api: DemoApi, warehouse: str) -> Dict[str, Any]:
+def ours_config(api: DemoApi, warehouse: str) -> dict[str, Any]:
     return {**source_config(api), "destination": {"type": "spark", "warehouse": str(warehouse), "spark_master": "local[1]"}}
 
 
@@ -119,7 +120,7 @@ def connector(style: str) -> Any:
     return importlib.import_module(f"connectors.{style}")
 
 
-def build_source(style: str, config: Mapping[str, Any], catalog: Mapping[str, Any], state: Optional[List[dict]]) -> Any:
+def build_source(style: str, config: Mapping[str, Any], catalog: Mapping[str, Any], state: list[dict] | None) -> Any:
     """The source as the style's ``run.py`` builds it from the command line's files."""
     return connector(style).build_source(
         dict(config),
@@ -128,7 +129,7 @@ def build_source(style: str, config: Mapping[str, Any], catalog: Mapping[str, An
     )
 
 
-def configured_catalog(style: str, config: Mapping[str, Any]) -> Dict[str, Any]:
+def configured_catalog(style: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """Every stream the source discovers: incremental + append where it supports it, else
     full refresh + overwrite; default cursor and primary key."""
     source = build_source(style, config, {"streams": []}, None)
@@ -147,15 +148,15 @@ def configured_catalog(style: str, config: Mapping[str, Any]) -> Dict[str, Any]:
     return {"streams": streams}
 
 
-def infos(catalog: Mapping[str, Any]) -> Dict[str, StreamInfo]:
+def infos(catalog: Mapping[str, Any]) -> dict[str, StreamInfo]:
     return stream_infos(catalog)
 
 
-def incremental_streams(catalog: Mapping[str, Any]) -> List[str]:
+def incremental_streams(catalog: Mapping[str, Any]) -> list[str]:
     return [s["stream"]["name"] for s in catalog["streams"] if s["sync_mode"] == "incremental"]
 
 
-def overwrite_streams(catalog: Mapping[str, Any]) -> List[str]:
+def overwrite_streams(catalog: Mapping[str, Any]) -> list[str]:
     return [s["stream"]["name"] for s in catalog["streams"] if s["destination_sync_mode"] == "overwrite"]
 
 
@@ -167,34 +168,34 @@ class Run:
     """What one ``read`` printed (protocol messages as dicts) and how it ended."""
 
     label: str
-    messages: List[Dict[str, Any]]
+    messages: list[dict[str, Any]]
     returncode: int = 0
-    crash: Optional[str] = None  # traceback of an exception that escaped the entrypoint
+    crash: str | None = None  # traceback of an exception that escaped the entrypoint
     seconds: float = 0.0
 
-    def records(self, stream: Optional[str] = None) -> List[Dict[str, Any]]:
+    def records(self, stream: str | None = None) -> list[dict[str, Any]]:
         return [
             m["record"]["data"]
             for m in self.messages
             if m.get("type") == "RECORD" and (stream is None or m["record"]["stream"] == stream)
         ]
 
-    def states(self) -> List[Dict[str, Any]]:
+    def states(self) -> list[dict[str, Any]]:
         return [m["state"] for m in self.messages if m.get("type") == "STATE"]
 
-    def final_state_list(self) -> List[Dict[str, Any]]:
+    def final_state_list(self) -> list[dict[str, Any]]:
         """The last STATE of each stream, as ``--state`` takes them (without ``sourceStats``)."""
         return self.states_at(len(self.states()))
 
-    def states_at(self, position: int) -> List[Dict[str, Any]]:
+    def states_at(self, position: int) -> list[dict[str, Any]]:
         """The last STATE of each stream among the first ``position`` STATEs: what an orchestrator
         holds if the run dies right after its ``position``-th STATE."""
-        latest: Dict[str, Dict[str, Any]] = {}
+        latest: dict[str, dict[str, Any]] = {}
         for state in self.states()[:position]:
             latest[state["stream"]["stream_descriptor"]["name"]] = {"type": state.get("type", "STREAM"), "stream": state["stream"]}
         return list(latest.values())
 
-    def errors(self) -> List[str]:
+    def errors(self) -> list[str]:
         found = [
             f"{m['trace']['error'].get('failure_type')}: {m['trace']['error'].get('message')}\n"
             f"{m['trace']['error'].get('stack_trace') or ''}"
@@ -221,7 +222,7 @@ class Run:
         return text + ("\n  errors:\n  " + "\n  ".join(e.strip()[:4000] for e in errors) if errors else "")
 
 
-def cdk_read(style: str, config: Mapping[str, Any], catalog: Mapping[str, Any], state: Optional[List[dict]] = None) -> Run:
+def cdk_read(style: str, config: Mapping[str, Any], catalog: Mapping[str, Any], state: list[dict] | None = None) -> Run:
     """airbyte-cdk's ``read`` (its ``AirbyteEntrypoint``, in this process)."""
     started = time.monotonic()
     source = build_source(style, config, catalog, state)
@@ -239,7 +240,7 @@ def ours_read(
     style: str,
     config: Mapping[str, Any],
     catalog: Mapping[str, Any],
-    state: Optional[List[dict]] = None,
+    state: list[dict] | None = None,
     args: Sequence[str] = (),
 ) -> Run:
     """source_framework's ``read`` in this process (Spark tables unless ``args`` say stdout)."""
@@ -254,7 +255,7 @@ def ours_read(
     return Run(label, output.messages, returncode=output.returncode, seconds=time.monotonic() - started)
 
 
-def _json_roundtrip(messages: List[Any]) -> List[Dict[str, Any]]:
+def _json_roundtrip(messages: list[Any]) -> list[dict[str, Any]]:
     """Plain JSON values, as ours' messages are (the CDK's were printed and parsed back already)."""
     return [json.loads(json.dumps(m)) for m in messages]
 
@@ -266,12 +267,12 @@ def canonical(record: Mapping[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"))
 
 
-def record_multisets(run: Run, catalog: Mapping[str, Any], streams: Optional[Sequence[str]] = None) -> Dict[str, Counter]:
+def record_multisets(run: Run, catalog: Mapping[str, Any], streams: Sequence[str] | None = None) -> dict[str, Counter]:
     names = streams if streams is not None else list(infos(catalog))
     return {name: Counter(canonical(r) for r in run.records(name)) for name in names}
 
 
-def multiset_diff(expected: Dict[str, Counter], actual: Dict[str, Counter]) -> List[str]:
+def multiset_diff(expected: dict[str, Counter], actual: dict[str, Counter]) -> list[str]:
     problems = []
     for name in expected:
         want, got = expected[name], actual.get(name, Counter())
@@ -288,9 +289,9 @@ def multiset_diff(expected: Dict[str, Counter], actual: Dict[str, Counter]) -> L
 class Reference:
     """Stands for a read whose records a table must hold (``check_tables_equal_records`` takes it)."""
 
-    by_stream: Dict[str, List[Dict[str, Any]]] = field(default_factory=dict)
+    by_stream: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def records(self, stream: str) -> List[Dict[str, Any]]:
+    def records(self, stream: str) -> list[dict[str, Any]]:
         return self.by_stream.get(stream, [])
 
 
@@ -303,7 +304,7 @@ def after_resume(first: Run, resumed: Run, catalog: Mapping[str, Any]) -> Refere
         if name in replaced:
             reference.by_stream[name] = resumed.records(name)
             continue
-        seen: Dict[str, Dict[str, Any]] = {}
+        seen: dict[str, dict[str, Any]] = {}
         for record in first.records(name) + resumed.records(name):
             seen.setdefault(canonical(record), record)
         reference.by_stream[name] = list(seen.values())
@@ -347,16 +348,16 @@ class KilledRun:
     open_after: float = 20
     drip: float = 1.0
     kill_after: float = 90
-    states: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
     state_lines: int = 0
     paused: bool = False
     killed: bool = False
-    opened_at: Optional[str] = None
-    returncode: Optional[int] = None
-    stderr: List[str] = field(default_factory=list)
-    _process: Optional[subprocess.Popen] = field(default=None, repr=False)
+    opened_at: str | None = None
+    returncode: int | None = None
+    stderr: list[str] = field(default_factory=list)
+    _process: subprocess.Popen | None = field(default=None, repr=False)
 
-    def run(self) -> "KilledRun":
+    def run(self) -> KilledRun:
         env = {**os.environ, "SOURCE_FRAMEWORK_PAUSE_AT": self.pause_at}
         # Only airbyte-cdk's own flags: a run.py in the style of the published declarative connectors
         # reads its paths with airbyte-cdk's argument parser, which refuses ours (such as --quiet).
@@ -376,7 +377,8 @@ class KilledRun:
                 if message.get("type") == "STATE":
                     self.state_lines += 1
                     state = message["state"]
-                    self.states[state["stream"]["stream_descriptor"]["name"]] = {"type": state.get("type", "STREAM"), "stream": state["stream"]}
+                    name = state["stream"]["stream_descriptor"]["name"]
+                    self.states[name] = {"type": state.get("type", "STREAM"), "stream": state["stream"]}
 
         def read_stderr() -> None:
             for line in process.stderr:
@@ -429,7 +431,7 @@ class KilledRun:
             except ProcessLookupError:
                 pass
 
-    def state_list(self) -> List[Dict[str, Any]]:
+    def state_list(self) -> list[dict[str, Any]]:
         return list(self.states.values())
 
     def describe(self) -> str:
@@ -452,8 +454,8 @@ class KilledRun:
 class KillOutcome:
     killed: KilledRun
     api: DemoApi
-    config: Dict[str, Any]
-    catalog: Dict[str, Any]
+    config: dict[str, Any]
+    catalog: dict[str, Any]
 
 
 class KillRunner:
@@ -465,9 +467,9 @@ class KillRunner:
         from concurrent.futures import ThreadPoolExecutor
 
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="conformance-kill")
-        self._runs: List[KilledRun] = []
-        self._apis: List[DemoApi] = []
-        self.futures: Dict[str, Any] = {}
+        self._runs: list[KilledRun] = []
+        self._apis: list[DemoApi] = []
+        self.futures: dict[str, Any] = {}
 
     def plan(self, style: str, work: str) -> None:
         """Start ``style``'s killed run; airbyte-cdk's sync tells how many requests a sync makes,

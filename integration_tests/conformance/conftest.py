@@ -16,9 +16,10 @@ created before our first in-process read into Spark so that every such read writ
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional
+from typing import Any
 
 import conformance_harness as harness
 import pytest
@@ -37,8 +38,8 @@ class FirstSync:
     style: str
     api: Any
     work: Any
-    config: Dict[str, Any]
-    catalog: Dict[str, Any]
+    config: dict[str, Any]
+    catalog: dict[str, Any]
     warehouse: str
     cdk: harness.Run
     ours: harness.Run
@@ -46,7 +47,7 @@ class FirstSync:
     ours_stdout: harness.Run
     kill: Any  # Future[KillOutcome] when the style's SIGKILL test runs, else None
 
-    def ours_config(self, warehouse: str) -> Dict[str, Any]:
+    def ours_config(self, warehouse: str) -> dict[str, Any]:
         return harness.ours_config(self.api, warehouse)
 
 
@@ -54,11 +55,11 @@ class FirstSync:
 class Resumed:
     """After ``harness.touch``: airbyte-cdk from its own final state and from ours."""
 
-    problem: Optional[str] = None  # why there is nothing to resume from (the tests fail with it)
-    cdk_state: Optional[list] = None
-    our_state: Optional[list] = None
-    cdk_from_cdk: Optional[harness.Run] = None
-    cdk_from_ours: Optional[harness.Run] = None
+    problem: str | None = None  # why there is nothing to resume from (the tests fail with it)
+    cdk_state: list | None = None
+    our_state: list | None = None
+    cdk_from_cdk: harness.Run | None = None
+    cdk_from_ours: harness.Run | None = None
 
 
 @pytest.fixture(scope="session")

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any, List
+from typing import Any
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.sources.source import Source
 
 
-def build(style: str, args: List[str]) -> Any:
+def build(style: str, args: list[str]) -> Any:
     module = importlib.import_module(f"connectors.{style}")
     config_path = AirbyteEntrypoint.extract_config(args)
     catalog_path = AirbyteEntrypoint.extract_catalog(args)
@@ -31,7 +31,7 @@ def build(style: str, args: List[str]) -> Any:
     )
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     style, entrypoint, args = argv[0], argv[1], argv[2:]
     source = build(style, args)
     if entrypoint == "cdk":

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 API_KEY = "tiny-key"
 PAGE_SIZE = 40
-START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
+START = dt.datetime(2025, 3, 1, tzinfo=dt.UTC)
 
 AUTHORS = [{"id": i, "name": name} for i, name in enumerate(["Ada", "Grace", "Edsger", "Barbara", "Donald"], start=1)]
 NOTES = [

@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional, Tuple
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 
 import requests
 
@@ -73,7 +74,7 @@ class Notes(TinyStream, IncrementalHttpStream):
         since = 0 if self.ignore_state else (stream_state or {}).get("version", 0)
         return {"min_version": since, **(next_page_token or {})}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         following = response.json()["next_page"]
         return {"page": following} if following else None
 
@@ -82,14 +83,14 @@ class Authors(TinyStream):
     def path(self, **kwargs: Any) -> str:
         return "authors"
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         return None
 
 
 class TinySource(Source):
     source_name = "tiny"
 
-    def check_connection(self, logger: logging.Logger, config: Mapping[str, Any]) -> Tuple[bool, Optional[Any]]:
+    def check_connection(self, logger: logging.Logger, config: Mapping[str, Any]) -> tuple[bool, Any | None]:
         try:
             response = requests.get(base_url(config) + "authors", headers={"X-Api-Key": config["api_key"]}, timeout=10)
         except requests.RequestException as error:
@@ -98,5 +99,5 @@ class TinySource(Source):
             return False, "the tiny API refused the api_key"
         return response.status_code == 200, None if response.status_code == 200 else f"HTTP {response.status_code}"
 
-    def streams(self, config: Mapping[str, Any]) -> List[HttpStream]:
+    def streams(self, config: Mapping[str, Any]) -> list[HttpStream]:
         return [Notes(config), Authors(config)]

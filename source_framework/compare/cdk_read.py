@@ -14,10 +14,9 @@ it for its reference rows; nothing of our runtime (checkpoints, Spark) is involv
 from __future__ import annotations
 
 import sys
-from typing import List
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     if not argv or argv[0].startswith("-"):
         sys.stderr.write("usage: python -m source_framework.compare.cdk_read SCRIPT read --config C --catalog K\n")
         sys.exit(2)

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, List, Optional
+from typing import Any
 
 from source_framework.compare.settings import parse_intervals
 from source_framework.runtime.entrypoint import run_script
@@ -44,8 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--config", required=True, help="config JSON file (its destination section is used)")
     compare.add_argument("--catalog", required=True, help="configured catalog JSON file")
     compare.add_argument("--intervals", default=DEFAULT_INTERVALS,
-                         help=f"comma-separated state_checkpoint_interval values; none = slice checkpoints only (default {DEFAULT_INTERVALS})")
-    compare.add_argument("--crash-at", default="0.5", help="kill each crash run after this fraction of the records was read (default 0.5; also 50%%)")
+                         help="comma-separated state_checkpoint_interval values; none = slice checkpoints only "
+                         f"(default {DEFAULT_INTERVALS})")
+    compare.add_argument("--crash-at", default="0.5",
+                         help="kill each crash run after this fraction of the records was read (default 0.5; also 50%%)")
     compare.add_argument("--no-crash", action="store_true", help="skip the crash-and-resume runs")
     compare.add_argument("--no-cdk", action="store_true", help="skip airbyte-cdk's reference read")
     compare.add_argument("--workdir", default="./compare-checkpoints", help="warehouses, logs and results (default ./compare-checkpoints)")
@@ -56,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     return compare
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parsed = build_parser().parse_args(argv)
     log_to_stderr()
     try:
@@ -126,14 +128,14 @@ def connector_script(path: str) -> str:
 
 def connector_source(script: str) -> Any:
     """The source object the script hands to ``launch`` (through the entrypoint's ``run_script``)."""
-    captured: List[Any] = []
+    captured: list[Any] = []
     run_script(script, [], lambda source, args: captured.append(source))
     if not captured:
         raise ValueError(f"--connector: {script} did not call source_framework.launch(source, argv) when run as __main__")
     return captured[0]
 
 
-def stream_tables(source: Any, catalog: Any) -> List[Any]:
+def stream_tables(source: Any, catalog: Any) -> list[Any]:
     """Each configured stream's table folder (as the Spark destination names it) and key."""
     from source_framework.compare.experiment import StreamTable
     from source_framework.destinations.spark.layout import encode_name
@@ -149,7 +151,7 @@ def stream_tables(source: Any, catalog: Any) -> List[Any]:
     return tables
 
 
-def _check_tables(experiment: Any, results: List[Any], master: Optional[str]) -> None:
+def _check_tables(experiment: Any, results: list[Any], master: str | None) -> None:
     from source_framework.destinations.spark.session import get_spark
 
     spark = get_spark(master or "local[*]", app_name="compare-checkpoints")

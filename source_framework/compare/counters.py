@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Dict, List, Sequence
+from collections.abc import Sequence
 
 SLOT_BYTES = 8
 
@@ -29,21 +29,21 @@ class ReadCounters:
 
     def __init__(self, path: str, streams: Sequence[str], handle: mmap.mmap) -> None:
         self.path = path
-        self.streams: List[str] = list(streams)
-        self._slots: Dict[str, int] = {name: index for index, name in enumerate(self.streams)}
+        self.streams: list[str] = list(streams)
+        self._slots: dict[str, int] = {name: index for index, name in enumerate(self.streams)}
         self._map = handle
         self._view = memoryview(handle).cast("q")
         self._local = [0] * len(self.streams)  # the writer's own copies: no read-modify-write on the map
 
     @classmethod
-    def create(cls, path: str, streams: Sequence[str]) -> "ReadCounters":
+    def create(cls, path: str, streams: Sequence[str]) -> ReadCounters:
         """A fresh file of zeroed counters (replacing any older one)."""
         with open(path, "wb") as handle:
             handle.write(b"\0" * (SLOT_BYTES * max(1, len(streams))))
         return cls.open(path, streams)
 
     @classmethod
-    def open(cls, path: str, streams: Sequence[str]) -> "ReadCounters":
+    def open(cls, path: str, streams: Sequence[str]) -> ReadCounters:
         fd = os.open(path, os.O_RDWR)
         try:
             handle = mmap.mmap(fd, SLOT_BYTES * max(1, len(streams)))
@@ -66,7 +66,7 @@ class ReadCounters:
         slot = self.slot(stream)
         return int(self._view[slot]) if slot >= 0 else 0
 
-    def snapshot(self) -> Dict[str, int]:
+    def snapshot(self) -> dict[str, int]:
         return {name: int(self._view[index]) for index, name in enumerate(self.streams)}
 
     def total(self) -> int:

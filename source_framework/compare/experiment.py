@@ -30,8 +30,9 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from source_framework.compare.runner import RunResult, SyncRunner
 from source_framework.compare.settings import Setting
@@ -50,7 +51,7 @@ class CrashResult:
     crashed: RunResult
     resumed: RunResult
     read_again: int
-    diff: Optional[Diff] = None
+    diff: Diff | None = None
 
 
 @dataclass
@@ -58,10 +59,10 @@ class SettingResult:
     setting: Setting
     clean: RunResult
     commits: CommitStats
-    cdk: Optional[RunResult] = None
-    crash: Optional[CrashResult] = None
+    cdk: RunResult | None = None
+    crash: CrashResult | None = None
     folder: str = ""
-    per_stream_diff: Dict[str, Diff] = field(default_factory=dict)
+    per_stream_diff: dict[str, Diff] = field(default_factory=dict)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class StreamTable:
 
     name: str
     folder: str  # <namespace>/<name> under a warehouse
-    key: List[str]
+    key: list[str]
 
 
 class Experiment:
@@ -83,7 +84,7 @@ class Experiment:
         config: Mapping[str, Any],
         catalog_path: str,
         tables: Sequence[StreamTable],
-        spark_master: Optional[str] = None,
+        spark_master: str | None = None,
         with_cdk: bool = True,
     ) -> None:
         self.workdir = os.path.abspath(workdir)
@@ -94,7 +95,7 @@ class Experiment:
         self.spark_master = spark_master
         self.with_cdk = with_cdk
 
-    def run_setting(self, setting: Setting, crash_at: Optional[float]) -> SettingResult:
+    def run_setting(self, setting: Setting, crash_at: float | None) -> SettingResult:
         folder = os.path.join(self.workdir, setting.slug)
         for stale in ("clean", "crash"):
             shutil.rmtree(os.path.join(folder, stale), ignore_errors=True)  # a warehouse from an earlier comparison
@@ -151,7 +152,7 @@ class Experiment:
             json.dump(setting.apply(self.config), handle)
         return path
 
-    def _read_args(self, config_path: str, folder: str, warehouse: str) -> List[str]:
+    def _read_args(self, config_path: str, folder: str, warehouse: str) -> list[str]:
         args = ["read", "--config", config_path, "--catalog", self.catalog_path,
                 "--warehouse", os.path.join(folder, warehouse), "--quiet"]
         if self.spark_master:

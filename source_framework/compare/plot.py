@@ -12,12 +12,12 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from source_framework.compare.experiment import SettingResult
 
 
-def plot_comparison(results: Sequence[SettingResult], path: str, title: Optional[str] = None) -> str:
+def plot_comparison(results: Sequence[SettingResult], path: str, title: str | None = None) -> str:
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
@@ -29,7 +29,7 @@ def plot_comparison(results: Sequence[SettingResult], path: str, title: Optional
     try:
         speed.plot(positions, [r.clean.records_per_second for r in results], "o-", label="ours (into Spark)")
         risk.plot(positions, [max(r.clean.max_at_risk, 1) for r in results], "o-", label="ours")
-        with_cdk = [(i, r.cdk) for i, r in zip(positions, results) if r.cdk is not None]
+        with_cdk = [(i, r.cdk) for i, r in zip(positions, results, strict=True) if r.cdk is not None]
         if with_cdk:
             xs = [i for i, _ in with_cdk]
             speed.plot(xs, [run.records_per_second for _, run in with_cdk], "s--", label="airbyte-cdk read (no destination)")

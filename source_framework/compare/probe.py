@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any, Iterator, List, Mapping
+from typing import Any
 
 from source_framework.compare.counters import ReadCounters
 from source_framework.destinations.base import Destination, StreamSink, StreamTarget
@@ -40,7 +41,7 @@ class CountingSink(StreamSink):
         self._inner.write(record)
         self._counters.add(self._slot)
 
-    def commit(self, *args: Any, **kwargs: Any) -> "Future[Any]":
+    def commit(self, *args: Any, **kwargs: Any) -> Future[Any]:
         return self._inner.commit(*args, **kwargs)
 
     def committed(self) -> Iterator[Any]:
@@ -55,7 +56,7 @@ class CountingSink(StreamSink):
     def discard_reset(self, reset_id: str) -> None:
         self._inner.discard_reset(reset_id)
 
-    def finish(self, *args: Any, **kwargs: Any) -> "Future[Any]":
+    def finish(self, *args: Any, **kwargs: Any) -> Future[Any]:
         return self._inner.finish(*args, **kwargs)
 
     def abort(self) -> None:
@@ -92,14 +93,14 @@ def counted_read(counters: ReadCounters) -> Any:
     """A ``launch`` handler: the command line's ``read`` with every record counted."""
     from source_framework.runtime.entrypoint import build_parser, run_read
 
-    def handle(source: Any, args: List[str]) -> None:
+    def handle(source: Any, args: list[str]) -> None:
         parsed = build_parser().parse_args(args)
         sys.exit(run_read(source, parsed, wrap_destination=lambda inner: CountingDestination(inner, counters)))
 
     return handle
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m source_framework.compare.probe")
     parser.add_argument("--counters", required=True, help="counters file created by the parent")
     parser.add_argument("--streams", required=True, help="comma-separated stream names, in the file's slot order")

@@ -13,7 +13,8 @@ Usage::
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from source_framework.compare.experiment import SettingResult
 from source_framework.compare.runner import RunResult
@@ -33,14 +34,14 @@ NOTES = [
 
 
 class Report:
-    def __init__(self, results: Sequence[SettingResult], streams: Sequence[str], crash_at: Optional[float]) -> None:
+    def __init__(self, results: Sequence[SettingResult], streams: Sequence[str], crash_at: float | None) -> None:
         self.results = list(results)
         self.streams = list(streams)
         self.crash_at = crash_at
 
     # --- rows ---------------------------------------------------------------------------------
 
-    def run_rows(self) -> List[List[str]]:
+    def run_rows(self) -> list[list[str]]:
         rows = []
         for result in self.results:
             label = result.setting.label
@@ -50,7 +51,7 @@ class Report:
                 rows.append([label, "airbyte-cdk read", *_run_cells(result.cdk), "-", "-", *_speed_cells(result.cdk)])
         return rows
 
-    def crash_rows(self) -> List[List[str]]:
+    def crash_rows(self) -> list[list[str]]:
         rows = []
         for result in self.results:
             crash = result.crash
@@ -91,9 +92,9 @@ class Report:
         parts += [""] + ["- " + note for note in NOTES]
         return "\n".join(parts) + "\n"
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
-            "created_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "streams": self.streams,
             "crash_at": self.crash_at,
             "settings": [_setting_json(result) for result in self.results],
@@ -101,11 +102,11 @@ class Report:
         }
 
 
-def _run_cells(run: RunResult) -> List[str]:
+def _run_cells(run: RunResult) -> list[str]:
     return [_int(run.states), _int(run.repeated_states)]
 
 
-def _speed_cells(run: RunResult) -> List[str]:
+def _speed_cells(run: RunResult) -> list[str]:
     return [f"{run.seconds:.1f}", _int(round(run.records_per_second)), _int(run.max_at_risk)]
 
 
@@ -113,7 +114,7 @@ def _int(value: int) -> str:
     return f"{value:,}"
 
 
-def _run_json(run: Optional[RunResult]) -> Optional[Dict[str, Any]]:
+def _run_json(run: RunResult | None) -> dict[str, Any] | None:
     if run is None:
         return None
     return {
@@ -130,8 +131,8 @@ def _run_json(run: Optional[RunResult]) -> Optional[Dict[str, Any]]:
     }
 
 
-def _setting_json(result: SettingResult) -> Dict[str, Any]:
-    data: Dict[str, Any] = {
+def _setting_json(result: SettingResult) -> dict[str, Any]:
+    data: dict[str, Any] = {
         "interval": result.setting.interval,
         "label": result.setting.label,
         "ours": {**(_run_json(result.clean) or {}), "spark_commits": result.commits.commits,
@@ -159,7 +160,7 @@ def _text_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
     def line(cells: Sequence[str]) -> str:
         # First two columns are names (left-aligned); the rest are numbers (right-aligned).
-        return "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
     return "\n".join([line(columns), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
 

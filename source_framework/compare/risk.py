@@ -24,7 +24,8 @@ Usage::
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 
 class ScheduleTracker:
@@ -34,10 +35,10 @@ class ScheduleTracker:
         self.states = 0
         self.repeated_states = 0  # a STATE equal to the same stream's previous one
         self.max_at_risk = 0
-        self.covered: Dict[str, int] = {}
-        self.record_lines: Dict[str, int] = {}
-        self.last_states: Dict[str, Dict[str, Any]] = {}  # stream -> the STATE message's "state" object
-        self._last_value: Dict[str, Any] = {}
+        self.covered: dict[str, int] = {}
+        self.record_lines: dict[str, int] = {}
+        self.last_states: dict[str, dict[str, Any]] = {}  # stream -> the STATE message's "state" object
+        self._last_value: dict[str, Any] = {}
 
     # --- events -------------------------------------------------------------------------------
 
@@ -49,8 +50,8 @@ class ScheduleTracker:
         self,
         stream: str,
         state: Mapping[str, Any],
-        record_count: Optional[float],
-        reads: Optional[Mapping[str, int]] = None,
+        record_count: float | None,
+        reads: Mapping[str, int] | None = None,
     ) -> None:
         """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen)."""
         self.sample(reads)
@@ -62,7 +63,7 @@ class ScheduleTracker:
         self.last_states[stream] = dict(state)
         self.covered[stream] = self.covered.get(stream, 0) + int(record_count or 0)
 
-    def on_complete(self, stream: str, reads: Optional[Mapping[str, int]] = None) -> None:
+    def on_complete(self, stream: str, reads: Mapping[str, int] | None = None) -> None:
         """The stream's COMPLETE status: everything it read is published."""
         reads = self._reads(reads)
         self.sample(reads)
@@ -70,12 +71,12 @@ class ScheduleTracker:
 
     # --- measures -----------------------------------------------------------------------------
 
-    def at_risk(self, reads: Optional[Mapping[str, int]] = None) -> int:
+    def at_risk(self, reads: Mapping[str, int] | None = None) -> int:
         """Records read now but not covered by a received STATE (or COMPLETE)."""
         reads = self._reads(reads)
         return sum(max(0, count - self.covered.get(stream, 0)) for stream, count in reads.items())
 
-    def sample(self, reads: Optional[Mapping[str, int]] = None) -> int:
+    def sample(self, reads: Mapping[str, int] | None = None) -> int:
         value = self.at_risk(reads)
         self.max_at_risk = max(self.max_at_risk, value)
         return value
@@ -83,5 +84,5 @@ class ScheduleTracker:
     def covered_total(self) -> int:
         return sum(self.covered.values())
 
-    def _reads(self, reads: Optional[Mapping[str, int]]) -> Mapping[str, int]:
+    def _reads(self, reads: Mapping[str, int] | None) -> Mapping[str, int]:
         return self.record_lines if reads is None else reads

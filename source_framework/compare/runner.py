@@ -27,8 +27,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import IO, Any
 
 import orjson
 
@@ -44,8 +45,8 @@ class RunResult:
     """How one child run went, and what its stdout and counters showed."""
 
     name: str
-    argv: List[str]
-    returncode: Optional[int]  # None when we killed it
+    argv: list[str]
+    returncode: int | None  # None when we killed it
     killed: bool
     seconds: float
     records: int  # records read: handed to the destination (ours) or RECORD lines (CDK)
@@ -54,7 +55,7 @@ class RunResult:
     max_at_risk: int
     at_risk_at_end: int  # read but not covered by a received STATE when the run ended (or was killed)
     covered: int  # records covered by the STATEs (and COMPLETEs) received
-    last_states: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    last_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     stderr_path: str = ""
 
     @property
@@ -83,7 +84,7 @@ class SyncRunner:
         self.python = python
         os.makedirs(workdir, exist_ok=True)
 
-    def run_ours(self, name: str, read_args: Sequence[str], kill_after: Optional[int] = None) -> RunResult:
+    def run_ours(self, name: str, read_args: Sequence[str], kill_after: int | None = None) -> RunResult:
         """``script read ...`` through the probe; SIGKILL once ``kill_after`` records were read."""
         counter_path = os.path.join(self.workdir, f"{name}.counters")
         counters = ReadCounters.create(counter_path, self.streams)
@@ -102,7 +103,7 @@ class SyncRunner:
         argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
         return self._run(name, argv, None, None, None)
 
-    def write_states(self, name: str, run: RunResult) -> Optional[str]:
+    def write_states(self, name: str, run: RunResult) -> str | None:
         """The last STATE per stream of ``run`` as a ``--state`` file; None when it printed none."""
         if not run.last_states:
             return None
@@ -116,10 +117,10 @@ class SyncRunner:
     def _run(
         self,
         name: str,
-        argv: List[str],
-        reads: Optional[Callable[[], Dict[str, int]]],
-        total: Optional[Callable[[], int]],
-        kill_after: Optional[int],
+        argv: list[str],
+        reads: Callable[[], dict[str, int]] | None,
+        total: Callable[[], int] | None,
+        kill_after: int | None,
     ) -> RunResult:
         tracker = ScheduleTracker()
         stderr_path = os.path.join(self.workdir, f"{name}.stderr.log")
@@ -158,7 +159,7 @@ class SyncRunner:
         )
 
 
-def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Optional[Callable[[], Dict[str, int]]]) -> None:
+def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Callable[[], dict[str, int]] | None) -> None:
     """The reader thread: feed every protocol line to the tracker as it arrives."""
     for line in stdout:
         if line.startswith(_RECORD_PREFIX):
@@ -175,7 +176,7 @@ def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Optional[Callabl
         _handle(message, tracker, reads)
 
 
-def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Optional[Callable[[], Dict[str, int]]]) -> None:
+def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Callable[[], dict[str, int]] | None) -> None:
     kind = message.get("type")
     if kind == "RECORD":
         tracker.on_record(str(message.get("record", {}).get("stream", "")))
@@ -192,7 +193,7 @@ def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Optiona
             tracker.on_complete(stream, reads() if reads else None)
 
 
-def _child_env() -> Dict[str, str]:
+def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("SOURCE_FRAMEWORK_PAUSE_AT", None)  # a fault point left in the environment would hang a run
     # The children import source_framework as this process does, wherever it was started from.

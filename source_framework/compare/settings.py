@@ -15,8 +15,9 @@ Usage::
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 CONFIG_KEY = "state_checkpoint_interval"
 NONE_WORDS = ("none", "null", "slice", "slices")
@@ -26,7 +27,7 @@ NONE_WORDS = ("none", "null", "slice", "slices")
 class Setting:
     """One checkpoint interval to compare (``None``: slice-level checkpoints only)."""
 
-    interval: Optional[int]
+    interval: int | None
 
     @property
     def label(self) -> str:
@@ -37,15 +38,15 @@ class Setting:
         """A file-name-safe name, for the setting's working folder."""
         return "interval-none" if self.interval is None else f"interval-{self.interval}"
 
-    def apply(self, config: Mapping[str, Any]) -> Dict[str, Any]:
+    def apply(self, config: Mapping[str, Any]) -> dict[str, Any]:
         updated = copy.deepcopy(dict(config))
         updated[CONFIG_KEY] = self.interval
         return updated
 
 
-def parse_intervals(text: str) -> List[Setting]:
+def parse_intervals(text: str) -> list[Setting]:
     """``"none,10000,1000,100"`` -> settings in the order given; ValueError on anything else."""
-    settings: List[Setting] = []
+    settings: list[Setting] = []
     for part in (piece.strip() for piece in text.split(",")):
         if not part:
             continue

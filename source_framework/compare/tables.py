@@ -17,8 +17,9 @@ Usage::
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any
 
 from source_framework.destinations.spark.table import SparkTable
 
@@ -31,7 +32,7 @@ class CommitStats:
     files: int = 0
     rows: int = 0
 
-    def __add__(self, other: "CommitStats") -> "CommitStats":
+    def __add__(self, other: CommitStats) -> CommitStats:
         return CommitStats(self.commits + other.commits, self.files + other.files, self.rows + other.rows)
 
 
@@ -59,7 +60,7 @@ class Diff:
     duplicates: int
     missing: int
 
-    def __add__(self, other: "Diff") -> "Diff":
+    def __add__(self, other: Diff) -> Diff:
         return Diff(self.rows + other.rows, self.reference_rows + other.reference_rows,
                     self.duplicates + other.duplicates, self.missing + other.missing)
 
@@ -70,7 +71,7 @@ class TableDiff:
     def __init__(self, spark: Any) -> None:
         self.spark = spark
 
-    def compare(self, reference_path: str, final_path: str, key: Optional[Sequence[str]] = None) -> Diff:
+    def compare(self, reference_path: str, final_path: str, key: Sequence[str] | None = None) -> Diff:
         from pyspark.sql import functions as F
 
         reference, final = self._read(reference_path), self._read(final_path)
@@ -96,7 +97,7 @@ class TableDiff:
         return self.spark.read.parquet(path)
 
 
-def _key_counts(frame: Any, columns: List[str], name: str) -> Any:
+def _key_counts(frame: Any, columns: list[str], name: str) -> Any:
     from pyspark.sql import functions as F
 
     # One JSON string per key: null-safe, and keys of any column types compare.
@@ -104,5 +105,5 @@ def _key_counts(frame: Any, columns: List[str], name: str) -> Any:
     return frame.groupBy(key.alias("_key")).agg(F.count(F.lit(1)).alias(name))
 
 
-def _data_columns(frame: Any) -> List[str]:
+def _data_columns(frame: Any) -> list[str]:
     return [c for c in frame.columns if not c.startswith(META_PREFIX)]

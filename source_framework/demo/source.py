@@ -18,7 +18,8 @@ import datetime as dt
 import json
 import logging
 import os
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional, Tuple
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import requests
@@ -29,6 +30,7 @@ from source_framework import (
     IncrementalHttpStream,
     PartitionedIncrementalStream,
     Source,
+    Stream,
     TokenAuthenticator,
 )
 
@@ -65,7 +67,7 @@ class DemoStream(HttpStream):
         # The demo API sorts by updatedAt unless its unsorted_pages fault is on; say which.
         self.is_sorted = bool(config.get("assume_sorted", True))
 
-    def backoff_time(self, response_or_exception: Any) -> Optional[float]:
+    def backoff_time(self, response_or_exception: Any) -> float | None:
         """Wait what a 429's Retry-After asks; retry 5xx and connection errors after 0.5 s."""
         if isinstance(response_or_exception, requests.Response):
             retry_after = response_or_exception.headers.get("Retry-After")
@@ -107,7 +109,7 @@ class Users(DemoStream, IncrementalHttpStream):
             params["cursor"] = next_page_token["cursor"]
         return params
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         token = response.json().get("next_cursor")
         return {"cursor": token} if token else None
 
@@ -129,7 +131,7 @@ class Orders(DemoStream, DateWindowStream):
         page = (next_page_token or {}).get("page", 1)
         return {"start": stream_slice["start"], "end": stream_slice["end"], "per_page": self.page_size, "page": page}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         body = response.json()
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
 
@@ -140,7 +142,7 @@ class Stores(DemoStream):
     def path(self, **kwargs: Any) -> str:
         return "stores"
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         return None
 
 
@@ -159,14 +161,14 @@ class StoreOrders(DemoStream, PartitionedIncrementalStream):
         for store in self.parent.read_only_records():
             yield {"store_id": store["id"]}
 
-    def path(self, stream_slice: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> str:
+    def path(self, stream_slice: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         return f"stores/{stream_slice['partition']['store_id']}/orders"
 
     def request_params(self, stream_state=None, stream_slice=None, next_page_token=None) -> MutableMapping[str, Any]:
         since = self.cursor_for(stream_slice) or self.start
         return {"since": since, "limit": self.page_size, "offset": (next_page_token or {}).get("offset", 0)}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         offset = response.json().get("next_offset")
         return {"offset": offset} if offset is not None else None
 
@@ -180,9 +182,9 @@ class Products(DemoStream):
     def request_params(self, stream_state=None, stream_slice=None, next_page_token=None) -> MutableMapping[str, Any]:
         return {"offset": (next_page_token or {}).get("offset", 0), "limit": self.page_size}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         body = response.json()
-        offset = int(parse_qs(urlparse(response.request.url).query).get("offset", ["0"])[0])
+        offset = int(parse_qs(urlparse(str(response.request.url)).query).get("offset", ["0"])[0])
         following = offset + len(body["data"])
         return {"offset": following} if body["data"] and following < body["total"] else None
 
@@ -192,7 +194,7 @@ class DemoSource(Source):
 
     source_name = "demo"
 
-    def check_connection(self, logger: logging.Logger, config: Mapping[str, Any]) -> Tuple[bool, Optional[Any]]:
+    def check_connection(self, logger: logging.Logger, config: Mapping[str, Any]) -> tuple[bool, Any | None]:
         try:
             response = requests.get(
                 api_url(config) + "me",
@@ -207,6 +209,6 @@ class DemoSource(Source):
             return False, f"the demo API answered HTTP {response.status_code}"
         return True, None
 
-    def streams(self, config: Mapping[str, Any]) -> List[HttpStream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         stores = Stores(config)
         return [Users(config), Orders(config), stores, StoreOrders(config, parent=Stores(config)), Products(config)]

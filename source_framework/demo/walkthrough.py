@@ -17,12 +17,12 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any
 
 from source_framework.demo.source import DemoSource
 
 
-def configured_catalog() -> Dict[str, Any]:
+def configured_catalog() -> dict[str, Any]:
     """Every demo stream: incremental ones append, full-refresh ones overwrite."""
     import logging
 
@@ -49,15 +49,15 @@ def configured_catalog() -> Dict[str, Any]:
     return {"streams": streams}
 
 
-def run_sync(label: str, args: List[str], workdir: str) -> Dict[str, Any]:
+def run_sync(label: str, args: list[str], workdir: str) -> dict[str, Any]:
     """Run one ``main.py read``; return the last STATE per stream and message counts."""
     command = [sys.executable, _main_py(), "read", *args]
     print(f"\n== {label}\n$ python main.py read {' '.join(args)}", flush=True)
     started = time.monotonic()
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=sys.stderr, cwd=workdir)
     seconds = time.monotonic() - started
-    states: Dict[str, Any] = {}
-    counts: Dict[str, int] = {}
+    states: dict[str, Any] = {}
+    counts: dict[str, int] = {}
     for line in process.stdout.splitlines():
         message = json.loads(line)
         counts[message["type"]] = counts.get(message["type"], 0) + 1
@@ -76,7 +76,7 @@ def _main_py() -> str:
     return candidate if os.path.exists(candidate) else os.path.join(here, "__main__.py")
 
 
-def table_summary(warehouse: str, streams: List[str]) -> List[Dict[str, Any]]:
+def table_summary(warehouse: str, streams: list[str]) -> list[dict[str, Any]]:
     from source_framework.destinations.spark.layout import table_path
     from source_framework.destinations.spark.session import get_spark
 
@@ -98,7 +98,7 @@ def table_summary(warehouse: str, streams: List[str]) -> List[Dict[str, Any]]:
     return rows
 
 
-def main(argv: List[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20000, help="users and orders in the demo API")
     parser.add_argument("--warehouse", default="warehouse", help="where the tables go (demo tables there are replaced)")

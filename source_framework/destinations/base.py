@@ -16,9 +16,10 @@ that future has completed, in the order the commits were asked for. A sink may c
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 
@@ -31,12 +32,12 @@ class StreamTarget:
     """What a destination needs to know about one configured stream."""
 
     name: str
-    namespace: Optional[str]
+    namespace: str | None
     json_schema: Mapping[str, Any]
     incremental: bool
     destination_sync_mode: str = APPEND
-    primary_key: List[List[str]] = field(default_factory=list)
-    cursor_field: List[str] = field(default_factory=list)
+    primary_key: list[list[str]] = field(default_factory=list)
+    cursor_field: list[str] = field(default_factory=list)
     #: the stream re-syncs from scratch (bad state and --on-bad-state resync): replace its table
     rebuild: bool = False
 
@@ -52,12 +53,12 @@ class CommitReceipt:
     """
 
     rows_through: int
-    writes: Optional[int] = None
+    writes: int | None = None
 
 
-def done(value: Any = None) -> "Future[Any]":
+def done(value: Any = None) -> Future[Any]:
     """A future that has already completed with ``value``."""
-    future: "Future[Any]" = Future()
+    future: Future[Any] = Future()
     future.set_result(value)
     return future
 
@@ -73,7 +74,7 @@ class StreamSink(ABC):
         """Take one record; it becomes visible only with the next commit."""
 
     @abstractmethod
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
+    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         """Commit every record written so far, together with the state that covers them.
 
         ``notes`` (the boundary keys, the run's start state) are kept with the commit, so a
@@ -84,7 +85,7 @@ class StreamSink(ABC):
         """Earlier runs' commits, newest first; none where a sink keeps no record."""
         return iter(())
 
-    def pending_reset(self) -> Optional[str]:
+    def pending_reset(self) -> str | None:
         """The id of a ``state reset`` that asked this stream's next sync to replace its data."""
         return None
 
@@ -95,13 +96,13 @@ class StreamSink(ABC):
         """The reset does not apply (this sync was given a state): forget it."""
 
     @abstractmethod
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
+    def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         """The stream completed: commit what is left and publish (overwrite switches tables here)."""
 
     def abort(self) -> None:
         """The stream failed: drop what is not committed. Committed data stays."""
 
-    def undeclared_fields(self) -> Dict[str, int]:
+    def undeclared_fields(self) -> dict[str, int]:
         """``{field: records}``: fields records carried that the stream's schema does not declare,
         so no column holds them (the Spark tables name them in each row's ``_sf_meta``). For the
         end-of-run summary; empty where a sink keeps every field (stdout)."""
@@ -115,7 +116,7 @@ class StreamSink(ABC):
 class Destination(ABC):
     """Opens one sink per stream; closed once at the end of ``read``."""
 
-    def reserve(self, streams: Iterable[Tuple[Optional[str], str]]) -> None:
+    def reserve(self, streams: Iterable[tuple[str | None, str]]) -> None:
         """Before any stream is read: take what the sync needs of each ``(namespace, stream)``
         (the Spark tables' locks), so that a sync that cannot run fails before reading."""
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 FORMAT_VERSION = 2
@@ -41,8 +42,8 @@ class ResumeNotes:
     earlier commit of the run (a delta; ``runtime.resume`` walks back to a full one).
     """
 
-    start_state: Dict[str, Any] = field(default_factory=dict)
-    boundary: Dict[str, Any] = field(default_factory=dict)
+    start_state: dict[str, Any] = field(default_factory=dict)
+    boundary: dict[str, Any] = field(default_factory=dict)
     boundary_full: bool = True
 
 
@@ -52,23 +53,23 @@ class CheckpointRecord:
 
     seq: int
     batch_id: int
-    state: Optional[Dict[str, Any]]
-    files: Tuple[str, ...] = ()
+    state: dict[str, Any] | None
+    files: tuple[str, ...] = ()
     rows: int = 0
     replace: bool = False
     committed_at: str = ""
-    start_state: Optional[Dict[str, Any]] = None
-    boundary: Dict[str, Any] = field(default_factory=dict)
+    start_state: dict[str, Any] | None = None
+    boundary: dict[str, Any] = field(default_factory=dict)
     #: False: ``boundary`` is a delta over the run's earlier records (``ResumeNotes``); records
     #: written before deltas existed always held the full boundary, so it reads as True
     boundary_full: bool = True
-    merged_states: Tuple[Dict[str, Any], ...] = ()
+    merged_states: tuple[dict[str, Any], ...] = ()
     #: a ``state reset`` this commit applied (the table was rebuilt from it)
-    reset_id: Optional[str] = None
+    reset_id: str | None = None
     #: the table's schema after this commit (``destinations.spark.table_schema``)
-    schema: Optional[Dict[str, Any]] = None
+    schema: dict[str, Any] | None = None
     #: data files this commit made invisible (a replace), deleted once no reader needs them
-    replaced: Tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
     format: int = FORMAT_VERSION
 
     def covers(self, state: Mapping[str, Any]) -> bool:
@@ -87,7 +88,7 @@ class CheckpointRecord:
         return json.dumps(content, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
     @classmethod
-    def from_json(cls, raw: "bytes | str | Mapping[str, Any]") -> "CheckpointRecord":
+    def from_json(cls, raw: bytes | str | Mapping[str, Any]) -> CheckpointRecord:
         content = json.loads(raw) if isinstance(raw, (bytes, str)) else dict(raw)
         version = content.get("format", 1)
         if version > FORMAT_VERSION:

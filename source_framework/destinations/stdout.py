@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, Mapping, Optional, Protocol
+from typing import Any, Protocol
 
 from source_framework.destinations.base import (
     CommitReceipt,
@@ -13,12 +14,13 @@ from source_framework.destinations.base import (
     StreamTarget,
     done,
 )
+from source_framework.destinations.checkpoint_record import ResumeNotes
 
 
 class RecordPrinter(Protocol):
     """Where RECORD lines go: the runtime's protocol output (``runtime.output.ProtocolOutput``)."""
 
-    def record(self, stream: str, namespace: Optional[str], data: Mapping[str, Any], emitted_at: int) -> None: ...
+    def record(self, stream: str, namespace: str | None, data: Mapping[str, Any], emitted_at: int) -> None: ...
 
 
 class StdoutSink(StreamSink):
@@ -32,11 +34,11 @@ class StdoutSink(StreamSink):
         self._output.record(self._name, self._namespace, record, int(time.time() * 1000))
         self._written += 1
 
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
+    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         # RECORD lines already went out before this call, so the STATE after them is in order.
         return done(CommitReceipt(self._written))
 
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[Mapping[str, Any]] = None) -> "Future[CommitReceipt]":
+    def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         return done(CommitReceipt(self._written))
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Dict, Iterator, Optional, Tuple
 
 
-def _target() -> Optional[Tuple[str, int]]:
+def _target() -> tuple[str, int] | None:
     spec = os.environ.get("SOURCE_FRAMEWORK_PAUSE_AT", "")
     if ":" not in spec:
         return None
@@ -35,9 +35,9 @@ def _target() -> Optional[Tuple[str, int]]:
 
 
 _TARGET = _target()
-_counts: Dict[str, int] = {}
-_crash: Optional[Tuple[str, int]] = None
-_crash_counts: Dict[str, int] = {}
+_counts: dict[str, int] = {}
+_crash: tuple[str, int] | None = None
+_crash_counts: dict[str, int] = {}
 
 
 class SimulatedCrash(BaseException):

@@ -43,7 +43,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
@@ -60,7 +61,7 @@ FULL_EVERY = 100
 _HASH_BYTES = 8  # 64 bits: a changed record matching its committed hash has odds of 2**-64
 
 
-def record_hash(record: Mapping[str, Any]) -> Optional[str]:
+def record_hash(record: Mapping[str, Any]) -> str | None:
     """A short hash of ``record``'s data as handed to the destination, or None if it has no
     canonical JSON form (such a record is never skipped).
 
@@ -81,7 +82,7 @@ class _Entry:
 
     __slots__ = ("cursor", "sort_key", "records", "overflow")
 
-    def __init__(self, cursor: Any, sort_key: Any, records: Dict[Tuple[Any, ...], Any], overflow: bool = False) -> None:
+    def __init__(self, cursor: Any, sort_key: Any, records: dict[tuple[Any, ...], Any], overflow: bool = False) -> None:
         self.cursor = cursor
         self.sort_key = sort_key
         self.records = records
@@ -93,31 +94,31 @@ class Boundary:
 
     def __init__(
         self,
-        cursor_field: List[str],
-        primary_key: List[List[str]],
-        resumed: Optional[Mapping[str, Any]] = None,
+        cursor_field: list[str],
+        primary_key: list[list[str]],
+        resumed: Mapping[str, Any] | None = None,
         stream: str = "",
     ) -> None:
         self.enabled = len(cursor_field) == 1 and bool(primary_key)
         self.stream = stream
         self.cursor_field = self._cursor = cursor_field[0] if cursor_field else ""
         self._key_paths = primary_key
-        self._entries: Dict[str, _Entry] = {}
+        self._entries: dict[str, _Entry] = {}
         # What the resumed commit holds, by cursor value then key -> hash: skipped once each.
-        self._skip: Dict[Any, Dict[Tuple[Any, ...], str]] = {}
+        self._skip: dict[Any, dict[tuple[Any, ...], str]] = {}
         self._run = uuid.uuid4().hex[:6]  # names this run's slots for slices without a partition
         self._slots = 0
-        self._carried: List[str] = []  # slots of earlier runs, dropped once this run read every slice
+        self._carried: list[str] = []  # slots of earlier runs, dropped once this run read every slice
         self._force_full = False
         self._kept = 0  # records in all entries, against MAX_KEYS
-        self._json: Dict[str, Dict[str, Any]] = {}  # each kept partition as JSON, rebuilt when it changes
-        self._changed: Dict[str, int] = {}  # partition -> checkpoint it changed for, oldest change first
+        self._json: dict[str, dict[str, Any]] = {}  # each kept partition as JSON, rebuilt when it changes
+        self._changed: dict[str, int] = {}  # partition -> checkpoint it changed for, oldest change first
         self._checkpoints = 0  # notes handed out (``checkpoint``)
         self._last_full = 0
         self._delta_since_full = 0
         self._warned = False
         self._partition = ""
-        self._current: Optional[_Entry] = None
+        self._current: _Entry | None = None
         self.skipped = 0
         #: the sort key of the highest cursor value of this run's records (``cursor_sort_key``)
         self.highest: Any = None
@@ -125,7 +126,7 @@ class Boundary:
 
     # -- reading ------------------------------------------------------------------------
 
-    def start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
+    def start_slice(self, stream_slice: Mapping[str, Any] | None) -> None:
         self.start_partition(partition_key(stream_slice))
 
     def start_partition(self, partition: str) -> None:
@@ -172,7 +173,7 @@ class Boundary:
         if entry is None or entry.sort_key is None or (sort_key is not None and sort_key > entry.sort_key):
             self._replace(value, sort_key, record)
 
-    def _take_committed(self, skip: Dict[Tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
+    def _take_committed(self, skip: dict[tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
         """The resumed commit holds this very record (key and hash): skip it, once."""
         key = self._key(record)
         committed = skip.get(key)
@@ -233,7 +234,7 @@ class Boundary:
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def checkpoint(self, unconfirmed: int) -> Tuple[Dict[str, Any], bool]:
+    def checkpoint(self, unconfirmed: int) -> tuple[dict[str, Any], bool]:
         """The boundary to keep with the next commit, and whether it is full (else a delta).
 
         ``unconfirmed``: how many of the boundaries handed out before belong to commits not
@@ -253,7 +254,7 @@ class Boundary:
         self._checkpoints += 1
         return boundary, full
 
-    def snapshot(self) -> Dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         """The full boundary, JSON-able (partitions that keep nothing to skip are left out)."""
         self._refresh()
         return dict(self._json)
@@ -270,7 +271,7 @@ class Boundary:
             or self._delta_since_full + delta_size >= len(self._json)
         )
 
-    def _changed_since(self, base: int) -> List[str]:
+    def _changed_since(self, base: int) -> list[str]:
         """Partitions changed after checkpoint ``base`` was handed out, newest change first."""
         changed = []
         for partition, checkpoint in reversed(self._changed.items()):
@@ -322,7 +323,7 @@ class Boundary:
                 "from the committed record (append_dedup tables keep one row per key)", self.stream, unhashed,
             )
 
-    def _key(self, record: Mapping[str, Any]) -> Tuple[Any, ...]:
+    def _key(self, record: Mapping[str, Any]) -> tuple[Any, ...]:
         values = []
         for path in self._key_paths:
             node: Any = record
@@ -332,7 +333,7 @@ class Boundary:
         return tuple(values)
 
 
-def _entry_json(entry: _Entry) -> Dict[str, Any]:
+def _entry_json(entry: _Entry) -> dict[str, Any]:
     if entry.overflow:
         return {"cursor": entry.cursor, "overflow": True}
     return {"cursor": entry.cursor, "records": [[list(key), digest] for key, digest in entry.records.items() if digest]}
@@ -346,7 +347,7 @@ def _hashable(value: Any) -> bool:
     return True
 
 
-def _as_key(value: Any) -> Tuple[Any, ...]:
+def _as_key(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 

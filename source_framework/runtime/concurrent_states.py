@@ -13,22 +13,23 @@ the stream anew::
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from airbyte_cdk.sources.connector_state_manager import ConnectorStateManager
 from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
 
-StateSetter = Callable[[str, Optional[str], Mapping[str, Any]], AbstractStream]
+StateSetter = Callable[[str, str | None, Mapping[str, Any]], AbstractStream]
 
 
-def state_setter(source: Any, config: Mapping[str, Any]) -> Optional[StateSetter]:
+def state_setter(source: Any, config: Mapping[str, Any]) -> StateSetter | None:
     """A function that builds one of ``source``'s streams with a given state, or None when the
     source keeps no state manager its streams are built from."""
     manager = getattr(source, "_connector_state_manager", None)
     if not isinstance(manager, ConnectorStateManager):
         return None
 
-    def build(name: str, namespace: Optional[str], state: Mapping[str, Any]) -> AbstractStream:
+    def build(name: str, namespace: str | None, state: Mapping[str, Any]) -> AbstractStream:
         manager.update_state_for_stream(name, namespace, dict(state or {}))
         for stream in source.streams(config):
             if stream.name == name:

@@ -26,8 +26,9 @@ import runpy
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
+from typing import Any, BinaryIO
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
@@ -154,10 +155,10 @@ def _add_cdk_manifest_flags(command: argparse.ArgumentParser) -> None:
 
 
 #: While ``run_script`` runs a connector script: what its ``launch(source, args)`` call does instead.
-_launch_handler: Optional[Callable[[Any, List[str]], Any]] = None
+_launch_handler: Callable[[Any, list[str]], Any] | None = None
 
 
-def launch(source: Any, args: List[str]) -> None:
+def launch(source: Any, args: list[str]) -> None:
     """Run one command of ``source`` (any airbyte-cdk 7 source) and exit with its status code."""
     if _launch_handler is not None:
         _launch_handler(source, list(args))
@@ -168,7 +169,7 @@ def launch(source: Any, args: List[str]) -> None:
     sys.exit(run_command(source, parsed))
 
 
-def run_script(script: str, args: List[str], handler: Callable[[Any, List[str]], Any]) -> None:
+def run_script(script: str, args: list[str], handler: Callable[[Any, list[str]], Any]) -> None:
     """Run a connector script as ``__main__``, with its ``launch(source, args)`` call handed to
     ``handler(source, args)`` instead of this command line.
 
@@ -235,14 +236,15 @@ def _check_schemas(source: Any, config: Mapping[str, Any]) -> None:
 def run_read(
     source: Any,
     parsed: argparse.Namespace,
-    protocol_out: Optional[BinaryIO] = None,
-    wrap_destination: Optional[Callable[[Destination], Destination]] = None,
+    protocol_out: BinaryIO | None = None,
+    wrap_destination: Callable[[Destination], Destination] | None = None,
 ) -> int:
     """``read``. With ``protocol_out`` (in-process runs, see ``source_framework.testing.read``) the
     protocol lines go there and the process's stdout and logging are left as they are.
     ``wrap_destination`` decorates the destination the records go to (a tool counting them)."""
     in_process = protocol_out is not None
-    progress = make_progress(parsed.quiet or in_process)
+    # In process, the terminal is not ours to draw on: progress goes to the caller's logging only.
+    progress = make_progress(parsed.quiet, terminal=not in_process)
     output = ProtocolOutput(progress.protocol_stream(protocol_out or private_stdout()))
     if not in_process:
         log_to_stderr(parsed.debug)
@@ -342,15 +344,15 @@ def prepare_streams(
     source: Any,
     config: Mapping[str, Any],
     catalog: ConfiguredAirbyteCatalog,
-    states: Dict[str, Any],
+    states: dict[str, Any],
     parsed: argparse.Namespace,
-    rebuild: Set[str],
-) -> Dict[str, StreamAdapter]:
+    rebuild: set[str],
+) -> dict[str, StreamAdapter]:
     """Check the catalog against the source and the input states against the streams, before
     anything is written; one adapter per configured stream."""
     streams = {stream.name: stream for stream in source.streams(config)}
     set_state = state_setter(source, config)
-    adapters: Dict[str, StreamAdapter] = {}
+    adapters: dict[str, StreamAdapter] = {}
     for configured in catalog.streams:
         name = configured.stream.name
         if name not in streams:
@@ -388,7 +390,7 @@ def _check_modes(adapter: StreamAdapter, configured: Any, stream: Any, parsed: a
         )
 
 
-def _check_state(adapter: StreamAdapter, states: Dict[str, Any], rebuild: Set[str], parsed: argparse.Namespace) -> None:
+def _check_state(adapter: StreamAdapter, states: dict[str, Any], rebuild: set[str], parsed: argparse.Namespace) -> None:
     """Give the stream its input state now, so that a state of the wrong shape stops ``read``
     before anything is written (or, with ``--on-bad-state resync``, re-syncs the stream)."""
     name = adapter.name
@@ -404,7 +406,7 @@ def _check_state(adapter: StreamAdapter, states: Dict[str, Any], rebuild: Set[st
         rebuild.add(name)
 
 
-def _load_states(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], Optional[StateFile]]:
+def _load_states(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[str], StateFile | None]:
     """The input states, the streams to rebuild (bad state and ``--on-bad-state resync``), and the
     state file to keep up to date, if any. A full refresh's final state means "no state"."""
     states, rebuild, state_file = _read_state_input(parsed)
@@ -414,7 +416,7 @@ def _load_states(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], 
     return states, rebuild, state_file
 
 
-def _read_state_input(parsed: argparse.Namespace) -> Tuple[Dict[str, Any], Set[str], Optional[StateFile]]:
+def _read_state_input(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[str], StateFile | None]:
     if parsed.state and parsed.state_file:
         raise InputError("give --state or --state-file, not both")
     path = parsed.state or parsed.state_file

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 from airbyte_cdk.models import (
@@ -42,7 +43,7 @@ def load_json_file(path: str, what: str) -> Any:
         raise InputError(f"{what} file '{path}' is not valid JSON: {error}") from None
 
 
-def load_config(path: str) -> Dict[str, Any]:
+def load_config(path: str) -> dict[str, Any]:
     config = load_json_file(path, "config")
     if not isinstance(config, dict):
         raise InputError(f"config file '{path}' must hold a JSON object, got {type(config).__name__}")
@@ -78,7 +79,7 @@ def compact_state_size(state: Any) -> int:
         return len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
-def load_state(path: Optional[str]) -> Dict[str, Any]:
+def load_state(path: str | None) -> dict[str, Any]:
     """Read a state file into ``{stream_name: stream_state}``, refusing a stream whose state is
     over ``MAX_STATE_BYTES``. The file itself may be larger: it holds several streams, and is
     perhaps indented or ASCII-escaped by whoever edited it; the limit is per stream.
@@ -104,7 +105,7 @@ def load_state(path: Optional[str]) -> Dict[str, Any]:
     return states
 
 
-def _states_of(raw: Any, path: str) -> Dict[str, Any]:
+def _states_of(raw: Any, path: str) -> dict[str, Any]:
     """``{stream: state}`` from a parsed state file of any of the three shapes."""
     if raw in (None, {}, []):
         return {}
@@ -127,8 +128,8 @@ def _states_of(raw: Any, path: str) -> Dict[str, Any]:
     raise InputError(f"state file '{path}' must hold a list of per-stream states or an object")
 
 
-def _from_state_messages(messages: list, path: str) -> Dict[str, Any]:
-    states: Dict[str, Any] = {}
+def _from_state_messages(messages: list, path: str) -> dict[str, Any]:
+    states: dict[str, Any] = {}
     for index, message in enumerate(messages):
         if isinstance(message, dict) and message.get("type") == "STATE" and "state" in message:
             message = message["state"]  # a whole protocol line copied from stdout
@@ -163,10 +164,10 @@ def _from_state_messages(messages: list, path: str) -> Dict[str, Any]:
     return states
 
 
-def _from_singer(bookmarks: Any, path: str) -> Dict[str, Any]:
+def _from_singer(bookmarks: Any, path: str) -> dict[str, Any]:
     if not isinstance(bookmarks, dict):
         raise InputError(f"state file '{path}': 'bookmarks' must be an object of stream bookmarks")
-    states: Dict[str, Any] = {}
+    states: dict[str, Any] = {}
     for name, bookmark in bookmarks.items():
         if not isinstance(bookmark, dict):
             raise InputError(f"state file '{path}': the bookmark of stream '{name}' must be an object")
@@ -180,7 +181,7 @@ def _from_singer(bookmarks: Any, path: str) -> Dict[str, Any]:
     return states
 
 
-def _singer_partition(entry: Mapping[str, Any], name: str, path: str) -> Dict[str, Any]:
+def _singer_partition(entry: Mapping[str, Any], name: str, path: str) -> dict[str, Any]:
     if not isinstance(entry, dict) or not isinstance(entry.get("context"), dict):
         raise InputError(f"state file '{path}': partitions of stream '{name}' need a 'context' object")
     if "replication_key" not in entry or "replication_key_value" not in entry:

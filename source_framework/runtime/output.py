@@ -18,7 +18,8 @@ import logging
 import sys
 import time
 import traceback
-from typing import Any, BinaryIO, Callable, List, Mapping, Optional, Set, Tuple
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -32,7 +33,7 @@ def now_ms() -> int:
 
 
 #: called with (stream, namespace, state) after a STATE line is out, i.e. after its checkpoint committed
-StateListener = Callable[[str, Optional[str], Mapping[str, Any]], None]
+StateListener = Callable[[str, str | None, Mapping[str, Any]], None]
 
 
 class ProtocolOutput:
@@ -40,14 +41,14 @@ class ProtocolOutput:
 
     def __init__(
         self,
-        stream: Optional[BinaryIO] = None,
-        secrets: Optional[SecretFilter] = None,
-        on_state: Optional[StateListener] = None,
+        stream: BinaryIO | None = None,
+        secrets: SecretFilter | None = None,
+        on_state: StateListener | None = None,
     ) -> None:
         self._out = stream or sys.stdout.buffer
         self.secrets = secrets or SecretFilter(())
         # e.g. rewriting the --state-file, the progress display; each after the line is out
-        self._state_listeners: List[StateListener] = [on_state] if on_state is not None else []
+        self._state_listeners: list[StateListener] = [on_state] if on_state is not None else []
 
     def add_state_listener(self, listener: StateListener) -> None:
         """Call ``listener(stream, namespace, state)`` after each STATE line, in the order added."""
@@ -61,13 +62,13 @@ class ProtocolOutput:
     def flush(self) -> None:
         self._out.flush()
 
-    def record(self, stream: str, namespace: Optional[str], data: Mapping[str, Any], emitted_at: int) -> None:
+    def record(self, stream: str, namespace: str | None, data: Mapping[str, Any], emitted_at: int) -> None:
         record: dict = {"stream": stream, "data": data, "emitted_at": emitted_at}
         if namespace:
             record["namespace"] = namespace
         self._write({"type": "RECORD", "record": record})
 
-    def state(self, stream: str, namespace: Optional[str], state: Mapping[str, Any], record_count: int) -> None:
+    def state(self, stream: str, namespace: str | None, state: Mapping[str, Any], record_count: int) -> None:
         descriptor: dict = {"name": stream}
         if namespace:
             descriptor["namespace"] = namespace
@@ -98,7 +99,7 @@ class ProtocolOutput:
         self._out.write(line + b"\n")
         self._out.flush()
 
-    def stream_status(self, stream: str, namespace: Optional[str], status: str) -> None:
+    def stream_status(self, stream: str, namespace: str | None, status: str) -> None:
         descriptor: dict = {"name": stream}
         if namespace:
             descriptor["namespace"] = namespace
@@ -119,8 +120,8 @@ class ProtocolOutput:
         message: str,
         error: BaseException,
         failure_type: str = "system_error",
-        stream: Optional[str] = None,
-        namespace: Optional[str] = None,
+        stream: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         stack = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         payload: dict = {
@@ -164,9 +165,9 @@ _VALUE, _TEXT, _LEAVE = 0, 1, 2
 def _to_json_without_limits(value: Any) -> bytes:
     """JSON of ``value`` built with a stack instead of recursion, so any depth fits; scalars are
     written by orjson, so the text is what orjson would write if it had no limits."""
-    parts: List[bytes] = []
-    open_containers: Set[int] = set()  # on the path from the top: a second visit is a cycle
-    stack: List[Tuple[int, Any]] = [(_VALUE, value)]
+    parts: list[bytes] = []
+    open_containers: set[int] = set()  # on the path from the top: a second visit is a cycle
+    stack: list[tuple[int, Any]] = [(_VALUE, value)]
     while stack:
         kind, item = stack.pop()
         if kind == _TEXT:
@@ -184,7 +185,7 @@ def _to_json_without_limits(value: Any) -> bytes:
     return b"".join(parts)
 
 
-def _push_container(container: Any, stack: List[Tuple[int, Any]]) -> bytes:
+def _push_container(container: Any, stack: list[tuple[int, Any]]) -> bytes:
     """Push the members of an object or array (last first) and its closing bracket; return the
     opening bracket."""
     if isinstance(container, Mapping):

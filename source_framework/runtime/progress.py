@@ -23,8 +23,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Dict, List, Mapping, Optional, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 
 from source_framework.runtime.results import StreamResult
 from source_framework.runtime.summary import human_seconds, short_state
@@ -41,8 +42,8 @@ class StreamView:
     result: StreamResult
     started: float
     checkpoints: int = 0
-    last_commit: Optional[float] = None
-    finished: Optional[float] = None
+    last_commit: float | None = None
+    finished: float | None = None
 
     def elapsed(self, now: float) -> float:
         return (self.finished if self.finished is not None else now) - self.started
@@ -67,9 +68,9 @@ class Progress:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._lock = threading.Lock()
-        self._views: Dict[str, StreamView] = {}
+        self._views: dict[str, StreamView] = {}
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         self.start()
         return self
 
@@ -86,7 +87,7 @@ class Progress:
     def stop(self) -> None:
         """Stop showing and leave the terminal as it was."""
 
-    def views(self) -> List[StreamView]:
+    def views(self) -> list[StreamView]:
         """The streams started so far, in order."""
         with self._lock:
             return list(self._views.values())
@@ -95,7 +96,7 @@ class Progress:
         with self._lock:
             self._views[result.name] = StreamView(result, self.clock())
 
-    def checkpoint_committed(self, stream: str, namespace: Optional[str], state: Mapping[str, Any]) -> None:
+    def checkpoint_committed(self, stream: str, namespace: str | None, state: Mapping[str, Any]) -> None:
         """A ``ProtocolOutput`` state listener: ``stream``'s STATE is out, so its checkpoint committed."""
         view = self._views.get(stream)
         if view is None:
@@ -145,13 +146,13 @@ class LiveProgress(Progress):
         self.console = console
         self.interval = 1.0 / refresh_per_second
         self.draws = 0
-        self._last_draw: Optional[float] = None
+        self._last_draw: float | None = None
         self._begun = clock()
         self._draw_lock = threading.Lock()
         self._live = Live(console=console, auto_refresh=False, transient=True, get_renderable=self.render)
         self._stopping = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name="progress", daemon=True)
-        self._rerouted: List[logging.StreamHandler] = []
+        self._rerouted: list[logging.StreamHandler] = []
 
     def start(self) -> None:
         self._begun = self.clock()
@@ -173,7 +174,8 @@ class LiveProgress(Progress):
         table while it shows, instead of across it; otherwise they go to ``stream`` untouched."""
         if not same_terminal(stream, self.console.file):
             return stream
-        return _AboveTheTable(self, stream)
+        # ProtocolOutput uses only write, flush and fileno, which _AboveTheTable has.
+        return cast(BinaryIO, _AboveTheTable(self, stream))
 
     @property
     def showing(self) -> bool:
@@ -284,12 +286,13 @@ class _AboveTheTable:
         return self._stream.fileno()
 
 
-def make_progress(quiet: bool, stream: Optional[TextIO] = None) -> Progress:
-    """``--quiet``: nothing; a terminal: the live table; anything else: a line per checkpoint."""
+def make_progress(quiet: bool, stream: TextIO | None = None, terminal: bool = True) -> Progress:
+    """``--quiet``: nothing; a terminal (if ``terminal``): the live table; anything else: a line
+    per checkpoint, logged."""
     if quiet:
         return Progress()
     stream = stream or sys.stderr
-    if is_terminal(stream):
+    if terminal and is_terminal(stream):
         from rich.console import Console
 
         return LiveProgress(Console(file=stream))

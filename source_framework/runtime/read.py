@@ -26,7 +26,8 @@ import json
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterable, Mapping, Optional, Tuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from airbyte_cdk.models import ConfiguredAirbyteCatalog
@@ -40,8 +41,8 @@ from source_framework.destinations.base import (
     StreamTarget,
 )
 from source_framework.destinations.checkpoint_record import ResumeNotes
-from source_framework.runtime.boundary import Boundary
 from source_framework.helpers.faults import fault_point
+from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.results import ReadResult, StreamResult
@@ -82,7 +83,7 @@ class StreamSync:
         target: StreamTarget,
         sink: StreamSink,
         output: ProtocolOutput,
-        input_state: Optional[Mapping[str, Any]],
+        input_state: Mapping[str, Any] | None,
         side_messages: Callable[[], Iterable[Any]] = lambda: (),
         state_as_given: bool = False,
     ) -> None:
@@ -96,20 +97,20 @@ class StreamSync:
         # middle would claim records that no reader can see yet: it checkpoints once, at the end.
         self.checkpoints = self.incremental and target.destination_sync_mode != OVERWRITE
         self.result = StreamResult(name=self.name, location=sink.location)
-        self._last_state: Dict[str, Any] = copy.deepcopy(dict(input_state)) if input_state else {}
+        self._last_state: dict[str, Any] = copy.deepcopy(dict(input_state)) if input_state else {}
         self._printed_any = False
         # (future, state to print or None, records handed when the commit was asked for)
-        self._queue: Deque[Tuple[Any, Optional[Dict[str, Any]], int, int]] = deque()
+        self._queue: deque[tuple[Any, dict[str, Any] | None, int, int]] = deque()
         self._uncovered = 0  # records handed since the last commit was asked for
         self._warned_size = False
         # A state the stream yielded itself, and what the adapter said then (see _current_state)
-        self._yielded: Optional[Tuple[Dict[str, Any], Optional[Dict[str, Any]]]] = None
+        self._yielded: tuple[dict[str, Any], Mapping[str, Any] | None] | None = None
         resumed = self._resume(state_as_given)
         self._start_state = copy.deepcopy(self._last_state)
         adapter.start(self._start_state)
         self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed, stream=self.name)
 
-    def _resume(self, state_as_given: bool) -> Optional[Mapping[str, Any]]:
+    def _resume(self, state_as_given: bool) -> Mapping[str, Any] | None:
         """Pick the start state from the table's commits; return the boundary to skip."""
         if not self._apply_pending_reset():
             return None
@@ -166,6 +167,7 @@ class StreamSync:
             in_slice = 0
             boundary.start_partition(stream_slice.partition)
             for item in stream_slice.items():
+                data: Mapping[str, Any] | None
                 if type(item) is dict:
                     data = item
                 elif isinstance(item, Record):
@@ -220,7 +222,7 @@ class StreamSync:
                 f"{self.result.committed:,} rows were committed; the stream's last STATE was not printed"
             )
 
-    def _interval(self) -> Optional[int]:
+    def _interval(self) -> int | None:
         if not self.checkpoints:
             return None
         interval = self.adapter.checkpoint_interval
@@ -236,7 +238,7 @@ class StreamSync:
 
     # -- what the stream yields besides records ---------------------------------------------
 
-    def _message(self, item: Any) -> Optional[Mapping[str, Any]]:
+    def _message(self, item: Any) -> Mapping[str, Any] | None:
         """Act on a non-record item; return the record's data if it is a RECORD message."""
         classified = classify(item, self.name)
         if classified.kind == RECORD:
@@ -295,7 +297,7 @@ class StreamSync:
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def _current_state(self) -> Dict[str, Any]:
+    def _current_state(self) -> dict[str, Any]:
         state = self.adapter.state()
         if self._yielded is not None:
             yielded, adapter_then = self._yielded
@@ -367,7 +369,7 @@ class StreamSync:
         if self.output.secrets.contains_secret(encoded.decode("utf-8", "replace")):
             raise StateRefused(f"stream '{self.name}': its state contains a secret value from the config; refusing to emit it")
 
-    def _enqueue(self, future: Any, state: Optional[Dict[str, Any]]) -> None:
+    def _enqueue(self, future: Any, state: dict[str, Any] | None) -> None:
         self._queue.append((future, state, self._uncovered, self.result.handed))
         self._uncovered = 0
 
@@ -409,7 +411,7 @@ def read_streams(
     destination: Destination,
     output: ProtocolOutput,
     rebuild: Iterable[str] = (),
-    progress: Optional["Progress"] = None,
+    progress: Progress | None = None,
     side_messages: Callable[[], Iterable[Any]] = lambda: (),
     state_as_given: bool = False,
 ) -> ReadResult:
@@ -437,7 +439,7 @@ def _sync_one(
     destination: Destination,
     output: ProtocolOutput,
     rebuild: set,
-    progress: Optional["Progress"],
+    progress: Progress | None,
     side_messages: Callable[[], Iterable[Any]],
     state_as_given: bool,
 ) -> StreamResult:
@@ -445,8 +447,8 @@ def _sync_one(
     name, namespace = adapter.name, adapter.namespace
     output.stream_status(name, namespace, "STARTED")
     started = time.monotonic()
-    sink: Optional[StreamSink] = None
-    sync: Optional[StreamSync] = None
+    sink: StreamSink | None = None
+    sync: StreamSync | None = None
     try:
         target = StreamTarget(
             name=name,
@@ -515,7 +517,7 @@ def schema_missing_message(name: str, stream: Any, error: BaseException) -> str:
     )
 
 
-def as_json_state(state: Any) -> Dict[str, Any]:
+def as_json_state(state: Any) -> dict[str, Any]:
     """A copy of ``state`` as its STATE line carries it: what airbyte-cdk's serializer (orjson)
     writes, read back (a ``datetime`` becomes its ISO text, a tuple a list). What orjson cannot
     write is copied as is, for ``json_problem`` to name."""
@@ -525,7 +527,7 @@ def as_json_state(state: Any) -> Dict[str, Any]:
         return copy.deepcopy(dict(state or {}))
 
 
-def json_problem(value: Any) -> Optional[str]:
+def json_problem(value: Any) -> str | None:
     """Where ``value`` holds something JSON cannot carry (``state.updatedAt is a datetime``), or None.
     Walks the value with a stack, so a deeply nested state is checked, not a RecursionError."""
     pending = [("state", value)]

@@ -11,8 +11,9 @@ silent loss")::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any
 
 
 @dataclass
@@ -35,17 +36,17 @@ class StreamResult:
     states: int = 0
     slices: int = 0
     #: how many slices the stream has, where that is known without reading (a list of windows)
-    slices_total: Optional[int] = None
-    final_state: Optional[Mapping[str, Any]] = None
-    error: Optional[BaseException] = None
+    slices_total: int | None = None
+    final_state: Mapping[str, Any] | None = None
+    error: BaseException | None = None
     #: seconds from the stream's start to its end (its last commit, or its failure)
     duration: float = 0.0
     #: where the records went (a table's folder, "stdout"), for people reading the summary
     location: str = ""
     #: writes that reached storage (queued checkpoints may share one); None where not counted
-    commits: Optional[int] = None
+    commits: int | None = None
     #: fields records carried that the stream's schema does not declare: {field: records}
-    undeclared_fields: Dict[str, int] = field(default_factory=dict)
+    undeclared_fields: dict[str, int] = field(default_factory=dict)
     #: how many records carried at least one of them
     records_with_undeclared_fields: int = 0
 
@@ -57,8 +58,8 @@ class StreamResult:
 
 @dataclass
 class ReadResult:
-    streams: List[StreamResult] = field(default_factory=list)
+    streams: list[StreamResult] = field(default_factory=list)
 
     @property
-    def failed(self) -> List[StreamResult]:
+    def failed(self) -> list[StreamResult]:
         return [s for s in self.streams if s.error is not None]

@@ -20,8 +20,9 @@ newest first back to one that holds a full boundary (``boundary_rebuilt``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional
+from typing import Any
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord
 
@@ -31,9 +32,9 @@ AS_GIVEN, TABLE_AHEAD, EDITED = "as given", "table ahead", "edited"
 @dataclass
 class ResumePoint:
     state: Mapping[str, Any]
-    boundary: Optional[Mapping[str, Any]]
+    boundary: Mapping[str, Any] | None
     reason: str
-    seq: Optional[int] = None
+    seq: int | None = None
 
 
 def choose_resume_point(given: Mapping[str, Any], committed: Iterable[CheckpointRecord]) -> ResumePoint:
@@ -41,7 +42,7 @@ def choose_resume_point(given: Mapping[str, Any], committed: Iterable[Checkpoint
     given = dict(given or {})
     records = iter(committed)
     walk = _BoundaryWalk()
-    newest: Optional[CheckpointRecord] = None
+    newest: CheckpointRecord | None = None
     for record in records:
         walk.add(record)
         if newest is None:
@@ -55,7 +56,7 @@ def choose_resume_point(given: Mapping[str, Any], committed: Iterable[Checkpoint
     return ResumePoint(given, None, EDITED)
 
 
-def boundary_rebuilt(committed: Iterable[CheckpointRecord]) -> Dict[str, Any]:
+def boundary_rebuilt(committed: Iterable[CheckpointRecord]) -> dict[str, Any]:
     """The newest record's full boundary, from ``committed`` (newest first)."""
     return _BoundaryWalk().finish(iter(committed))
 
@@ -70,7 +71,7 @@ class _BoundaryWalk:
     """
 
     def __init__(self) -> None:
-        self.boundary: Dict[str, Any] = {}
+        self.boundary: dict[str, Any] = {}
         self.complete = False
 
     def add(self, record: CheckpointRecord) -> None:
@@ -80,7 +81,7 @@ class _BoundaryWalk:
             self.boundary.setdefault(partition, entry)
         self.complete = record.boundary_full
 
-    def finish(self, rest: Iterator[CheckpointRecord]) -> Dict[str, Any]:
+    def finish(self, rest: Iterator[CheckpointRecord]) -> dict[str, Any]:
         """Read on through ``rest`` only as far as the boundary needs."""
         while not self.complete:
             record = next(rest, None)

@@ -42,7 +42,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Iterable, Iterator, List, Mapping, Pattern, Set, Tuple
+from collections.abc import Iterable, Iterator, Mapping
+from re import Pattern
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 #: Secrets at least this long are masked anywhere; shorter spec secrets only as whole values.
@@ -69,7 +71,7 @@ def is_secret_name(name: str) -> bool:
     return len(words) >= 2 and words[-1] in ("key", "keys") and words[-2] in _KEY_KINDS
 
 
-def find_secrets(config: Mapping[str, Any], connection_specification: Mapping[str, Any]) -> List[str]:
+def find_secrets(config: Mapping[str, Any], connection_specification: Mapping[str, Any]) -> list[str]:
     """The secret values of a config, longest first (so a secret containing another is masked whole)."""
     found = set(_leaf_texts(_spec_secret_values(connection_specification, config)))
     found.update(text for text in _named_secret_values(config) if len(text) >= MIN_SECRET_LENGTH)
@@ -128,13 +130,13 @@ class SecretFilter:
     def __init__(self, secrets: Iterable[str]) -> None:
         values = sorted({str(secret) for secret in secrets if secret not in (None, "")}, key=lambda text: (-len(text), text))
         #: masked wherever they occur (and handed to airbyte-cdk's own substring filter)
-        self.secrets: List[str] = [value for value in values if len(value) >= MIN_SECRET_LENGTH]
+        self.secrets: list[str] = [value for value in values if len(value) >= MIN_SECRET_LENGTH]
         #: spec secrets too short to mask anywhere: masked as whole values only
-        self.short_secrets: List[str] = [value for value in values if len(value) < MIN_SECRET_LENGTH]
+        self.short_secrets: list[str] = [value for value in values if len(value) < MIN_SECRET_LENGTH]
         # Plain substring search for the long ones: a state of 10 MB is checked in milliseconds.
         # Longest first, so a secret that contains another one is masked whole.
         forms = {form for secret in self.secrets for form in _escaped_forms(secret) | _url_forms(secret)}
-        self._anywhere: List[str] = sorted(forms, key=lambda form: (-len(form), form))
+        self._anywhere: list[str] = sorted(forms, key=lambda form: (-len(form), form))
         self._whole_values = _whole_value_patterns(self.short_secrets)
 
     def mask(self, text: str) -> str:
@@ -149,7 +151,7 @@ class SecretFilter:
         return any(form in text for form in self._anywhere) or any(pattern.search(text) for pattern, _ in self._whole_values)
 
 
-def _whole_value_patterns(short_secrets: List[str]) -> List[Tuple[Pattern[str], str]]:
+def _whole_value_patterns(short_secrets: list[str]) -> list[tuple[Pattern[str], str]]:
     """(pattern, replacement) for short secrets standing as a whole value: a complete string in
     double or single quotes, or a whole URL parameter value. Each pattern starts with its quote
     or ``=``, which keeps the search fast; the replacement puts that character back."""
@@ -168,12 +170,12 @@ def _alternation(forms: Iterable[str]) -> str:
     return "|".join(re.escape(form) for form in sorted(set(forms), key=lambda form: (-len(form), form)))
 
 
-def _escaped_forms(secret: str) -> Set[str]:
+def _escaped_forms(secret: str) -> set[str]:
     """The secret as it appears inside a quoted string: as is, in JSON (ASCII or UTF-8) and in a repr."""
     return {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1], repr(secret)[1:-1]}
 
 
-def _url_forms(secret: str) -> Set[str]:
+def _url_forms(secret: str) -> set[str]:
     """The secret as it appears in a URL: as is, percent-encoded (path or component) and form-encoded."""
     return {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
 

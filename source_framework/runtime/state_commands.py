@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any, Dict, List
+from typing import Any
 
 from source_framework.helpers.faults import fault_point
 from source_framework.runtime.inputs import InputError, load_config
@@ -99,14 +99,14 @@ def _show(state_file: StateFile) -> int:
     return EXIT_OK
 
 
-def _streams_named(streams: Dict[str, Any], name: str) -> Any:
+def _streams_named(streams: dict[str, Any], name: str) -> Any:
     if name not in streams:
         raise InputError(f"--stream: the source has no stream '{name}' (it has: {', '.join(sorted(streams))})")
     return streams[name]
 
 
-def _reset(destination: Any, streams: Dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
-    names: List[str] = [parsed.stream] if parsed.stream else sorted(streams)
+def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
+    names: list[str] = [parsed.stream] if parsed.stream else sorted(streams)
     targets = [_streams_named(streams, name) for name in names]
     found = {}
     for stream in targets:
@@ -135,14 +135,14 @@ def _reset(destination: Any, streams: Dict[str, Any], state_file: StateFile, par
     return EXIT_OK
 
 
-def _set(destination: Any, streams: Dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
+def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
     stream = _streams_named(streams, parsed.stream)
     field = stream.cursor_field if isinstance(stream.cursor_field, str) else (stream.cursor_field or [None])[0]
     if not field:
         raise InputError(f"stream '{stream.name}' has no cursor")
     current = state_file.states.get(stream.name) or {}
     if "states" in current:
-        new_state: Dict[str, Any] = {
+        new_state: dict[str, Any] = {
             "states": [{"partition": p["partition"], "cursor": {field: parsed.cursor}} for p in current["states"]]
         }
     elif hasattr(stream, "partitions"):

@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from source_framework.runtime.inputs import load_state
 
@@ -39,8 +40,8 @@ def write_json_atomically(path: str, content: Any) -> None:
         raise
 
 
-def state_message(name: str, namespace: Optional[str], stream_state: Mapping[str, Any]) -> Dict[str, Any]:
-    descriptor: Dict[str, Any] = {"name": name}
+def state_message(name: str, namespace: str | None, stream_state: Mapping[str, Any]) -> dict[str, Any]:
+    descriptor: dict[str, Any] = {"name": name}
     if namespace:
         descriptor["namespace"] = namespace
     return {"type": "STREAM", "stream": {"stream_descriptor": descriptor, "stream_state": dict(stream_state)}}
@@ -51,10 +52,10 @@ class StateFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.states: Dict[str, Dict[str, Any]] = load_state(path) if os.path.exists(path) else {}
-        self._namespaces: Dict[str, Optional[str]] = {}
+        self.states: dict[str, dict[str, Any]] = load_state(path) if os.path.exists(path) else {}
+        self._namespaces: dict[str, str | None] = {}
 
-    def update(self, name: str, namespace: Optional[str], stream_state: Mapping[str, Any]) -> None:
+    def update(self, name: str, namespace: str | None, stream_state: Mapping[str, Any]) -> None:
         self.states[name] = dict(stream_state)
         self._namespaces[name] = namespace
         self.save()
@@ -65,5 +66,5 @@ class StateFile:
     def save(self) -> None:
         write_json_atomically(self.path, self.messages())
 
-    def messages(self) -> List[Dict[str, Any]]:
+    def messages(self) -> list[dict[str, Any]]:
         return [state_message(name, self._namespaces.get(name), value) for name, value in sorted(self.states.items())]

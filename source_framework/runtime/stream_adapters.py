@@ -30,8 +30,9 @@ from __future__ import annotations
 import copy
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sized
 from queue import Empty
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sized
+from typing import Any
 
 from airbyte_cdk.models import ConfiguredAirbyteStream, SyncMode
 from airbyte_cdk.sources.message.concurrent_repository import ConcurrentMessageRepository
@@ -74,13 +75,13 @@ class StreamAdapter(ABC):
         self.configured = configured
         self.incremental = configured.sync_mode == SyncMode.incremental
         #: records in a slice between checkpoints (None: a checkpoint per slice only)
-        self.checkpoint_interval: Optional[int] = None
+        self.checkpoint_interval: int | None = None
         #: records of a slice arrive in ascending cursor order (see ``IncrementalHttpStream``)
         self.is_sorted = True
         #: how many slices, when known without reading any (set once ``slices()`` started)
-        self.slices_total: Optional[int] = None
+        self.slices_total: int | None = None
         #: a callable applied to each record's data (airbyte-cdk's TypeTransformer), or None
-        self.transform: Optional[Callable[[Dict[str, Any]], None]] = None
+        self.transform: Callable[[dict[str, Any]], None] | None = None
         #: the read loop calls ``observe(record)`` for every record (legacy state tracking)
         self.observes_records = False
 
@@ -90,16 +91,16 @@ class StreamAdapter(ABC):
 
     @property
     @abstractmethod
-    def namespace(self) -> Optional[str]: ...
+    def namespace(self) -> str | None: ...
 
     @abstractmethod
     def json_schema(self) -> Mapping[str, Any]: ...
 
     @abstractmethod
-    def default_primary_key(self) -> List[List[str]]: ...
+    def default_primary_key(self) -> list[list[str]]: ...
 
     @abstractmethod
-    def default_cursor_field(self) -> List[str]: ...
+    def default_cursor_field(self) -> list[str]: ...
 
     @abstractmethod
     def validate_state(self, state: Mapping[str, Any]) -> None:
@@ -113,7 +114,7 @@ class StreamAdapter(ABC):
     def slices(self) -> Iterator[SliceRead]: ...
 
     @abstractmethod
-    def state(self) -> Optional[Dict[str, Any]]:
+    def state(self) -> Mapping[str, Any] | None:
         """The state that covers every record read so far (None: the stream keeps none)."""
 
     def observe(self, record: Mapping[str, Any]) -> None:
@@ -123,20 +124,20 @@ class StreamAdapter(ABC):
         """The last slice is closed."""
 
     @property
-    def primary_key(self) -> List[List[str]]:
+    def primary_key(self) -> list[list[str]]:
         configured = self.configured.primary_key
         return [list(k) for k in configured] if configured else self.default_primary_key()
 
     @property
-    def cursor_field(self) -> List[str]:
+    def cursor_field(self) -> list[str]:
         return list(self.configured.cursor_field or self.default_cursor_field())
 
 
 def adapt(
     stream: Any,
     configured: ConfiguredAirbyteStream,
-    rebuild: Optional[Callable[[Mapping[str, Any]], AbstractStream]] = None,
-    built_with: Optional[Mapping[str, Any]] = None,
+    rebuild: Callable[[Mapping[str, Any]], AbstractStream] | None = None,
+    built_with: Mapping[str, Any] | None = None,
 ) -> StreamAdapter:
     """The adapter for ``stream``. For concurrent streams, ``rebuild(state)`` builds the stream
     anew with another start state where the source allows it (``runtime.concurrent_states``);
@@ -163,7 +164,7 @@ def supports_incremental(stream: Any) -> bool:
     return bool(getattr(stream, "supports_incremental", False))
 
 
-def wrap_keys(keys: Any) -> List[List[str]]:
+def wrap_keys(keys: Any) -> list[list[str]]:
     """A primary key in any of airbyte-cdk's forms, as a list of field paths."""
     if not keys:
         return []
@@ -198,16 +199,16 @@ class CdkStreamAdapter(StreamAdapter):
         if TransformConfig.NoTransform not in getattr(transformer, "_config", TransformConfig.NoTransform):
             schema = None
 
-            def transform(data: Dict[str, Any]) -> None:
+            def transform(data: dict[str, Any]) -> None:
                 nonlocal schema
                 if schema is None:
                     schema = self.json_schema()
                 transformer.transform(data, schema)
 
             self.transform = transform
-        self._start_state: Dict[str, Any] = {}
-        self._tracker: Dict[str, Any] = {}
-        self._last_state: Dict[str, Any] = {}
+        self._start_state: dict[str, Any] = {}
+        self._tracker: MutableMapping[str, Any] = {}
+        self._last_state: Mapping[str, Any] = {}
         self._reader: Any = None
 
     @property
@@ -215,16 +216,17 @@ class CdkStreamAdapter(StreamAdapter):
         return self.stream.name
 
     @property
-    def namespace(self) -> Optional[str]:
-        return self.stream.namespace
+    def namespace(self) -> str | None:
+        # AbstractStream does not declare it; DefaultStream and the adapters have it.
+        return getattr(self.stream, "namespace", None)
 
     def json_schema(self) -> Mapping[str, Any]:
         return self.stream.get_json_schema()
 
-    def default_primary_key(self) -> List[List[str]]:
+    def default_primary_key(self) -> list[list[str]]:
         return wrap_keys(self.stream.primary_key)
 
-    def default_cursor_field(self) -> List[str]:
+    def default_cursor_field(self) -> list[str]:
         cursor = self.stream.cursor_field
         return [cursor] if isinstance(cursor, str) and cursor else list(cursor or [])
 
@@ -238,9 +240,9 @@ class CdkStreamAdapter(StreamAdapter):
         stream.configured_json_schema = self.configured.stream.json_schema
         state = dict(state or {}) if self.incremental else {}
         if "state" in dir(stream):
-            stream.state = state
+            stream.state = state  # type: ignore[attr-defined]
         try:
-            start = stream.state  # some streams rework the state in their setter
+            start = stream.state  # type: ignore[attr-defined]  # some streams rework the state in their setter
         except AttributeError:
             start = state
         self._start_state = dict(start or {})
@@ -285,7 +287,7 @@ class CdkStreamAdapter(StreamAdapter):
     def observe(self, record: Mapping[str, Any]) -> None:
         self._tracker = self.stream.get_updated_state(self._tracker, record)
 
-    def state(self) -> Optional[Dict[str, Any]]:
+    def state(self) -> Mapping[str, Any] | None:
         if self._legacy:
             return self._tracker
         cursor = self.stream.get_cursor()
@@ -301,7 +303,7 @@ class CdkStreamAdapter(StreamAdapter):
             self._last_state = value
         return self._last_state
 
-    def read_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> Iterable[Any]:
+    def read_slice(self, stream_slice: Mapping[str, Any] | None) -> Iterable[Any]:
         return self.stream.read_records(
             sync_mode=self.configured.sync_mode,
             cursor_field=self._cdk_cursor_field,
@@ -315,7 +317,7 @@ class CdkStreamAdapter(StreamAdapter):
 
 
 class _CdkSlice(SliceRead):
-    def __init__(self, adapter: CdkStreamAdapter, stream_slice: Optional[Mapping[str, Any]]) -> None:
+    def __init__(self, adapter: CdkStreamAdapter, stream_slice: Mapping[str, Any] | None) -> None:
         self._adapter = adapter
         self._slice = stream_slice
         self.partition = partition_key(stream_slice)
@@ -342,7 +344,7 @@ class ConcurrentStreamAdapter(StreamAdapter):
         self,
         stream: AbstractStream,
         configured: ConfiguredAirbyteStream,
-        rebuild: Optional[Callable[[Mapping[str, Any]], AbstractStream]],
+        rebuild: Callable[[Mapping[str, Any]], AbstractStream] | None,
         built_with: Mapping[str, Any],
     ) -> None:
         super().__init__(configured)
@@ -355,16 +357,17 @@ class ConcurrentStreamAdapter(StreamAdapter):
         return self.stream.name
 
     @property
-    def namespace(self) -> Optional[str]:
-        return self.stream.namespace
+    def namespace(self) -> str | None:
+        # AbstractStream does not declare it; DefaultStream and the adapters have it.
+        return getattr(self.stream, "namespace", None)
 
     def json_schema(self) -> Mapping[str, Any]:
         return self.stream.get_json_schema()
 
-    def default_primary_key(self) -> List[List[str]]:
+    def default_primary_key(self) -> list[list[str]]:
         return [list(k) for k in (self.stream.as_airbyte_stream().source_defined_primary_key or [])]
 
-    def default_cursor_field(self) -> List[str]:
+    def default_cursor_field(self) -> list[str]:
         return [self.stream.cursor_field] if self.stream.cursor_field else []
 
     def validate_state(self, state: Mapping[str, Any]) -> None:
@@ -387,7 +390,7 @@ class ConcurrentStreamAdapter(StreamAdapter):
         for partition in self.stream.generate_partitions():
             yield _PartitionSlice(self.stream, partition)
 
-    def state(self) -> Optional[Dict[str, Any]]:
+    def state(self) -> Mapping[str, Any] | None:
         return dict(self.stream.cursor.state)
 
     def finish(self) -> None:

@@ -14,8 +14,9 @@ Records take the fast path in the read loop (``is_record_data``); only the rest 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional
+from typing import Any
 
 from airbyte_cdk.models import (
     AirbyteLogMessage,
@@ -40,7 +41,7 @@ class UnknownStreamItem(TypeError):
 class StreamReportedError(Exception):
     """A stream yielded a TRACE error: the stream fails with the error's message and type."""
 
-    def __init__(self, message: str, failure_type: str, internal_message: Optional[str] = None) -> None:
+    def __init__(self, message: str, failure_type: str, internal_message: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.failure_type = _FailureType(failure_type)
@@ -62,10 +63,10 @@ class StreamItem:
     """
 
     kind: str
-    record: Optional[Mapping[str, Any]] = None
-    stream: Optional[str] = None
-    state: Optional[Dict[str, Any]] = None
-    message: Optional[Dict[str, Any]] = None
+    record: Mapping[str, Any] | None = None
+    stream: str | None = None
+    state: dict[str, Any] | None = None
+    message: dict[str, Any] | None = None
     level: str = ""
     text: str = ""
 

@@ -18,7 +18,8 @@ with ``--destination stdout``.
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE
@@ -42,7 +43,7 @@ def format_summary(result: ReadResult, seconds: float) -> str:
 UNDECLARED_SHOWN = 10
 
 
-def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int]) -> Optional[str]:
+def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int]) -> str | None:
     """``users: 1,200 records carried fields the schema does not declare (nickname: 1,200, ...);
     see _sf_meta``, or None when there were none. ``records`` and ``by_field`` are the stream's
     sink's ``records_with_undeclared_fields()`` and ``undeclared_fields()``: such fields get no
@@ -72,12 +73,12 @@ def _row(stream: StreamResult) -> Sequence[str]:
     )
 
 
-def _aligned(rows: List[Sequence[str]]) -> List[str]:
+def _aligned(rows: list[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
-def short_state(state: Optional[Mapping[str, Any]], limit: int = 60) -> str:
+def short_state(state: Mapping[str, Any] | None, limit: int = 60) -> str:
     """A state in a few words: ``updatedAt=2025-03-01T00:00:00Z``, or for per-partition states
     ``10 partitions, max updatedAt=...``."""
     if not state or state == FULL_REFRESH_STATE:
@@ -85,7 +86,7 @@ def short_state(state: Optional[Mapping[str, Any]], limit: int = 60) -> str:
     partitions = state.get("states")
     if isinstance(partitions, list):
         text = f"{len(partitions)} partitions"
-        cursors = [entry.get("cursor") for entry in partitions if isinstance(entry, Mapping)]
+        cursors = [entry["cursor"] for entry in partitions if isinstance(entry, Mapping) and entry.get("cursor")]
         keys = {key for cursor in cursors if isinstance(cursor, Mapping) for key in cursor}
         if len(keys) == 1:
             key = keys.pop()

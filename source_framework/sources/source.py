@@ -25,7 +25,8 @@ import logging
 import os
 import re
 from abc import ABC
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from airbyte_cdk.models import ConnectorSpecification, ConnectorSpecificationSerializer
 from airbyte_cdk.sources import AbstractSource
@@ -41,7 +42,7 @@ class Source(AbstractSource, ABC):
 
     source_name: str = ""
     spec_file: str = "spec.json"
-    spec_json: Optional[Mapping[str, Any]] = None
+    spec_json: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:

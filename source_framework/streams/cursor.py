@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Mapping, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 
 class CursorValueError(ValueError):
@@ -14,15 +15,15 @@ class CursorValueError(ValueError):
 def parse_datetime(value: str) -> dt.datetime:
     """Parse an ISO 8601 string (``Z`` allowed); naive values are taken as UTC."""
     parsed = dt.datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def format_datetime(value: dt.datetime) -> str:
     """The API-style form ``2025-01-02T03:04:05Z`` (UTC, whole seconds)."""
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def cursor_sort_key(value: Any, stream: str = "") -> Tuple[int, Any]:
+def cursor_sort_key(value: Any, stream: str = "") -> tuple[int, Any]:
     """A key that orders cursor values: numbers, then date-times (by instant), then other strings.
 
     Date-time strings compare by the instant they name, so ``2025-01-01T01:00:00+01:00`` equals
@@ -40,7 +41,7 @@ def cursor_sort_key(value: Any, stream: str = "") -> Tuple[int, Any]:
     raise CursorValueError(f"stream '{stream}': cursor value {value!r} is not a number or a string")
 
 
-def is_datetime_key(key: Tuple[int, Any]) -> bool:
+def is_datetime_key(key: tuple[int, Any]) -> bool:
     return key[0] == 1
 
 

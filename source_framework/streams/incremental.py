@@ -32,9 +32,11 @@ import json
 import os
 import sys
 from abc import ABC
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional, final
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any, final
 
 from airbyte_cdk.models import SyncMode
+from airbyte_cdk.sources.streams.core import StreamData
 from airbyte_cdk.sources.streams.http import HttpStream
 
 from source_framework.streams.cursor import (
@@ -84,8 +86,8 @@ class IncrementalHttpStream(HttpStream, ABC):
 
     cursor_field: str = ""
     is_sorted: bool = True
-    state_checkpoint_interval: Optional[int] = None
-    json_schema: Optional[Mapping[str, Any]] = None
+    state_checkpoint_interval: int | None = None
+    json_schema: Mapping[str, Any] | None = None
 
     #: What the runtime and these bases read from a stream class; a new attribute close to one of
     #: these is taken for a misspelling.
@@ -110,7 +112,7 @@ class IncrementalHttpStream(HttpStream, ABC):
         super().__init__(*args, **kwargs)
         self._cursor_value: Any = None
         self._cursor_key: Any = None
-        self._schema_from_file: Optional[Mapping[str, Any]] = None
+        self._schema_from_file: Mapping[str, Any] | None = None
 
     # -- state, IncrementalMixin style -----------------------------------------------------------
 
@@ -148,19 +150,22 @@ class IncrementalHttpStream(HttpStream, ABC):
         properties = self.get_json_schema().get("properties", {})
         return properties.get(self.cursor_field, {}).get("format") == "date-time"
 
-    def get_json_schema(self) -> Mapping[str, Any]:
+    # The CDK's is wrapped in lru_cache, which mypy sees as a different signature.
+    def get_json_schema(self) -> Mapping[str, Any]:  # type: ignore[override]
         if self.json_schema is not None:
             return self.json_schema
-        if getattr(self, "_schema_from_file", None) is None:
+        schema: Mapping[str, Any] | None = getattr(self, "_schema_from_file", None)
+        if schema is None:
             module = sys.modules.get(type(self).__module__)
             folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", None) or "."))
             beside = os.path.join(folder, "schemas", f"{self.name}.json")
             if os.path.isfile(beside):
                 with open(beside, encoding="utf-8") as handle:
-                    self._schema_from_file = json.load(handle)
+                    schema = json.load(handle)
             else:
-                self._schema_from_file = super().get_json_schema()
-        return self._schema_from_file
+                schema = super().get_json_schema()
+            self._schema_from_file = schema
+        return schema
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -168,10 +173,10 @@ class IncrementalHttpStream(HttpStream, ABC):
     def read_records(
         self,
         sync_mode: SyncMode,
-        cursor_field: Optional[List[str]] = None,
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        stream_state: Optional[Mapping[str, Any]] = None,
-    ) -> Iterable[Mapping[str, Any]]:
+        cursor_field: list[str] | None = None,
+        stream_slice: Mapping[str, Any] | None = None,
+        stream_state: Mapping[str, Any] | None = None,
+    ) -> Iterable[StreamData]:
         """The framework's: reads the slice's pages (``HttpStream``) and moves the cursor before
         each record is handed on. Do not override it; override ``parse_response``."""
         self._start_slice(stream_slice)
@@ -201,7 +206,7 @@ class IncrementalHttpStream(HttpStream, ABC):
                     self._advance(value, key)
             yield record
 
-    def _start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
+    def _start_slice(self, stream_slice: Mapping[str, Any] | None) -> None:
         """A slice's records follow (partitioned streams pick the slice's partition here)."""
 
     def _advance(self, value: Any, key: Any) -> None:

@@ -31,15 +31,9 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import (
     Any,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    Mapping,
-    MutableMapping,
-    Optional,
 )
 
 from airbyte_cdk.models import SyncMode
@@ -60,7 +54,7 @@ def date_windows(
     start: dt.datetime,
     end: dt.datetime,
     step: dt.timedelta,
-) -> Iterator[Dict[str, str]]:
+) -> Iterator[dict[str, str]]:
     """Yield half-open windows ``{"start", "end"}`` covering ``[start, end)`` in ``step`` pieces.
 
     >>> list(date_windows(parse_datetime("2025-01-01"), parse_datetime("2025-01-03"), dt.timedelta(days=1)))
@@ -85,7 +79,7 @@ class DateWindowStream(IncrementalHttpStream, ABC):
     window_step: dt.timedelta = dt.timedelta(days=30)
     lookback: dt.timedelta = dt.timedelta(0)
 
-    def __init__(self, start_date: str, end_date: Optional[str] = None, **kwargs: Any) -> None:
+    def __init__(self, start_date: str, end_date: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.start_date = parse_datetime(start_date)
         self.end_date = parse_datetime(end_date) if end_date else None
@@ -94,15 +88,15 @@ class DateWindowStream(IncrementalHttpStream, ABC):
         self,
         *,
         sync_mode: SyncMode,
-        cursor_field: Optional[List[str]] = None,
-        stream_state: Optional[Mapping[str, Any]] = None,
-    ) -> Iterable[Optional[Mapping[str, Any]]]:
+        cursor_field: list[str] | None = None,
+        stream_state: Mapping[str, Any] | None = None,
+    ) -> Iterable[Mapping[str, Any] | None]:
         """A list, not a generator: windows cost no I/O, and a list tells the runtime how many
         slices to expect (the progress display shows "slice 3/12")."""
         start = self.start_date
         if sync_mode == SyncMode.incremental and self.cursor_value is not None:
             start = max(start, parse_datetime(str(self.cursor_value)) - self.lookback)
-        end = self.end_date or dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+        end = self.end_date or dt.datetime.now(dt.UTC).replace(microsecond=0)
         return list(date_windows(start, end, self.window_step))
 
 
@@ -115,8 +109,8 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._cursors: Dict[str, Dict[str, Any]] = {}  # partition key -> {"partition", "value", "key"}
-        self._current: Optional[Dict[str, Any]] = None
+        self._cursors: dict[str, dict[str, Any]] = {}  # partition key -> {"partition", "value", "key"}
+        self._current: dict[str, Any] | None = None
 
     @abstractmethod
     def partitions(self) -> Iterable[Mapping[str, Any]]:
@@ -126,14 +120,14 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         self,
         *,
         sync_mode: SyncMode,
-        cursor_field: Optional[List[str]] = None,
-        stream_state: Optional[Mapping[str, Any]] = None,
-    ) -> Iterable[Optional[Mapping[str, Any]]]:
+        cursor_field: list[str] | None = None,
+        stream_state: Mapping[str, Any] | None = None,
+    ) -> Iterable[Mapping[str, Any] | None]:
         for partition in self.partitions():
             entry = self._cursors.get(partition_identity(partition))
             yield {"partition": dict(partition), "cursor_start": entry["value"] if entry else None}
 
-    def cursor_for(self, stream_slice: Optional[Mapping[str, Any]]) -> Any:
+    def cursor_for(self, stream_slice: Mapping[str, Any] | None) -> Any:
         """Where the slice's partition starts: its cursor when the slice began (``None`` if none).
 
         Fixed for the whole slice, so offset or page-number pagination stays consistent while
@@ -184,7 +178,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
             partition = dict(item["partition"])
             self._cursors[partition_identity(partition)] = {"partition": partition, "value": raw, "key": key}
 
-    def _start_slice(self, stream_slice: Optional[Mapping[str, Any]]) -> None:
+    def _start_slice(self, stream_slice: Mapping[str, Any] | None) -> None:
         partition = dict((stream_slice or {}).get("partition", {}))
         self._current = self._cursors.get(partition_identity(partition)) or {
             "partition": partition, "value": None, "key": None,

@@ -18,17 +18,16 @@ import argparse
 import importlib.util
 import os
 import sys
-from typing import List, Optional
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
         import pytest
     except ImportError:
         sys.stderr.write("error: the acceptance suites run with pytest: pip install 'source_framework[testing]'\n")
         return 2
     argv = list(sys.argv[1:] if argv is None else argv)
-    pytest_args: List[str] = []
+    pytest_args: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
         argv, pytest_args = argv[:cut], argv[cut + 1 :]

@@ -39,20 +39,21 @@ import copy
 import functools
 import logging
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import yaml
 
 logger = logging.getLogger(__name__)
 
 #: The sections of CAT's test suite this runner runs tests for.
-RUNNER_SECTIONS: Tuple[str, ...] = ("basic_read", "full_refresh", "incremental")
+RUNNER_SECTIONS: tuple[str, ...] = ("basic_read", "full_refresh", "incremental")
 #: The sections airbyte-cdk's standard suite collects configs from.
-CDK_SECTIONS: Tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh")
+CDK_SECTIONS: tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh")
 #: The sections CAT fails without at ``test_strictness_level: high`` (its other sections,
 #: ``connector_attributes`` and ``connector_documentation``, are optional at every level).
-MANDATORY_AT_HIGH: Tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh", "incremental")
+MANDATORY_AT_HIGH: tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh", "incremental")
 
 #: CAT's default ``config_path`` of every test.
 DEFAULT_CONFIG_PATH = "secrets/config.json"
@@ -76,11 +77,11 @@ class AcceptanceConfigError(ValueError):
 class ExpectRecords:
     """``basic_read.expect_records``: a file of records the read must return, or why there is none."""
 
-    path: Optional[str]
+    path: str | None
     exact_order: bool = False
     extra_fields: bool = False
     extra_records: bool = True
-    bypass_reason: Optional[str] = None
+    bypass_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,13 +90,13 @@ class ReadEntry:
 
     section: str
     config_path: str
-    configured_catalog_path: Optional[str]
-    empty_streams: Tuple[str, ...] = ()
-    expect_records: Optional[ExpectRecords] = None
-    ignored_fields: Mapping[str, Tuple[str, ...]] = field(default_factory=dict)
+    configured_catalog_path: str | None
+    empty_streams: tuple[str, ...] = ()
+    expect_records: ExpectRecords | None = None
+    ignored_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fail_on_extra_columns: bool = True
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS["basic_read"]
-    skip_reason: Optional[str] = None  # why this runner runs nothing for it (its bypass_reason, ...)
+    skip_reason: str | None = None  # why this runner runs nothing for it (its bypass_reason, ...)
 
     @property
     def id(self) -> str:
@@ -107,20 +108,20 @@ class IncrementalEntry:
     """One ``incremental`` test."""
 
     config_path: str
-    configured_catalog_path: Optional[str]
-    future_state_path: Optional[str]
-    missing_streams: Tuple[str, ...] = ()
+    configured_catalog_path: str | None
+    future_state_path: str | None
+    missing_streams: tuple[str, ...] = ()
     skip_comprehensive_incremental_tests: bool = False
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS["incremental"]
-    future_state_bypass_reason: Optional[str] = None
-    skip_reason: Optional[str] = None
+    future_state_bypass_reason: str | None = None
+    skip_reason: str | None = None
 
     @property
     def id(self) -> str:
         return f"incremental:{os.path.basename(self.config_path)}"
 
 
-Entry = Union[ReadEntry, IncrementalEntry]
+Entry = ReadEntry | IncrementalEntry
 
 
 @dataclass
@@ -129,26 +130,26 @@ class AcceptanceConfig:
 
     path: str
     root: str
-    connector_image: Optional[str]
+    connector_image: str | None
     test_strictness_level: str
-    basic_read: List[ReadEntry]
-    full_refresh: List[ReadEntry]
-    incremental: List[IncrementalEntry]
-    raw: Dict[str, Any]
+    basic_read: list[ReadEntry]
+    full_refresh: list[ReadEntry]
+    incremental: list[IncrementalEntry]
+    raw: dict[str, Any]
     #: ``custom_environment_variables``: set for every run of the connector, as CAT does.
-    environment: Dict[str, str] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
     #: What a user should know about how the file is read: the keys it sets that neither suite
     #: checks, and where this runner reads it differently from CAT (logged once per file).
-    notes: Tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @classmethod
-    def load(cls, path: str) -> "AcceptanceConfig":
+    def load(cls, path: str) -> AcceptanceConfig:
         path = os.path.abspath(path)
         raw = _read_current_layout(path)
         reading = _inspect(raw)
         if reading.problems:
-            problems = _bullets(reading.problems)
-            raise AcceptanceConfigError(f"'{path}' is not a valid acceptance test config:\n{problems}")
+            listed = _bullets(reading.problems)
+            raise AcceptanceConfigError(f"'{path}' is not a valid acceptance test config:\n{listed}")
         root = os.path.dirname(path)
         base = _resolve(root, raw.get("base_path")) or root
         tests = raw["acceptance_tests"]
@@ -175,10 +176,10 @@ class AcceptanceConfig:
     def high_strictness(self) -> bool:
         return self.test_strictness_level == "high"
 
-    def entries(self, section: str) -> List[Entry]:
+    def entries(self, section: str) -> list[Entry]:
         return list(getattr(self, section))
 
-    def why_no_tests(self, section: str) -> Optional[str]:
+    def why_no_tests(self, section: str) -> str | None:
         """Why ``section`` runs nothing here (its bypass_reason, absence, no tests), or None."""
         body = self.raw["acceptance_tests"].get(section)
         if body is None:
@@ -196,10 +197,10 @@ class AcceptanceConfig:
 # object (``Obj``), a list of them (``ListOf``) or a list of them per stream (``PerStream``).
 # ``None`` (YAML ``null``) is "not set" everywhere, as for CAT's optional fields.
 
-Check = Callable[[Any], Optional[str]]
+Check = Callable[[Any], str | None]
 
 
-def _as_bool(value: Any) -> Optional[bool]:
+def _as_bool(value: Any) -> bool | None:
     """YAML's and pydantic's spellings of a boolean (CAT's models coerce strings and 0/1)."""
     if isinstance(value, bool):
         return value
@@ -210,7 +211,7 @@ def _as_bool(value: Any) -> Optional[bool]:
     return None
 
 
-def _as_int(value: Any) -> Optional[int]:
+def _as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -220,53 +221,53 @@ def _as_int(value: Any) -> Optional[int]:
     return None
 
 
-def _text(value: Any) -> Optional[str]:
+def _text(value: Any) -> str | None:
     ok = isinstance(value, (str, int, float)) and not isinstance(value, bool)
     return None if ok else f"should be text, not {type(value).__name__}"
 
 
-def _flag(value: Any) -> Optional[str]:
+def _flag(value: Any) -> str | None:
     return None if _as_bool(value) is not None else f"should be true or false, not {value!r}"
 
 
-def _count(value: Any) -> Optional[str]:
+def _count(value: Any) -> str | None:
     number = _as_int(value)
     return None if number is not None and number >= 0 else f"should be a whole number, 0 or more, not {value!r}"
 
 
 def _one_of(*choices: str) -> Check:
-    def check(value: Any) -> Optional[str]:
+    def check(value: Any) -> str | None:
         return None if value in choices else f"should be one of {', '.join(choices)}, not {value!r}"
 
     return check
 
 
-def _words(value: Any) -> Optional[str]:
+def _words(value: Any) -> str | None:
     ok = isinstance(value, list) and all(_text(word) is None for word in value)
     return None if ok else "should be a list of strings (a command)"
 
 
-def _mapping(value: Any) -> Optional[str]:
+def _mapping(value: Any) -> str | None:
     return None if isinstance(value, dict) else "should be a mapping"
 
 
-def _file_extension(value: Any) -> Optional[str]:
+def _file_extension(value: Any) -> str | None:
     ok = isinstance(value, str) and value.startswith(".") and len(value) >= 2
     return None if ok else f"should be a file extension such as '.csv', not {value!r}"
 
 
-Rule = Callable[[Mapping[str, Any]], List[str]]
+Rule = Callable[[Mapping[str, Any]], list[str]]
 
 
 @dataclass(frozen=True)
 class Obj:
     """An object: its keys, the ones it cannot do without, and rules between its keys."""
 
-    keys: Mapping[str, "Key"]
-    required: Tuple[str, ...] = ()
-    rules: Tuple[Rule, ...] = ()
+    keys: Mapping[str, Key]
+    required: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
     #: More keys accepted without a check of their own (those airbyte-cdk's suite reads there).
-    also_accepted: Callable[[], FrozenSet[str]] = frozenset
+    also_accepted: Callable[[], frozenset[str]] = frozenset
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,7 @@ class ListOf:
     """A list of ``item``; with ``names``, an item may also be a plain stream or field name
     (older CAT releases, and the legacy layout, wrote them so)."""
 
-    item: Union[Check, Obj]
+    item: Check | Obj
     names: bool = False
 
 
@@ -290,8 +291,8 @@ class Key:
     """A key CAT accepts, what its value must be, and (``unchecked``) why nothing here acts on
     it when that is worth telling the user (only when ``unchecked_when(value)``)."""
 
-    value: Union[Check, Obj, ListOf, PerStream]
-    unchecked: Optional[str] = None
+    value: Check | Obj | ListOf | PerStream
+    unchecked: str | None = None
     unchecked_when: Callable[[Any], bool] = lambda value: True
 
 
@@ -303,7 +304,7 @@ def _is_false(value: Any) -> bool:
     return _as_bool(value) is False
 
 
-def _path_or_bypass_reason(expect: Mapping[str, Any]) -> List[str]:
+def _path_or_bypass_reason(expect: Mapping[str, Any]) -> list[str]:
     if expect.get("path") and expect.get("bypass_reason"):
         return ["set 'path' or 'bypass_reason', not both"]
     if not expect.get("path") and not expect.get("bypass_reason"):
@@ -311,7 +312,7 @@ def _path_or_bypass_reason(expect: Mapping[str, Any]) -> List[str]:
     return []
 
 
-def _extra_fields_needs_exact_order(expect: Mapping[str, Any]) -> List[str]:
+def _extra_fields_needs_exact_order(expect: Mapping[str, Any]) -> list[str]:
     """CAT's releases that had ``extra_fields`` only allowed it with exact order and no extra records."""
     if not _is_true(expect.get("extra_fields")):
         return []
@@ -323,7 +324,7 @@ def _extra_fields_needs_exact_order(expect: Mapping[str, Any]) -> List[str]:
     return problems
 
 
-def _file_types_rules(file_types: Mapping[str, Any]) -> List[str]:
+def _file_types_rules(file_types: Mapping[str, Any]) -> list[str]:
     skip = _is_true(file_types.get("skip_test"))
     if skip and file_types.get("unsupported_types"):
         return ["'unsupported_types' cannot be set when 'skip_test' is true"]
@@ -332,13 +333,13 @@ def _file_types_rules(file_types: Mapping[str, Any]) -> List[str]:
     return []
 
 
-def _oauth_off_needs_reason(auth: Mapping[str, Any]) -> List[str]:
+def _oauth_off_needs_reason(auth: Mapping[str, Any]) -> list[str]:
     if _is_false(auth.get("oauth", True)) and not auth.get("bypass_reason"):
         return ["'oauth: false' needs a 'bypass_reason'"]
     return []
 
 
-def _tests_or_bypass_reason(section: Mapping[str, Any]) -> List[str]:
+def _tests_or_bypass_reason(section: Mapping[str, Any]) -> list[str]:
     if section.get("tests") and section.get("bypass_reason"):
         return ["set 'tests' or 'bypass_reason', not both"]
     if section.get("tests") is None and not section.get("bypass_reason"):
@@ -501,8 +502,8 @@ _ENTRY_KEYS: Mapping[str, Mapping[str, Key]] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
-def cdk_entry_keys(section: str) -> FrozenSet[str]:
+@functools.cache
+def cdk_entry_keys(section: str) -> frozenset[str]:
     """The keys airbyte-cdk's standard suite accepts in an entry of ``section``.
 
     Read from the installed CDK (its scenario model, less the fields it fills in itself, plus the
@@ -519,7 +520,7 @@ def cdk_entry_keys(section: str) -> FrozenSet[str]:
     return frozenset(keys)
 
 
-def _section(name: str, unchecked: Optional[str] = None) -> Key:
+def _section(name: str, unchecked: str | None = None) -> Key:
     entry = Obj(_ENTRY_KEYS[name], also_accepted=functools.partial(cdk_entry_keys, name))
     body = Obj({"tests": Key(ListOf(entry)), "bypass_reason": Key(_text)}, rules=(_tests_or_bypass_reason,))
     return Key(body, unchecked=unchecked)
@@ -558,8 +559,8 @@ _TOP = Obj(
 class _Reading:
     """What walking the file found: what CAT refuses, and what to tell the user (``notes``)."""
 
-    problems: List[str] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def _inspect(raw: Mapping[str, Any]) -> _Reading:
@@ -573,7 +574,7 @@ def _where(parent: str, key: Any) -> str:
     return f"{parent}.{key}" if parent else str(key)
 
 
-def _walk(value: Any, shape: Union[Check, Obj, ListOf, PerStream], where: str, reading: _Reading) -> None:
+def _walk(value: Any, shape: Check | Obj | ListOf | PerStream, where: str, reading: _Reading) -> None:
     if value is None:
         return
     if isinstance(shape, Obj):
@@ -670,7 +671,7 @@ def _read_yaml(path: str) -> Any:
         raise AcceptanceConfigError(f"'{path}' is not valid YAML: {error}") from None
 
 
-def _read_current_layout(path: str) -> Dict[str, Any]:
+def _read_current_layout(path: str) -> dict[str, Any]:
     """The file's content with ``acceptance_tests:``, migrating CAT's legacy ``tests:`` layout."""
     raw = _read_yaml(path)
     if not isinstance(raw, dict) or not ("acceptance_tests" in raw or "tests" in raw):
@@ -688,7 +689,7 @@ def _read_current_layout(path: str) -> Dict[str, Any]:
     return migrate_legacy_layout(raw)
 
 
-def migrate_legacy_layout(raw: Mapping[str, Any]) -> Dict[str, Any]:
+def migrate_legacy_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
     """CAT's migration of the layout before its v0.2.12: ``tests: {section: [test, ...]}`` becomes
     ``acceptance_tests: {section: {tests: [test, ...]}}``; plain ``empty_streams`` and
     ``ignored_fields`` names become ``{name: ...}`` items; an incremental test's flat
@@ -718,30 +719,30 @@ def _named(item: Any) -> Any:
 # --- the entries this runner runs ---------------------------------------------------------------
 
 
-def _entries(tests: Mapping[str, Any], section: str) -> List[Mapping[str, Any]]:
+def _entries(tests: Mapping[str, Any], section: str) -> list[Mapping[str, Any]]:
     body = tests.get(section) or {}
     if not isinstance(body, dict):
         return []
     return [item for item in (body.get("tests") or []) if isinstance(item, dict)]
 
 
-def _resolve(root: str, value: Optional[Any]) -> Optional[str]:
+def _resolve(root: str, value: Any | None) -> str | None:
     if value is None:
         return None
     value = str(value)
     return value if os.path.isabs(value) else os.path.normpath(os.path.join(root, value))
 
 
-def _names(items: Any) -> Tuple[str, ...]:
+def _names(items: Any) -> tuple[str, ...]:
     return tuple(item["name"] if isinstance(item, dict) else str(item) for item in items or [])
 
 
-def _ignored_fields(raw: Any) -> Dict[str, Tuple[str, ...]]:
+def _ignored_fields(raw: Any) -> dict[str, tuple[str, ...]]:
     """``{stream: [{"name": "a/b", "bypass_reason": ...} | "a/b", ...]}`` → ``{stream: ("a/b",)}``."""
     return {stream: _names(fields) for stream, fields in (raw or {}).items()}
 
 
-def _environment(raw: Any) -> Dict[str, str]:
+def _environment(raw: Any) -> dict[str, str]:
     """``custom_environment_variables`` as process environment (unset values left out)."""
     return {str(name): str(value) for name, value in (raw or {}).items() if value is not None}
 
@@ -756,7 +757,7 @@ def _flag_value(item: Mapping[str, Any], key: str, default: bool) -> bool:
     return default if value is None else value
 
 
-def _why_not_run(item: Mapping[str, Any]) -> Optional[str]:
+def _why_not_run(item: Mapping[str, Any]) -> str | None:
     """Why this runner runs nothing for an entry: its ``bypass_reason``, or keys of
     airbyte-cdk's suite that ask for what this runner's checks cannot do."""
     if item.get("bypass_reason"):
@@ -771,7 +772,7 @@ def _why_not_run(item: Mapping[str, Any]) -> Optional[str]:
     return None
 
 
-def _expect_records(raw: Any, base: str) -> Optional[ExpectRecords]:
+def _expect_records(raw: Any, base: str) -> ExpectRecords | None:
     if not isinstance(raw, dict):
         return None
     return ExpectRecords(
@@ -814,7 +815,7 @@ def _incremental_entry(item: Mapping[str, Any], base: str) -> IncrementalEntry:
 # --- test_strictness_level: high -----------------------------------------------------------------
 
 
-def _strictness_problems(tests: Mapping[str, Any]) -> List[str]:
+def _strictness_problems(tests: Mapping[str, Any]) -> list[str]:
     """CAT's rules at ``high``: what must be declared, and which bypasses stand in for it."""
     problems = [
         f"section '{name}' is missing (give it tests, or a bypass_reason)"
@@ -830,7 +831,7 @@ def _strictness_problems(tests: Mapping[str, Any]) -> List[str]:
     return problems
 
 
-def _entry_strictness_problems(section: str, item: Mapping[str, Any], where: str) -> List[str]:
+def _entry_strictness_problems(section: str, item: Mapping[str, Any], where: str) -> list[str]:
     problems = [f"{where}: {problem}" for problem in _unexplained(item.get("empty_streams"), "empty_streams")]
     for stream, fields in (item.get("ignored_fields") or {}).items():
         problems += [f"{where}: {problem}" for problem in _unexplained(fields, f"ignored_fields.{stream}")]
@@ -845,7 +846,7 @@ def _entry_strictness_problems(section: str, item: Mapping[str, Any], where: str
     return problems
 
 
-def _unexplained(items: Any, what: str) -> List[str]:
+def _unexplained(items: Any, what: str) -> list[str]:
     """Items of ``empty_streams``-like lists without a bypass_reason (each needs one at high)."""
     missing = [
         item["name"] if isinstance(item, dict) else str(item)
@@ -858,7 +859,7 @@ def _unexplained(items: Any, what: str) -> List[str]:
 # --- airbyte-cdk's standard suite's copy -----------------------------------------------------------
 
 
-def load_for_standard_suite(path: str) -> Dict[str, Any]:
+def load_for_standard_suite(path: str) -> dict[str, Any]:
     """The file's content for airbyte-cdk's standard suite, in the shape it reads.
 
     The CDK's suite refuses the CAT keys it no longer acts on (``expect_records``,
@@ -883,7 +884,7 @@ def load_for_standard_suite(path: str) -> Dict[str, Any]:
     return raw
 
 
-def _shape_section_for_cdk(tests: Dict[str, Any], section: str, base: Optional[str]) -> None:
+def _shape_section_for_cdk(tests: dict[str, Any], section: str, base: str | None) -> None:
     body = tests.get(section)
     if not isinstance(body, dict):
         tests.pop(section, None)  # null: nothing to collect (the CDK cannot read a null section)
@@ -899,12 +900,12 @@ def _shape_section_for_cdk(tests: Dict[str, Any], section: str, base: Optional[s
             _shape_entry_for_cdk(section, item, base)
 
 
-def cdk_rejected_keys(section: str) -> FrozenSet[str]:
+def cdk_rejected_keys(section: str) -> frozenset[str]:
     """CAT's keys of a ``section`` entry that airbyte-cdk's standard suite refuses."""
     return frozenset(_ENTRY_KEYS[section]) - cdk_entry_keys(section)
 
 
-def _shape_entry_for_cdk(section: str, item: Dict[str, Any], base: Optional[str]) -> None:
+def _shape_entry_for_cdk(section: str, item: dict[str, Any], base: str | None) -> None:
     for key in cdk_rejected_keys(section) & set(item):
         del item[key]
     if isinstance(item.get("empty_streams"), list):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from source_framework.testing.acceptance_config import (
     AcceptanceConfig,
@@ -32,19 +33,19 @@ from source_framework.testing.catalogs import (
     load_catalog,
     stream_infos,
 )
-from source_framework.testing.connector_runs import ConnectorRunner, ReadOutput
+from source_framework.testing.connector_runs import ConnectorRunError, ConnectorRunner, ReadOutput
 
 
 class AcceptanceReads:
     """Runs and remembers the reads of one connector's acceptance tests."""
 
-    def __init__(self, runner: ConnectorRunner, config: AcceptanceConfig, spark_master: Optional[str] = None) -> None:
+    def __init__(self, runner: ConnectorRunner, config: AcceptanceConfig, spark_master: str | None = None) -> None:
         self.runner = runner
         self.config = config
         self.spark_master = spark_master
-        self._cache: Dict[Tuple[Any, ...], Any] = {}
+        self._cache: dict[tuple[Any, ...], Any] = {}
 
-    def _once(self, key: Tuple[Any, ...], make: Any) -> Any:
+    def _once(self, key: tuple[Any, ...], make: Any) -> Any:
         if key not in self._cache:
             try:
                 self._cache[key] = make()
@@ -57,7 +58,7 @@ class AcceptanceReads:
 
     # --- catalogs ---------------------------------------------------------------------------
 
-    def catalog(self, entry: Any) -> Dict[str, Any]:
+    def catalog(self, entry: Any) -> dict[str, Any]:
         """The entry's configured catalog or, without one, CAT's default: the discovered streams.
 
         For a read test, every discovered stream but its ``empty_streams``, in full refresh. For
@@ -73,18 +74,18 @@ class AcceptanceReads:
         catalog = from_discovered(discovered, without=tuple(getattr(entry, "empty_streams", ())))
         return incremental_where_supported(catalog) if isinstance(entry, IncrementalEntry) else catalog
 
-    def full_refresh_catalog(self, entry: ReadEntry) -> Dict[str, Any]:
+    def full_refresh_catalog(self, entry: ReadEntry) -> dict[str, Any]:
         return as_full_refresh(self.catalog(entry))
 
-    def incremental_catalog(self, entry: IncrementalEntry) -> Dict[str, Any]:
+    def incremental_catalog(self, entry: IncrementalEntry) -> dict[str, Any]:
         return incremental_only(self.catalog(entry))
 
-    def incremental_streams(self, entry: IncrementalEntry) -> Dict[str, StreamInfo]:
+    def incremental_streams(self, entry: IncrementalEntry) -> dict[str, StreamInfo]:
         return stream_infos(self.incremental_catalog(entry))
 
     # --- stdout reads -----------------------------------------------------------------------
 
-    def _read(self, tag: str, entry: Any, catalog: Mapping[str, Any], state: Optional[Sequence[Any]] = None) -> ReadOutput:
+    def _read(self, tag: str, entry: Any, catalog: Mapping[str, Any], state: Sequence[Any] | None = None) -> ReadOutput:
         key = (tag, entry.config_path, json.dumps(catalog, sort_keys=True), json.dumps(state, sort_keys=True))
         return self._once(
             key,
@@ -106,10 +107,10 @@ class AcceptanceReads:
         state = self.incremental_first(entry).final_state_list()
         return self._read("second incremental read", entry, self.incremental_catalog(entry), state)
 
-    def from_state(self, entry: IncrementalEntry, state: List[Dict[str, Any]]) -> ReadOutput:
+    def from_state(self, entry: IncrementalEntry, state: list[dict[str, Any]]) -> ReadOutput:
         return self._read("read from an intermediate state", entry, self.incremental_catalog(entry), state)
 
-    def future_state(self, entry: IncrementalEntry, state: List[Dict[str, Any]]) -> ReadOutput:
+    def future_state(self, entry: IncrementalEntry, state: list[dict[str, Any]]) -> ReadOutput:
         return self._read("read from the future state", entry, self.incremental_catalog(entry), state)
 
     def reference_read(self, entry: IncrementalEntry) -> ReadOutput:
@@ -118,45 +119,78 @@ class AcceptanceReads:
 
     # --- Spark reads ------------------------------------------------------------------------
 
-    def _spark_read(self, tag: str, entry: IncrementalEntry, warehouse: str, state: Optional[List[Any]]) -> ReadOutput:
+    def _spark_read(self, tag: str, entry: IncrementalEntry, warehouse: str, state: list[Any] | None) -> ReadOutput:
+        """A sync into Spark tables. In this process when a Spark session already runs here (the
+        suite's ``spark`` fixture) and the connector needs no environment of its own: the same
+        command line and runtime, without starting a JVM per sync; else as a subprocess."""
         extra = ["--spark-master", self.spark_master] if self.spark_master else []
         catalog = self.catalog(entry)
+        if _spark_runs_here() and not self.runner.env:
+            return self._spark_read_in_process(tag, entry, catalog, warehouse, state, extra)
         args = ["read", "--config", entry.config_path, "--catalog", self.runner.write_json("catalog", catalog)]
         if state is not None:
             args += ["--state", self.runner.write_json("state", state)]
         args += ["--destination", "spark", "--warehouse", warehouse, *extra]
         return self.runner.run(args, timeout=entry.timeout_seconds, label=f"{tag} ({entry.id})")
 
+    def _spark_read_in_process(
+        self, tag: str, entry: IncrementalEntry, catalog: Mapping[str, Any], warehouse: str, state: list[Any] | None,
+        extra: list[str],
+    ) -> ReadOutput:
+        from source_framework.testing.in_process import read
+
+        with open(entry.config_path, encoding="utf-8") as handle:
+            config = json.load(handle)
+        output = read(
+            self.runner.connector.load_source(), config, catalog, state,
+            args=["--destination", "spark", "--warehouse", warehouse, *extra], workdir=self.runner.workdir,
+        )
+        output.label = f"{tag} ({entry.id}, in this process)"
+        if output.returncode != 0:
+            errors = [m["trace"]["error"].get("message") for m in output.messages
+                      if m.get("type") == "TRACE" and m.get("trace", {}).get("type") == "ERROR"]
+            raise ConnectorRunError(f"{output.label} exited with {output.returncode}: {errors}")
+        return output
+
     def spark_warehouse(self, entry: IncrementalEntry) -> str:
         return os.path.join(self.runner.workdir, "warehouse-" + entry.id.replace(":", "-").replace(".", "-"))
 
-    def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> Tuple[ReadOutput, Any]:
+    def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> tuple[ReadOutput, Any]:
         """The first sync into a fresh warehouse, and ``snapshot(warehouse)`` taken right after it."""
         warehouse = self.spark_warehouse(entry)
 
-        def run() -> Tuple[ReadOutput, Any]:
+        def run() -> tuple[ReadOutput, Any]:
             output = self._spark_read("first sync into Spark", entry, warehouse, None)
             return output, snapshot(warehouse)
 
         return self._once(("spark first", entry.id), run)
 
-    def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> Tuple[ReadOutput, Any]:
+    def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> tuple[ReadOutput, Any]:
         """A rerun from the first sync's final STATEs into the same warehouse, and its snapshot."""
         warehouse = self.spark_warehouse(entry)
         first, _ = self.spark_first(entry, snapshot)
 
-        def run() -> Tuple[ReadOutput, Any]:
+        def run() -> tuple[ReadOutput, Any]:
             output = self._spark_read("rerun into Spark", entry, warehouse, first.final_state_list())
             return output, snapshot(warehouse)
 
         return self._once(("spark rerun", entry.id), run)
 
-    def cached(self, key: Tuple[Any, ...], make: Any) -> Any:
+    def cached(self, key: tuple[Any, ...], make: Any) -> Any:
         """Remember any other value (e.g. table snapshots) for the test class."""
         return self._once(key, make)
 
 
-def incremental_where_supported(catalog: Mapping[str, Any]) -> Dict[str, Any]:
+def _spark_runs_here() -> bool:
+    """A classic Spark session is running in this process (a test suite's)."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return False
+    return SparkContext._active_spark_context is not None
+
+
+def incremental_where_supported(catalog: Mapping[str, Any]) -> dict[str, Any]:
     """``catalog`` with each stream that supports incremental sync read incrementally, from its
     default cursor and appended: CAT's catalog for an incremental test without a configured one."""
     streams = []

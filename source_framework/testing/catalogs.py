@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
-FieldPath = Tuple[str, ...]
+FieldPath = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,10 @@ class StreamInfo:
     """One configured stream, as the checks see it."""
 
     name: str
-    namespace: Optional[str]
+    namespace: str | None
     incremental: bool
-    cursor_path: Optional[FieldPath]
-    primary_key: Tuple[FieldPath, ...]
+    cursor_path: FieldPath | None
+    primary_key: tuple[FieldPath, ...]
     json_schema: Mapping[str, Any]
 
     def value_at(self, record: Mapping[str, Any], path: FieldPath) -> Any:
@@ -47,7 +48,7 @@ class StreamInfo:
         return json.dumps(record, sort_keys=True, default=str)
 
 
-def load_catalog(path: str) -> Dict[str, Any]:
+def load_catalog(path: str) -> dict[str, Any]:
     with open(path, encoding="utf-8") as handle:
         catalog = json.load(handle)
     if not isinstance(catalog, dict) or not isinstance(catalog.get("streams"), list):
@@ -55,11 +56,11 @@ def load_catalog(path: str) -> Dict[str, Any]:
     return catalog
 
 
-def incremental_only(catalog: Mapping[str, Any]) -> Dict[str, Any]:
+def incremental_only(catalog: Mapping[str, Any]) -> dict[str, Any]:
     return {"streams": [copy.deepcopy(s) for s in catalog["streams"] if s.get("sync_mode") == "incremental"]}
 
 
-def as_full_refresh(catalog: Mapping[str, Any]) -> Dict[str, Any]:
+def as_full_refresh(catalog: Mapping[str, Any]) -> dict[str, Any]:
     streams = []
     for configured in catalog["streams"]:
         entry = copy.deepcopy(configured)
@@ -69,7 +70,7 @@ def as_full_refresh(catalog: Mapping[str, Any]) -> Dict[str, Any]:
     return {"streams": streams}
 
 
-def from_discovered(discovered: Mapping[str, Any], without: Tuple[str, ...] = ()) -> Dict[str, Any]:
+def from_discovered(discovered: Mapping[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
     """A configured catalog of every discovered stream (minus ``without``), full refresh."""
     streams = []
     for stream in discovered.get("streams", []):
@@ -86,8 +87,8 @@ def from_discovered(discovered: Mapping[str, Any], without: Tuple[str, ...] = ()
     return {"streams": streams}
 
 
-def stream_infos(catalog: Mapping[str, Any]) -> Dict[str, StreamInfo]:
-    infos: Dict[str, StreamInfo] = {}
+def stream_infos(catalog: Mapping[str, Any]) -> dict[str, StreamInfo]:
+    infos: dict[str, StreamInfo] = {}
     for configured in catalog["streams"]:
         stream = configured["stream"]
         cursor = configured.get("cursor_field") or stream.get("default_cursor_field") or []
@@ -107,5 +108,5 @@ def _key_path(part: Any) -> FieldPath:
     return tuple(part) if isinstance(part, (list, tuple)) else (str(part),)
 
 
-def stream_names(catalog: Mapping[str, Any]) -> List[str]:
+def stream_names(catalog: Mapping[str, Any]) -> list[str]:
     return [s["stream"]["name"] for s in catalog["streams"]]

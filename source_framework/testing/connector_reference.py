@@ -25,19 +25,19 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 
 @dataclass(frozen=True)
 class ConnectorReference:
     """A connector the tests run: ``script`` (absolute path) or ``target`` (``module:Class``)."""
 
-    script: Optional[str] = None
-    target: Optional[str] = None
-    base_dir: Optional[str] = None  # for ``module:Class``: put on the import path, and the cwd
+    script: str | None = None
+    target: str | None = None
+    base_dir: str | None = None  # for ``module:Class``: put on the import path, and the cwd
 
     @classmethod
-    def parse(cls, reference: str, base_dir: Optional[str] = None) -> "ConnectorReference":
+    def parse(cls, reference: str, base_dir: str | None = None) -> ConnectorReference:
         """``main.py`` / ``path/to/entry.py`` (relative to ``base_dir``) or ``module:Class``."""
         if not reference:
             raise ValueError("no connector given: pass a script path or module:Class")
@@ -54,18 +54,18 @@ class ConnectorReference:
     def __str__(self) -> str:
         return self.script or self.target or "?"
 
-    def command(self, *args: str) -> List[str]:
+    def command(self, *args: str) -> list[str]:
         """The argv that runs the connector with ``args`` in a new Python process."""
         if self.script:
             return [sys.executable, self.script, *args]
         return [sys.executable, "-m", "source_framework.testing.connector_reference", str(self.target), *args]
 
     @property
-    def working_dir(self) -> Optional[str]:
+    def working_dir(self) -> str | None:
         """Where the subprocess runs: the script's folder (its imports may rely on it)."""
         return os.path.dirname(self.script) if self.script else self.base_dir
 
-    def environment(self) -> Dict[str, str]:
+    def environment(self) -> dict[str, str]:
         """Extra environment for the subprocess: ``base_dir`` first on ``PYTHONPATH``."""
         if not self.base_dir:
             return {}
@@ -93,14 +93,14 @@ def _capture_source_from_script(script: str) -> Any:
     """The source the script hands to ``launch`` (the entrypoint's ``run_script`` seam)."""
     from source_framework.runtime.entrypoint import run_script
 
-    captured: List[Any] = []
+    captured: list[Any] = []
     run_script(script, [], lambda source, args: captured.append(source))
     if not captured:
         raise RuntimeError(f"'{script}' did not call source_framework.launch(source, argv) when run as __main__")
     return captured[0]
 
 
-def main(argv: List[str]) -> None:
+def main(argv: list[str]) -> None:
     """``python -m source_framework.testing.connector_reference module:Class <command> [args]``."""
     from source_framework import launch
 

@@ -19,9 +19,10 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from source_framework.testing.connector_reference import ConnectorReference
 
@@ -36,14 +37,14 @@ class ConnectorRunError(AssertionError):
 class ReadOutput:
     """Everything one ``read`` printed on stdout, parsed, plus how it ended."""
 
-    args: List[str]
+    args: list[str]
     returncode: int
-    messages: List[Dict[str, Any]]
+    messages: list[dict[str, Any]]
     stderr: str
     seconds: float
     label: str = ""
 
-    def records(self, stream: Optional[str] = None) -> List[Dict[str, Any]]:
+    def records(self, stream: str | None = None) -> list[dict[str, Any]]:
         """``record.data`` of the RECORD messages (of one stream), in order."""
         return [
             m["record"]["data"]
@@ -51,36 +52,36 @@ class ReadOutput:
             if m.get("type") == "RECORD" and (stream is None or m["record"]["stream"] == stream)
         ]
 
-    def record_messages(self) -> List[Dict[str, Any]]:
+    def record_messages(self) -> list[dict[str, Any]]:
         return [m["record"] for m in self.messages if m.get("type") == "RECORD"]
 
-    def states(self) -> List[Dict[str, Any]]:
+    def states(self) -> list[dict[str, Any]]:
         """The ``state`` objects of the STATE messages, in order."""
         return [m["state"] for m in self.messages if m.get("type") == "STATE"]
 
-    def final_states(self) -> Dict[str, Dict[str, Any]]:
+    def final_states(self) -> dict[str, dict[str, Any]]:
         """The last STATE of each stream: ``{stream: state object}``."""
-        latest: Dict[str, Dict[str, Any]] = {}
+        latest: dict[str, dict[str, Any]] = {}
         for state in self.states():
             latest[stream_of_state(state)] = state
         return latest
 
-    def final_state_list(self) -> List[Dict[str, Any]]:
+    def final_state_list(self) -> list[dict[str, Any]]:
         """The per-stream list ``--state`` takes: the last STATE of each stream."""
         return list(self.final_states().values())
 
-    def state_positions(self) -> List[int]:
+    def state_positions(self) -> list[int]:
         """Indexes in ``messages`` of the STATE messages."""
         return [i for i, m in enumerate(self.messages) if m.get("type") == "STATE"]
 
-    def streams_with_records(self) -> List[str]:
-        seen: Dict[str, None] = {}
+    def streams_with_records(self) -> list[str]:
+        seen: dict[str, None] = {}
         for record in self.record_messages():
             seen.setdefault(record["stream"], None)
         return list(seen)
 
     def describe(self) -> str:
-        counts: Dict[str, int] = {}
+        counts: dict[str, int] = {}
         for m in self.messages:
             counts[m.get("type", "?")] = counts.get(m.get("type", "?"), 0) + 1
         summary = ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
@@ -156,9 +157,9 @@ class ConnectorRunner:
         self,
         config_path: str,
         catalog: Mapping[str, Any],
-        state: Optional[Sequence[Mapping[str, Any]]] = None,
+        state: Sequence[Mapping[str, Any]] | None = None,
         destination: str = "stdout",
-        warehouse: Optional[str] = None,
+        warehouse: str | None = None,
         timeout: float = 600,
         label: str = "read",
     ) -> ReadOutput:
@@ -171,7 +172,7 @@ class ConnectorRunner:
             args += ["--warehouse", warehouse]
         return self.run(args, timeout=timeout, label=label)
 
-    def discover(self, config_path: str, timeout: float = 600) -> Dict[str, Any]:
+    def discover(self, config_path: str, timeout: float = 600) -> dict[str, Any]:
         """The catalog ``discover`` prints."""
         output = self.run(["discover", "--config", config_path], timeout=timeout, label="discover")
         for message in output.messages:
@@ -180,6 +181,6 @@ class ConnectorRunner:
         raise ConnectorRunError(f"discover printed no CATALOG message: {output.describe()}")
 
 
-def _tail(stderr: Optional[bytes]) -> str:
+def _tail(stderr: bytes | None) -> str:
     text = (stderr or b"").decode(errors="replace").rstrip().splitlines()
     return "stderr (last lines):\n" + "\n".join(text[-STDERR_TAIL_LINES:]) if text else "stderr: (empty)"

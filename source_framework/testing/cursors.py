@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 from source_framework.testing.catalogs import StreamInfo
 
 _DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-def _as_instant(value: Any) -> Optional[dt.datetime]:
+def _as_instant(value: Any) -> dt.datetime | None:
     if not isinstance(value, str) or not _DATE_LIKE.match(value):
         return None
     text = value.strip().replace(" ", "T", 1)
@@ -42,10 +43,10 @@ def _as_instant(value: Any) -> Optional[dt.datetime]:
         parsed = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def _as_number(value: Any) -> Optional[float]:
+def _as_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -55,10 +56,12 @@ def _as_number(value: Any) -> Optional[float]:
 
 def compare_cursors(left: Any, right: Any) -> int:
     """-1, 0 or 1 as ``left`` is older than, equal to or newer than ``right``."""
-    for convert in (_as_number, _as_instant):
-        a, b = convert(left), convert(right)
-        if a is not None and b is not None:
-            return (a > b) - (a < b)
+    numbers = _as_number(left), _as_number(right)
+    if numbers[0] is not None and numbers[1] is not None:
+        return (numbers[0] > numbers[1]) - (numbers[0] < numbers[1])
+    instants = _as_instant(left), _as_instant(right)
+    if instants[0] is not None and instants[1] is not None:
+        return (instants[0] > instants[1]) - (instants[0] < instants[1])
     a_text, b_text = str(left), str(right)
     return (a_text > b_text) - (a_text < b_text)
 
@@ -77,11 +80,11 @@ class StateBound:
 
     stream: StreamInfo
     cursor: Any = None
-    partitions: List[Tuple[Dict[str, Any], Any]] = field(default_factory=list)
+    partitions: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
     partitioned: bool = False
 
     @classmethod
-    def from_state(cls, stream: StreamInfo, stream_state: Mapping[str, Any]) -> "StateBound":
+    def from_state(cls, stream: StreamInfo, stream_state: Mapping[str, Any]) -> StateBound:
         if not stream.cursor_path:
             raise StateShapeError(f"stream '{stream.name}' has no cursor field in the configured catalog")
         key = stream.cursor_path[-1]
@@ -108,7 +111,7 @@ class StateBound:
                 return cursor
         return None
 
-    def partition_fields_in(self, records: List[Mapping[str, Any]]) -> bool:
+    def partition_fields_in(self, records: Sequence[Mapping[str, Any]]) -> bool:
         """Whether some record has fields named like the (scalar) keys of some partition."""
         for partition, _ in self.partitions:
             keys = {_normalized(str(k)) for k, v in partition.items() if not isinstance(v, (Mapping, list))}
@@ -116,7 +119,7 @@ class StateBound:
                 return True
         return False
 
-    def older_records(self, records: List[Mapping[str, Any]]) -> List[Tuple[Any, Any, Mapping[str, Any]]]:
+    def older_records(self, records: Sequence[Mapping[str, Any]]) -> list[tuple[Any, Any, Mapping[str, Any]]]:
         """``(cursor, bound, record)`` for each record older than its bound."""
         found = []
         for record in records:

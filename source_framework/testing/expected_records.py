@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import tempfile
-from typing import List, Optional
 
 from source_framework.testing.catalogs import (
     as_full_refresh,
@@ -41,7 +40,7 @@ def spread(items: list, count: int) -> list:
     return [items[round(k * (len(items) - 1) / (count - 1))] for k in range(count)]
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--connector", default="main.py", help="script calling launch(), or module:Class")
     parser.add_argument("--config", required=True)

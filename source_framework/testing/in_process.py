@@ -22,7 +22,8 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import orjson
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, ConfiguredAirbyteCatalogSerializer
@@ -33,11 +34,11 @@ from source_framework.testing.connector_runs import ReadOutput
 def read(
     source: Any,
     config: Mapping[str, Any],
-    catalog: "Mapping[str, Any] | ConfiguredAirbyteCatalog",
+    catalog: Mapping[str, Any] | ConfiguredAirbyteCatalog,
     state: Any = None,
     *,
     args: Sequence[str] = (),
-    workdir: Optional[str] = None,
+    workdir: str | None = None,
 ) -> ReadOutput:
     """``read`` of ``source`` in this process; ``returncode`` is what ``main.py`` would exit with."""
     from source_framework.runtime.entrypoint import build_parser, run_read

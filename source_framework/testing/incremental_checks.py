@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any
 
 from source_framework.testing.catalogs import StreamInfo
 from source_framework.testing.connector_runs import ReadOutput, stream_of_state
@@ -44,7 +45,7 @@ def _short(record: Mapping[str, Any], limit: int = 160) -> str:
 
 def _older_than_state_problems(
     output: ReadOutput, states: Mapping[str, Mapping[str, Any]], streams: Mapping[str, StreamInfo], when: str
-) -> List[str]:
+) -> list[str]:
     problems = []
     for name, state in states.items():
         if name not in streams:
@@ -88,21 +89,21 @@ class Checkpoint:
 
     position: int  # index of the STATE message in the read's messages
     stream: str
-    state: List[Dict[str, Any]]  # the latest STATE of each stream up to here: the --state to use
-    records_after: Dict[str, List[Dict[str, Any]]]  # per stream: records after its latest STATE
+    state: list[dict[str, Any]]  # the latest STATE of each stream up to here: the --state to use
+    records_after: dict[str, list[dict[str, Any]]]  # per stream: records after its latest STATE
 
     def describe(self) -> str:
         return f"STATE #{self.position} of the first read (stream '{self.stream}')"
 
 
 def checkpoint_at(read: ReadOutput, position: int, streams: Mapping[str, StreamInfo]) -> Checkpoint:
-    latest: Dict[str, Dict[str, Any]] = {}
-    latest_position: Dict[str, int] = {}
+    latest: dict[str, dict[str, Any]] = {}
+    latest_position: dict[str, int] = {}
     for index, message in enumerate(read.messages[: position + 1]):
         if message.get("type") == "STATE":
             name = stream_of_state(message["state"])
             latest[name], latest_position[name] = message["state"], index
-    records_after: Dict[str, List[Dict[str, Any]]] = {name: [] for name in streams}
+    records_after: dict[str, list[dict[str, Any]]] = {name: [] for name in streams}
     for index, message in enumerate(read.messages):
         if message.get("type") != "RECORD":
             continue
@@ -113,13 +114,13 @@ def checkpoint_at(read: ReadOutput, position: int, streams: Mapping[str, StreamI
     return Checkpoint(position, stream, list(latest.values()), records_after)
 
 
-def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_many: int) -> List[Checkpoint]:
+def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_many: int) -> list[Checkpoint]:
     """Up to ``how_many`` intermediate STATEs (not a stream's last), spread over the streams.
 
     One from the middle of each stream's intermediate STATEs first, then evenly spaced others.
     """
-    final_positions = set()
-    last: Dict[str, int] = {}
+    final_positions: set[int] = set()
+    last: dict[str, int] = {}
     for position in read.state_positions():
         last[stream_of_state(read.messages[position]["state"])] = position
     final_positions.update(last.values())
@@ -128,7 +129,7 @@ def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_ma
         for p in read.state_positions()
         if p not in final_positions and stream_of_state(read.messages[p]["state"]) in streams
     ]
-    by_stream: Dict[str, List[int]] = {}
+    by_stream: dict[str, list[int]] = {}
     for position in candidates:
         by_stream.setdefault(stream_of_state(read.messages[position]["state"]), []).append(position)
     picked = [positions[len(positions) // 2] for positions in by_stream.values()]
@@ -140,7 +141,7 @@ def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_ma
     return [checkpoint_at(read, position, streams) for position in sorted(picked)]
 
 
-def _spread(items: Sequence[int], count: int) -> List[int]:
+def _spread(items: Sequence[int], count: int) -> list[int]:
     if count <= 0 or not items:
         return []
     if count >= len(items):
@@ -203,7 +204,7 @@ def _state_stream(state: Mapping[str, Any]) -> str:
     return stream_of_state(state)
 
 
-def per_stream_states(raw: Any) -> List[Dict[str, Any]]:
+def per_stream_states(raw: Any) -> list[dict[str, Any]]:
     """A state file's content as per-stream ``state`` objects (what ``--state`` takes).
 
     Accepts Airbyte's per-stream list (``state`` objects or whole STATE lines) and the legacy

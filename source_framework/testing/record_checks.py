@@ -23,7 +23,8 @@ from __future__ import annotations
 import copy
 import json
 from collections import Counter
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from source_framework.testing.acceptance_config import ExpectRecords
 from source_framework.testing.catalogs import StreamInfo
@@ -37,9 +38,9 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def load_expected_records(path: str) -> Dict[str, List[Dict[str, Any]]]:
+def load_expected_records(path: str) -> dict[str, list[dict[str, Any]]]:
     """``{stream: [data, ...]}`` from an Airbyte expected-records JSONL file."""
-    expected: Dict[str, List[Dict[str, Any]]] = {}
+    expected: dict[str, list[dict[str, Any]]] = {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -56,7 +57,7 @@ def load_expected_records(path: str) -> Dict[str, List[Dict[str, Any]]]:
     return expected
 
 
-def without_fields(record: Mapping[str, Any], paths: Iterable[str]) -> Dict[str, Any]:
+def without_fields(record: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
     """A copy of ``record`` without the ``/``-separated field paths."""
     result = copy.deepcopy(dict(record))
     for path in paths:
@@ -81,7 +82,7 @@ def _matches(expected: Mapping[str, Any], actual: Mapping[str, Any], extra_field
 
 def check_expected_records(
     read: ReadOutput,
-    expected: Mapping[str, List[Dict[str, Any]]],
+    expected: Mapping[str, list[dict[str, Any]]],
     options: ExpectRecords,
     streams: Sequence[str],
     ignored_fields: Mapping[str, Sequence[str]],
@@ -89,7 +90,7 @@ def check_expected_records(
     require_every_stream: bool = False,
 ) -> None:
     """The read returned the expected records of each stream (as ``options`` say)."""
-    problems: List[str] = []
+    problems: list[str] = []
     unknown = sorted(set(expected) - set(streams))
     if unknown:
         problems.append(f"expected records name streams the catalog does not read: {unknown}")
@@ -110,7 +111,7 @@ def check_expected_records(
     assert not problems, f"{read.describe()} vs expected records:\n" + "\n".join(problems)
 
 
-def _compare_stream(name: str, want: List[Dict[str, Any]], got: List[Dict[str, Any]], options: ExpectRecords) -> List[str]:
+def _compare_stream(name: str, want: list[dict[str, Any]], got: list[dict[str, Any]], options: ExpectRecords) -> list[str]:
     if options.exact_order:
         head = got[: len(want)] if options.extra_records else got
         if len(head) != len(want):
@@ -142,7 +143,7 @@ def _compare_stream(name: str, want: List[Dict[str, Any]], got: List[Dict[str, A
     return problems
 
 
-def _schema_paths(schema: Mapping[str, Any], prefix: str = "") -> Optional[set]:
+def _schema_paths(schema: Mapping[str, Any], prefix: str = "") -> set | None:
     """Every field path the schema declares, or None below a level without ``properties``."""
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
@@ -157,7 +158,7 @@ def _schema_paths(schema: Mapping[str, Any], prefix: str = "") -> Optional[set]:
     return paths
 
 
-def _record_paths(value: Any, schema: Mapping[str, Any], prefix: str = "") -> List[str]:
+def _record_paths(value: Any, schema: Mapping[str, Any], prefix: str = "") -> list[str]:
     """Field paths of ``value`` below the levels whose schema declares ``properties``."""
     properties = schema.get("properties")
     if not isinstance(value, Mapping) or not isinstance(properties, Mapping):

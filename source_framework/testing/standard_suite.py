@@ -40,8 +40,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Optional, Union
+from typing import Any, ClassVar
 
 import pytest
 from airbyte_cdk.test.standard_tests import SourceTestSuiteBase
@@ -58,8 +59,9 @@ _CDK_HOOKS_PLUGIN = "airbyte_cdk.test.standard_tests.pytest_hooks"
 class StandardSourceSuite(SourceTestSuiteBase):
     """airbyte-cdk's ``SourceTestSuiteBase`` for a source_framework connector and its YAML."""
 
-    connector: ClassVar[Union[str, Callable[[], Any], None]] = None  # type: ignore[assignment]
-    acceptance_test_config_path: ClassVar[Optional[str]] = None
+    # a "module:Class" path too, which the CDK base does not type
+    connector: str | Callable[[], Any] | None = None  # type: ignore[assignment]
+    acceptance_test_config_path: ClassVar[str | None] = None
 
     # --- where things are -------------------------------------------------------------------
 
@@ -126,11 +128,11 @@ class StandardSourceSuite(SourceTestSuiteBase):
             cdk_hooks.pytest_generate_tests(metafunc)
 
     @pytest.fixture
-    def connector_image_override(self, request: pytest.FixtureRequest) -> Optional[str]:
+    def connector_image_override(self, request: pytest.FixtureRequest) -> str | None:
         return request.config.getoption("--connector-image", default=None)
 
     @pytest.fixture
-    def connector_base_image_override(self, request: pytest.FixtureRequest) -> Optional[str]:
+    def connector_base_image_override(self, request: pytest.FixtureRequest) -> str | None:
         return request.config.getoption("--connector-base-image", default=None)
 
     @pytest.fixture
@@ -159,7 +161,7 @@ class StandardSourceSuite(SourceTestSuiteBase):
             pytest.skip(reason)
 
     @classmethod
-    def why_no_image(cls) -> Optional[str]:
+    def why_no_image(cls) -> str | None:
         """Why the image tests cannot run here, or None when they can.
 
         They read ``metadata.yaml`` (to build the image, or for its version and streams) even
@@ -192,8 +194,8 @@ def _docker_daemon_answers() -> bool:
 
 
 def standard_suite_for(
-    connector: Union[str, Callable[[], Any]],
-    acceptance_test_config_path: Union[str, os.PathLike],
+    connector: str | Callable[[], Any],
+    acceptance_test_config_path: str | os.PathLike,
     name: str = "TestStandardSuite",
 ) -> type:
     """A ``StandardSourceSuite`` subclass for ``connector`` and an absolute YAML path."""

@@ -39,8 +39,9 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Dict, List, Optional
+from typing import Any, ClassVar
 
 import pytest
 
@@ -75,7 +76,7 @@ from source_framework.testing.table_checks import (
 )
 
 ACCEPTANCE_TEST_CONFIG = "acceptance-test-config.yml"
-_configs: Dict[type, AcceptanceConfig] = {}
+_configs: dict[type, AcceptanceConfig] = {}
 
 
 def for_section(section: str, **extra: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -92,11 +93,11 @@ def for_section(section: str, **extra: Any) -> Callable[[Callable[..., Any]], Ca
 class AcceptanceSuite:
     """Airbyte's read, full-refresh and incremental acceptance checks, plus the Spark tables."""
 
-    connector: ClassVar[Optional[str]] = None
-    acceptance_test_config_path: ClassVar[Optional[str]] = None
+    connector: ClassVar[str | None] = None
+    acceptance_test_config_path: ClassVar[str | None] = None
     intermediate_states: ClassVar[int] = 3
     check_spark_tables: ClassVar[bool] = True
-    spark_master: ClassVar[Optional[str]] = None
+    spark_master: ClassVar[str | None] = None
 
     # --- configuration ----------------------------------------------------------------------
 
@@ -253,7 +254,7 @@ class AcceptanceSuite:
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _incremental_streams(self, entry: IncrementalEntry, reads: AcceptanceReads) -> Dict[str, Any]:
+    def _incremental_streams(self, entry: IncrementalEntry, reads: AcceptanceReads) -> dict[str, Any]:
         streams = reads.incremental_streams(entry)
         if not streams:
             pytest.skip(f"the catalog of {entry.id} reads no stream incrementally")
@@ -264,7 +265,7 @@ class AcceptanceSuite:
             pytest.skip(f"{type(self).__name__}.check_spark_tables is False")
 
 
-def _entry_params(config: AcceptanceConfig, section: str) -> List[Any]:
+def _entry_params(config: AcceptanceConfig, section: str) -> list[Any]:
     """One param per entry of ``section``; what runs nothing is a param skipped with the reason.
 
     A bypassed entry, and a section without entries (bypassed, absent or empty), are reported

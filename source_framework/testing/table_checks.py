@@ -25,7 +25,8 @@ import glob
 import json
 import os
 from collections import Counter
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from source_framework.destinations.spark import layout
 from source_framework.testing.catalogs import StreamInfo
@@ -33,16 +34,16 @@ from source_framework.testing.connector_runs import ReadOutput
 
 METADATA_PREFIX = "_sf_"
 MAX_EXAMPLES = 3
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 
-Row = Tuple[Tuple[str, Any], ...]
+Row = tuple[tuple[str, Any], ...]
 
 
 # --- where the tables are -------------------------------------------------------------------
 
 
-def table_path(warehouse: str, stream: StreamInfo) -> Optional[str]:
+def table_path(warehouse: str, stream: StreamInfo) -> str | None:
     """``<warehouse>/<namespace or source name>/<stream>`` as the Spark destination lays tables out
     (``destinations.spark.layout``); None when there is no such folder."""
     if stream.namespace:
@@ -66,7 +67,7 @@ def _column_kind(spec: Mapping[str, Any]) -> str:
         return "text"
     kind = non_null[0]
     if kind == "string":
-        return {"date-time": "timestamp", "date": "date"}.get(spec.get("format"), "string")
+        return {"date-time": "timestamp", "date": "date"}.get(str(spec.get("format")), "string")
     return {"integer": "int", "number": "float", "boolean": "bool"}.get(kind, "json")
 
 
@@ -74,9 +75,9 @@ def _canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _instant_micros(value: Any) -> Optional[int]:
+def _instant_micros(value: Any) -> int | None:
     if isinstance(value, dt.datetime):
-        aware = value.astimezone(dt.timezone.utc)  # a naive value from collect() is local time
+        aware = value.astimezone(dt.UTC)  # a naive value from collect() is local time
         return (aware - _EPOCH) // _MICROSECOND
     if not isinstance(value, str):
         return None
@@ -88,7 +89,7 @@ def _instant_micros(value: Any) -> Optional[int]:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)
     return (parsed - _EPOCH) // _MICROSECOND
 
 
@@ -165,16 +166,16 @@ def _string_from_record(kind: str, value: Any) -> Any:
     return converted
 
 
-def _row(columns: List[Tuple[str, str]], get: Callable[[str], Any], convert: Callable[[str, Any], Any]) -> Row:
+def _row(columns: list[tuple[str, str]], get: Callable[[str], Any], convert: Callable[[str, Any], Any]) -> Row:
     return tuple((name, convert(kind, get(name))) for name, kind in columns)
 
 
-def _columns(stream: StreamInfo) -> List[Tuple[str, str]]:
+def _columns(stream: StreamInfo) -> list[tuple[str, str]]:
     properties = stream.json_schema.get("properties") or {}
     return sorted((name, _column_kind(spec or {})) for name, spec in properties.items())
 
 
-def record_rows(records: List[Mapping[str, Any]], stream: StreamInfo) -> Counter:
+def record_rows(records: Sequence[Mapping[str, Any]], stream: StreamInfo) -> Counter:
     columns = _columns(stream)
     return Counter(_row(columns, record.get, _string_from_record) for record in records)
 
@@ -182,9 +183,9 @@ def record_rows(records: List[Mapping[str, Any]], stream: StreamInfo) -> Counter
 # --- reading the tables -----------------------------------------------------------------------
 
 
-def read_tables(spark: Any, warehouse: str, streams: Mapping[str, StreamInfo]) -> Dict[str, Optional[Counter]]:
+def read_tables(spark: Any, warehouse: str, streams: Mapping[str, StreamInfo]) -> dict[str, Counter | None]:
     """Each stream's table as a multiset of comparable rows (None when there is no table)."""
-    tables: Dict[str, Optional[Counter]] = {}
+    tables: dict[str, Counter | None] = {}
     for name, stream in streams.items():
         path = table_path(warehouse, stream)
         if path is None:
@@ -205,7 +206,7 @@ def _examples(rows: Counter) -> str:
 
 
 def check_tables_equal_records(
-    tables: Mapping[str, Optional[Counter]], reference: ReadOutput, streams: Mapping[str, StreamInfo]
+    tables: Mapping[str, Counter | None], reference: ReadOutput, streams: Mapping[str, StreamInfo]
 ) -> None:
     """Each table holds exactly the records ``reference`` (the same read, to stdout) returned."""
     problems = []
@@ -227,7 +228,7 @@ def check_tables_equal_records(
     assert not problems, "Spark tables vs the records the source produced:\n" + "\n".join(problems)
 
 
-def check_rerun_adds_no_rows(before: Mapping[str, Optional[Counter]], after: Mapping[str, Optional[Counter]]) -> None:
+def check_rerun_adds_no_rows(before: Mapping[str, Counter | None], after: Mapping[str, Counter | None]) -> None:
     """Every table holds the same rows after the rerun as before it."""
     problems = []
     for name in before:

@@ -13,7 +13,8 @@ Endpoint: ``GET /orders?start=..&page=N&per_page=M``, answering
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional, Union
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 
 import requests
 from airbyte_cdk.models import (
@@ -54,7 +55,7 @@ class Orders(HttpStream, IncrementalMixin):
         super().__init__(**kwargs)
         self._url_base = config["api_url"].rstrip("/") + "/"
         self.start_date = config["start_date"]
-        self._cursor_value: Optional[str] = None
+        self._cursor_value: str | None = None
 
     @property
     def url_base(self) -> str:
@@ -73,18 +74,18 @@ class Orders(HttpStream, IncrementalMixin):
 
     def request_params(
         self,
-        stream_state: Optional[Mapping[str, Any]],
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        next_page_token: Optional[Mapping[str, Any]] = None,
+        stream_state: Mapping[str, Any] | None,
+        stream_slice: Mapping[str, Any] | None = None,
+        next_page_token: Mapping[str, Any] | None = None,
     ) -> MutableMapping[str, Any]:
         start = (stream_state or {}).get(self.cursor_field) or self.start_date
         return {"start": start, "per_page": self.page_size, **(next_page_token or {})}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         body = response.json()
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
 
-    def parse_response(self, response: requests.Response, **kwargs: Any) -> Iterable[Union[AirbyteMessage, AirbyteTraceMessage]]:
+    def parse_response(self, response: requests.Response, **kwargs: Any) -> Iterable[AirbyteMessage | AirbyteTraceMessage]:
         body = response.json()
         if body["page"] == 1:
             yield generate_estimate(self.name, body["total"], MEDIAN_RECORD_BYTES)
@@ -92,7 +93,7 @@ class Orders(HttpStream, IncrementalMixin):
             record = AirbyteRecordMessage(stream=self.name, data=order, emitted_at=now_millis())
             yield AirbyteMessage(type=Type.RECORD, record=record)
 
-    def read_records(self, *args: Any, **kwargs: Any) -> Iterable[Union[AirbyteMessage, AirbyteTraceMessage]]:
+    def read_records(self, *args: Any, **kwargs: Any) -> Iterable[AirbyteMessage | AirbyteTraceMessage]:
         for message in super().read_records(*args, **kwargs):
             if isinstance(message, AirbyteMessage) and message.type == Type.RECORD:
                 updated_at = message.record.data[self.cursor_field]
@@ -110,7 +111,7 @@ class SourceShopOrderMessages(AbstractSource):
         )
         return (True, None) if response.ok else (False, f"orders answered {response.status_code}")
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         return [Orders(config, authenticator=TokenAuthenticator(token=config["api_key"]))]
 
 

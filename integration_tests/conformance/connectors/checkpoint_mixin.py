@@ -14,8 +14,9 @@ answering ``{"data": [...], "next_cursor": TOKEN | null}``.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
+from collections.abc import Iterable, Mapping, MutableMapping
+from datetime import UTC, datetime
+from typing import Any
 
 import requests
 from airbyte_cdk.sources import AbstractSource
@@ -32,7 +33,7 @@ def parse_datetime(value: Any) -> datetime:
         moment = value
     else:
         moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 class ShopStream(HttpStream):
@@ -46,7 +47,7 @@ class ShopStream(HttpStream):
     def url_base(self) -> str:
         return self._url_base
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         token = response.json().get("next_cursor")
         return {"cursor": token} if token else None
 
@@ -78,9 +79,9 @@ class Users(ShopStream, CheckpointMixin):
 
     def request_params(
         self,
-        stream_state: Optional[Mapping[str, Any]],
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        next_page_token: Optional[Mapping[str, Any]] = None,
+        stream_state: Mapping[str, Any] | None,
+        stream_slice: Mapping[str, Any] | None = None,
+        next_page_token: Mapping[str, Any] | None = None,
     ) -> MutableMapping[str, Any]:
         since: datetime = self.state[self.cursor_field]
         params = {"since": since.strftime(QUERY_FORMAT), "limit": self.page_size}
@@ -108,7 +109,7 @@ class SourceShopUsers(AbstractSource):
         except Exception as error:
             return False, f"cannot read users: {error}"
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         return [Users(config, authenticator=TokenAuthenticator(token=config["api_key"]))]
 
 

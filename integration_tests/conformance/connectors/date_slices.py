@@ -12,8 +12,9 @@ answering ``{"data": [...], "page": N, "total_pages": T}``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
+from collections.abc import Iterable, Mapping, MutableMapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import requests
 from airbyte_cdk.models import SyncMode
@@ -26,7 +27,7 @@ DATETIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def _parse(value: str) -> datetime:
-    return datetime.strptime(value, DATETIME_FORMAT).replace(tzinfo=timezone.utc)
+    return datetime.strptime(value, DATETIME_FORMAT).replace(tzinfo=UTC)
 
 
 class Orders(HttpStream, IncrementalMixin):
@@ -39,7 +40,7 @@ class Orders(HttpStream, IncrementalMixin):
         super().__init__(**kwargs)
         self._url_base = config["api_url"].rstrip("/") + "/"
         self.start_date = start_date
-        self._cursor_value: Optional[datetime] = None
+        self._cursor_value: datetime | None = None
 
     @property
     def url_base(self) -> str:
@@ -59,10 +60,10 @@ class Orders(HttpStream, IncrementalMixin):
     def path(self, **kwargs: Any) -> str:
         return "orders"
 
-    def _chunk_date_range(self, start_date: datetime) -> List[Mapping[str, Any]]:
+    def _chunk_date_range(self, start_date: datetime) -> list[Mapping[str, Any]]:
         """Windows of ``window_days`` from ``start_date`` up to now."""
         windows = []
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         while start_date < now:
             end_date = min(start_date + timedelta(days=self.window_days), now)
             windows.append({"start": start_date.strftime(DATETIME_FORMAT), "end": end_date.strftime(DATETIME_FORMAT)})
@@ -70,8 +71,8 @@ class Orders(HttpStream, IncrementalMixin):
         return windows
 
     def stream_slices(
-        self, sync_mode: SyncMode, cursor_field: Optional[List[str]] = None, stream_state: Optional[Mapping[str, Any]] = None
-    ) -> Iterable[Optional[Mapping[str, Any]]]:
+        self, sync_mode: SyncMode, cursor_field: list[str] | None = None, stream_state: Mapping[str, Any] | None = None
+    ) -> Iterable[Mapping[str, Any] | None]:
         if stream_state and stream_state.get(self.cursor_field):
             start_date = max(_parse(stream_state[self.cursor_field]), self.start_date)
         else:
@@ -80,16 +81,16 @@ class Orders(HttpStream, IncrementalMixin):
 
     def request_params(
         self,
-        stream_state: Optional[Mapping[str, Any]],
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        next_page_token: Optional[Mapping[str, Any]] = None,
+        stream_state: Mapping[str, Any] | None,
+        stream_slice: Mapping[str, Any] | None = None,
+        next_page_token: Mapping[str, Any] | None = None,
     ) -> MutableMapping[str, Any]:
         params = {"start": stream_slice["start"], "end": stream_slice["end"], "per_page": self.page_size}
         if next_page_token:
             params.update(next_page_token)
         return params
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         body = response.json()
         if body["page"] < body["total_pages"]:
             return {"page": body["page"] + 1}
@@ -116,7 +117,7 @@ class SourceOrdersByWindow(AbstractSource):
         except requests.RequestException as error:
             return False, f"cannot reach the API: {error}"
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         auth = TokenAuthenticator(token=config["api_key"])
         return [Orders(config=config, start_date=_parse(config["start_date"]), authenticator=auth)]
 

@@ -12,7 +12,8 @@ built with the catalog, config and state of the command line (source-stripe's ``
 from __future__ import annotations
 
 import os
-from typing import Any, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from airbyte_cdk.models import AirbyteStateMessage, ConfiguredAirbyteCatalog
 from airbyte_cdk.sources.declarative.yaml_declarative_source import (
@@ -25,9 +26,9 @@ MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "manifests",
 class SourceShopDatetime(YamlDeclarativeSource):
     def __init__(
         self,
-        catalog: Optional[ConfiguredAirbyteCatalog],
-        config: Optional[Mapping[str, Any]],
-        state: Optional[List[AirbyteStateMessage]],
+        catalog: ConfiguredAirbyteCatalog | None,
+        config: Mapping[str, Any] | None,
+        state: list[AirbyteStateMessage] | None,
         **kwargs: Any,
     ) -> None:
         super().__init__(catalog=catalog, config=config, state=state, **{"path_to_yaml": MANIFEST})

@@ -13,7 +13,8 @@ answering ``{"data": [...], "next_offset": N | null}``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 
 import requests
 from airbyte_cdk.models import SyncMode
@@ -35,7 +36,7 @@ class ShopStream(HttpStream):
     def url_base(self) -> str:
         return self._url_base
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         return None
 
     def parse_response(self, response: requests.Response, **kwargs: Any) -> Iterable[Mapping[str, Any]]:
@@ -75,34 +76,34 @@ class StoreOrders(HttpSubStream, ShopStream, IncrementalMixin):
         return {**current_stream_state, store_id: {self.cursor_field: latest}}
 
     def stream_slices(
-        self, sync_mode: SyncMode, cursor_field: Optional[List[str]] = None, stream_state: Optional[Mapping[str, Any]] = None
-    ) -> Iterable[Optional[Mapping[str, Any]]]:
+        self, sync_mode: SyncMode, cursor_field: list[str] | None = None, stream_state: Mapping[str, Any] | None = None
+    ) -> Iterable[Mapping[str, Any] | None]:
         for parent_slice in super().stream_slices(sync_mode, cursor_field, stream_state):
             store_id = str(parent_slice["parent"]["id"])
             since = self.state.get(store_id, {}).get(self.cursor_field, self.config["start_date"])
             yield {"store_id": store_id, "since": since}
 
-    def path(self, stream_slice: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> str:
+    def path(self, stream_slice: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         return f"stores/{stream_slice['store_id']}/orders"
 
     def request_params(
         self,
-        stream_state: Optional[Mapping[str, Any]],
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        next_page_token: Optional[Mapping[str, Any]] = None,
+        stream_state: Mapping[str, Any] | None,
+        stream_slice: Mapping[str, Any] | None = None,
+        next_page_token: Mapping[str, Any] | None = None,
     ) -> MutableMapping[str, Any]:
         return {"since": stream_slice["since"], "limit": self.page_size, **(next_page_token or {})}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         next_offset = response.json().get("next_offset")
         return {"offset": next_offset} if next_offset is not None else None
 
     def read_records(
         self,
         sync_mode: SyncMode,
-        cursor_field: Optional[List[str]] = None,
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        stream_state: Optional[Mapping[str, Any]] = None,
+        cursor_field: list[str] | None = None,
+        stream_slice: Mapping[str, Any] | None = None,
+        stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[Mapping[str, Any]]:
         for record in super().read_records(sync_mode, cursor_field, stream_slice, stream_state):
             yield record
@@ -119,7 +120,7 @@ class SourceShopStores(AbstractSource):
         except Exception as error:
             return False, f"cannot list stores: {error}"
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         auth = TokenAuthenticator(token=config["api_key"])
         stores = Stores(config, authenticator=auth)
         return [stores, StoreOrders(parent=Stores(config, authenticator=auth), config=config, authenticator=auth)]

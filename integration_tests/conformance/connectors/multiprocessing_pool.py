@@ -12,8 +12,9 @@ Endpoint: ``GET /orders?start=..&page=N&per_page=M``.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from multiprocessing import Pool
-from typing import Any, Iterable, List, Mapping, Optional, Tuple
+from typing import Any
 
 import requests
 from airbyte_cdk.models import (
@@ -28,14 +29,14 @@ from airbyte_cdk.models import (
 from airbyte_cdk.sources import AbstractSource
 from airbyte_cdk.sources.streams import IncrementalMixin, Stream
 
-PageRequest = Tuple[str, str, str, str, int, int]
+PageRequest = tuple[str, str, str, str, int, int]
 
 
 def now_millis() -> int:
     return int(time.time() * 1000)
 
 
-def fetch_page(request: PageRequest) -> List[AirbyteMessage]:
+def fetch_page(request: PageRequest) -> list[AirbyteMessage]:
     """Runs in a pool worker: one page of orders, as ready-made record messages."""
     api_url, api_key, stream_name, start, page, per_page = request
     response = requests.get(
@@ -65,7 +66,7 @@ class Orders(Stream, IncrementalMixin):
         self.page_size = page_size
 
     @property
-    def state_checkpoint_interval(self) -> Optional[int]:
+    def state_checkpoint_interval(self) -> int | None:
         return self.records_per_slice
 
     @property
@@ -124,7 +125,7 @@ class SourceShopOrdersPool(AbstractSource):
         except requests.RequestException as error:
             return False, f"cannot list orders: {error}"
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         return [
             Orders(
                 config,

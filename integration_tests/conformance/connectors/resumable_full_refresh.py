@@ -13,7 +13,8 @@ Endpoints: ``GET /products?offset=N&limit=M`` (``{"data": [...], "total": T}``) 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Mapping, MutableMapping, Optional
+from collections.abc import Iterable, Mapping, MutableMapping
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import requests
@@ -46,13 +47,13 @@ class Products(ShopStream):
 
     def request_params(
         self,
-        stream_state: Optional[Mapping[str, Any]],
-        stream_slice: Optional[Mapping[str, Any]] = None,
-        next_page_token: Optional[Mapping[str, Any]] = None,
+        stream_state: Mapping[str, Any] | None,
+        stream_slice: Mapping[str, Any] | None = None,
+        next_page_token: Mapping[str, Any] | None = None,
     ) -> MutableMapping[str, Any]:
         return {"limit": self.page_size, **(next_page_token or {})}
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         body = response.json()
         offset = int(parse_qs(urlparse(response.request.url).query).get("offset", ["0"])[0])
         next_offset = offset + len(body["data"])
@@ -63,7 +64,7 @@ class Stores(ShopStream):
     def path(self, **kwargs: Any) -> str:
         return "stores"
 
-    def next_page_token(self, response: requests.Response) -> Optional[Mapping[str, Any]]:
+    def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         return None
 
 
@@ -74,7 +75,7 @@ class SourceShopCatalog(AbstractSource):
         )
         return (True, None) if response.ok else (False, f"stores answered {response.status_code}")
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         auth = TokenAuthenticator(token=config["api_key"])
         return [Products(config, authenticator=auth), Stores(config, authenticator=auth)]
 

@@ -13,7 +13,8 @@ Endpoint: ``GET /users?since=..&limit=N[&cursor=TOKEN]``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, List, Mapping, Optional
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import requests
 from airbyte_cdk.sources import AbstractSource
@@ -28,7 +29,7 @@ class ShopClient:
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {api_key}"
 
-    def user_batches(self, since: str, batch_size: int) -> Iterator[List[Mapping[str, Any]]]:
+    def user_batches(self, since: str, batch_size: int) -> Iterator[list[Mapping[str, Any]]]:
         params = {"since": since, "limit": batch_size}
         while True:
             response = self.session.get(f"{self.api_url}/users", params=params, timeout=30)
@@ -52,7 +53,7 @@ class Users(Stream, IncrementalMixin):
         self.records_per_slice = records_per_slice
 
     @property
-    def state_checkpoint_interval(self) -> Optional[int]:
+    def state_checkpoint_interval(self) -> int | None:
         return self.records_per_slice
 
     @property
@@ -86,7 +87,7 @@ class SourceShopUsersClient(AbstractSource):
         except requests.RequestException as error:
             return False, f"cannot list users: {error}"
 
-    def streams(self, config: Mapping[str, Any]) -> List[Stream]:
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
         client = ShopClient(config["api_url"], config["api_key"])
         return [Users(client, config["start_date"], records_per_slice=int(config.get("records_per_slice", 40)))]
 

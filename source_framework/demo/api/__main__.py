@@ -11,7 +11,7 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 from source_framework.demo.api.faults import Faults
 from source_framework.demo.api.server import DemoApi

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from source_framework.demo.api.index import Lane
@@ -32,7 +32,7 @@ TOUCHABLE_STREAMS = ("users", "orders", "products")
 _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _NINETY_DAYS = 90 * 86_400
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_SECOND = timedelta(seconds=1)
 # Fixed per-stream salts (never hash(): string hashing is randomised per process).
 _SALTS = {"users": 0x5553455253, "orders": 0x4F52444552, "products": 0x50524F44, "stores": 0x53544F5245}
@@ -99,7 +99,7 @@ def parse_timestamp(text: str) -> int:
         except ValueError:
             continue
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         try:
             delta = moment - _EPOCH
         except OverflowError:

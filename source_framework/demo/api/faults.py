@@ -8,8 +8,9 @@ over data requests only (never /_admin), starting from the moment they were set.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Faults:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def updated(self, changes: Mapping[str, Any]) -> "Faults":
+    def updated(self, changes: Mapping[str, Any]) -> Faults:
         """A copy with the given fields replaced; unknown fields are an error, not ignored."""
         unknown = set(changes) - {field.name for field in dataclasses.fields(self)}
         if unknown:

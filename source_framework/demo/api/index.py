@@ -16,7 +16,7 @@ users or orders stream is the lane ``first=1, stride=1``; one store's orders are
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class Lane:

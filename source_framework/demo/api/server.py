@@ -67,7 +67,7 @@ class DemoApi:
 
     # ----------------------------------------------------------------- lifecycle
 
-    def start(self) -> "DemoApi":
+    def start(self) -> DemoApi:
         """Bind and serve in a daemon thread; returns self so ``with DemoApi().start() as api`` works."""
         if self._server is not None:
             return self
@@ -91,7 +91,7 @@ class DemoApi:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> "DemoApi":
+    def __enter__(self) -> DemoApi:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

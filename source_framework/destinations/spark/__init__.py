@@ -8,7 +8,12 @@ Modules, one job each:
 * ``file_sink_log``    - Spark's ``_spark_metadata`` log format and read rules.
 * ``checkpoint_records`` - our per-commit records (state, files, rows).
 * ``atomic_files``     - crash-safe small-file writes.
-* ``writer``           - ``SparkDestination``: the runtime's sinks, one table per stream.
+* ``destination``      - ``SparkDestination``: one table per stream; layout, locks, reset, truncate.
+* ``buffer``, ``table_writer``, ``committer`` - records -> Arrow batches -> commit jobs -> commits.
+* ``layout``           - where a stream's table lives (names encoded into safe folder names).
+* ``table_lock``       - one writer per table.
+* ``table_schema``     - the table's schema across commits: added, widened, incompatible.
+* ``jvm_cache``        - the class-data archive that halves the embedded JVM's start-up.
 
 Usage::
 
@@ -21,11 +26,23 @@ Usage::
     table.commit(batch, state={"updatedAt": "2025-02-01T00:00:00Z"}, seq=3)
 """
 
-from source_framework.destinations.spark.arrow_conversion import (
-    arrow_schema,
-    records_to_arrow,
-)
-from source_framework.destinations.spark.session import get_spark
-from source_framework.destinations.spark.table import CommitInfo, SparkTable
+from importlib import import_module
+from typing import Any
 
-__all__ = ["CommitInfo", "SparkTable", "arrow_schema", "get_spark", "records_to_arrow"]
+# Imported on first use: the command line imports this package for the table layout and locks,
+# and should not pay for pyspark until it writes.
+_EXPORTS = {
+    "CommitInfo": "table",
+    "SparkTable": "table",
+    "arrow_schema": "arrow_conversion",
+    "get_spark": "session",
+    "records_to_arrow": "arrow_conversion",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -72,8 +72,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from datetime import date, datetime, timedelta, timezone
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -92,7 +93,7 @@ ENCODING_KEY = b"source_framework.encoding"
 JSON_ENCODING = b"json"
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
 _ARROW_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError)
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -191,17 +192,17 @@ class _Misfits:
         return pa.array(values, pa.string())
 
 
-def _undeclared_fields(records: list[dict], declared: frozenset[str]) -> dict[int, list[str]]:
+def _undeclared_fields(records: Sequence[Mapping[str, Any]], declared: frozenset[str]) -> dict[int, list[str]]:
     """Per row (only rows that have some), the sorted names of the fields ``declared`` lacks."""
     found = {}
     for row, record in enumerate(records):
         if not declared.issuperset(record):  # builds no set for a record with declared fields only
-            found[row] = sorted((str(name) for name in record if name not in declared))
+            found[row] = sorted(str(name) for name in record if name not in declared)
     return found
 
 
 def records_to_arrow(
-    records: list[dict],
+    records: Sequence[Mapping[str, Any]],
     schema: pa.Schema,
     *,
     extracted_at_ms: list[int] | int,
@@ -470,7 +471,7 @@ def _as_epoch_micros(value: Any) -> int:
     except ValueError:
         raise _misfit("ISO 8601 date-time string", value) from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return (parsed - _EPOCH) // _ONE_MICROSECOND
 
 

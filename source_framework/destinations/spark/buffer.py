@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -53,14 +54,14 @@ class StreamBuffer(StreamSink):
         self._sync_id = sync_id
         self.location = writer.table.path
         self._undeclared = UndeclaredFields()
-        self._records: List[Mapping[str, Any]] = []
-        self._extracted_at: List[int] = []
-        self._batches: List[pa.Table] = []
+        self._records: list[Mapping[str, Any]] = []
+        self._extracted_at: list[int] = []
+        self._batches: list[pa.Table] = []
         self._batched_rows = 0
         self._stage_rows = max(1, stage_rows)
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
-        self._last_commit: Optional["Future[Any]"] = None
+        self._last_commit: Future[Any] | None = None
 
     # -- before reading: where the stream resumes ----------------------------------------------
 
@@ -69,7 +70,7 @@ class StreamBuffer(StreamSink):
             return iter(())  # a rebuild starts over: nothing in the table counts
         return self._writer.table.committed_checkpoints()
 
-    def pending_reset(self) -> Optional[str]:
+    def pending_reset(self) -> str | None:
         return self._writer.table.pending_reset()
 
     def apply_reset(self, reset_id: str) -> None:
@@ -89,10 +90,10 @@ class StreamBuffer(StreamSink):
             if self._batched_rows >= self._stage_rows:
                 self._submit_stage()
 
-    def commit(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
+    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         return self._submit(state, notes)
 
-    def finish(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes] = None) -> "Future[CommitReceipt]":
+    def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         if self._writer.target.destination_sync_mode == OVERWRITE or self._writer.rebuilding or self._holds_rows():
             return self._submit(state, notes)
         # Nothing left to write: the last commit's receipt already counts every row.
@@ -102,7 +103,7 @@ class StreamBuffer(StreamSink):
         self._records, self._extracted_at = [], []
         self._batches, self._batched_rows = [], 0
 
-    def undeclared_fields(self) -> Dict[str, int]:
+    def undeclared_fields(self) -> dict[str, int]:
         return dict(self._undeclared.by_field)
 
     def records_with_undeclared_fields(self) -> int:
@@ -134,7 +135,7 @@ class StreamBuffer(StreamSink):
             self._writer.name, ", ".join(new),
         )
 
-    def _submit(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes]) -> "Future[CommitReceipt]":
+    def _submit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None) -> Future[CommitReceipt]:
         self._to_arrow()
         self._staged_since_commit = 0
         self._last_commit = self._committer.submit(self._job(state, notes, stage_only=False))
@@ -146,7 +147,7 @@ class StreamBuffer(StreamSink):
         self._staged_since_commit += self._batched_rows
         self._committer.submit(self._job(None, None, stage_only=True))
 
-    def _job(self, state: Optional[Mapping[str, Any]], notes: Optional[ResumeNotes], stage_only: bool) -> CommitJob:
+    def _job(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None, stage_only: bool) -> CommitJob:
         """The batches held so far, as one job; the buffer starts holding anew."""
         batches, rows = self._batches, self._batched_rows
         self._batches, self._batched_rows = [], 0

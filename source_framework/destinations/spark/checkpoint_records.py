@@ -18,7 +18,6 @@ its version and its fields are there)::
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord
 from source_framework.destinations.spark.atomic_files import write_atomically
@@ -41,7 +40,7 @@ class CheckpointRecords:
         os.makedirs(self.directory, exist_ok=True)
         write_atomically(self.path(record.seq), record.to_json())
 
-    def read(self, seq: int) -> Optional[CheckpointRecord]:
+    def read(self, seq: int) -> CheckpointRecord | None:
         try:
             with open(self.path(seq), "rb") as handle:
                 raw = handle.read()

@@ -29,9 +29,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Deque, List, Mapping, Optional
+from typing import Any
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -41,14 +42,14 @@ class CommitJob:
     """One checkpoint of one stream: what to write, and the state it covers."""
 
     writer: Any  # the stream's TableWriter: applies the job on the committer's thread
-    batches: List[Any]  # pyarrow Tables, typed by the buffer
+    batches: list[Any]  # pyarrow Tables, typed by the buffer
     rows: int
     nbytes: int
-    state: Optional[Mapping[str, Any]]
-    notes: Optional[Any]  # ResumeNotes
+    state: Mapping[str, Any] | None
+    notes: Any | None  # ResumeNotes
     #: files written ahead for the stream's next checkpoint (a large slice), not a commit
     stage_only: bool = False
-    future: "Future[Any]" = field(default_factory=Future)
+    future: Future[Any] = field(default_factory=Future)
 
 
 class BackgroundCommitter:
@@ -57,14 +58,14 @@ class BackgroundCommitter:
 
     def __init__(
         self,
-        commit: Callable[[List[CommitJob]], List[Any]],
+        commit: Callable[[list[CommitJob]], list[Any]],
         max_pending_records: int = 200_000,
         max_pending_bytes: int = 256 * 1024 * 1024,
     ) -> None:
         self._commit = commit
         self._max_pending = max(1, max_pending_records)
         self._max_pending_bytes = max(1, max_pending_bytes)
-        self._queue: Deque[CommitJob] = deque()
+        self._queue: deque[CommitJob] = deque()
         self._pending_records = 0
         self._pending_bytes = 0
         self._lock = threading.Condition()
@@ -74,7 +75,7 @@ class BackgroundCommitter:
         self._worker = threading.Thread(target=self._run, name="spark-committer", daemon=True)
         self._worker.start()
 
-    def submit(self, job: CommitJob) -> "Future[Any]":
+    def submit(self, job: CommitJob) -> Future[Any]:
         with self._lock:
             # Back-pressure: wait while the queue holds too many records (a job is always
             # accepted into an empty queue, however large, so progress is never blocked).
@@ -96,7 +97,7 @@ class BackgroundCommitter:
             self._lock.notify_all()
         self._worker.join()
 
-    def _take(self) -> List[CommitJob]:
+    def _take(self) -> list[CommitJob]:
         with self._lock:
             while not self._queue and not self._closed:
                 self._lock.wait()
@@ -109,7 +110,7 @@ class BackgroundCommitter:
                 batch.append(self._queue.popleft())
             return batch
 
-    def _done(self, batch: List[CommitJob]) -> None:
+    def _done(self, batch: list[CommitJob]) -> None:
         with self._lock:
             self._pending_records -= sum(job.rows for job in batch)
             self._pending_bytes -= sum(job.nbytes for job in batch)
@@ -131,6 +132,6 @@ class BackgroundCommitter:
             else:
                 self.writes += 1
                 self.merged += len(batch) - 1
-                for job, result in zip(batch, results):
+                for job, result in zip(batch, results, strict=True):
                     job.future.set_result(result)
             self._done(batch)

@@ -26,7 +26,8 @@ import os
 import shutil
 import threading
 import uuid
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from source_framework.destinations.base import Destination, StreamSink, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
@@ -44,7 +45,7 @@ logger = logging.getLogger("source_framework.spark")
 
 def new_sync_id() -> str:
     """Sortable and unique: ``20261123T101500Z-1a2b3c4d``."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
 
 
 class SparkDestination(Destination):
@@ -55,7 +56,7 @@ class SparkDestination(Destination):
         warehouse: str,
         default_namespace: str,
         master: str = "local[*]",
-        spark_conf: Optional[Mapping[str, str]] = None,
+        spark_conf: Mapping[str, str] | None = None,
         max_pending_records: int = 200_000,
         max_pending_bytes: int = 256 * 1024 * 1024,
         stage_rows: int = STAGE_ROWS,
@@ -70,9 +71,9 @@ class SparkDestination(Destination):
         self.wait_for_lock = wait_for_lock
         self.sync_id = new_sync_id()
         self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes)
-        self._locks: Dict[str, TableLock] = {}
+        self._locks: dict[str, TableLock] = {}
         self._spark: Any = None
-        self._spark_error: Optional[BaseException] = None
+        self._spark_error: BaseException | None = None
         self._spark_conf = dict(spark_conf or {})
         self._starting = threading.Thread(target=self._start_spark, daemon=True)
 
@@ -94,15 +95,15 @@ class SparkDestination(Destination):
 
     # -- where tables are -----------------------------------------------------------------------
 
-    def table_path(self, namespace: Optional[str], stream: str) -> str:
+    def table_path(self, namespace: str | None, stream: str) -> str:
         return table_path(self.warehouse, namespace or self.default_namespace, stream)
 
-    def table(self, namespace: Optional[str], stream: str) -> SparkTable:
+    def table(self, namespace: str | None, stream: str) -> SparkTable:
         return SparkTable(lambda: self.spark, self.table_path(namespace, stream))
 
     # -- read -----------------------------------------------------------------------------------
 
-    def reserve(self, streams: Iterable[Tuple[Optional[str], str]]) -> None:
+    def reserve(self, streams: Iterable[tuple[str | None, str]]) -> None:
         """Lock every table the sync writes, then start Spark while the first pages are read."""
         for namespace, stream in streams:
             self.lock(namespace, stream, purpose="read")
@@ -113,7 +114,7 @@ class SparkDestination(Destination):
         if self._starting.ident is None:
             self._starting.start()
 
-    def lock(self, namespace: Optional[str], stream: str, purpose: str) -> str:
+    def lock(self, namespace: str | None, stream: str, purpose: str) -> str:
         """Hold the table's lock until ``close`` (fails fast, or waits with ``wait_for_lock``)."""
         path = self.table_path(namespace, stream)
         if path not in self._locks:
@@ -151,7 +152,7 @@ class SparkDestination(Destination):
 
     # -- the state commands -----------------------------------------------------------------------
 
-    def request_reset(self, namespace: Optional[str], stream: str) -> Optional[str]:
+    def request_reset(self, namespace: str | None, stream: str) -> str | None:
         """Mark the table so that the stream's next sync from an empty state replaces it; None
         when there is no table."""
         table = self.table(namespace, stream)
@@ -159,7 +160,7 @@ class SparkDestination(Destination):
             return None
         return table.request_reset()
 
-    def delete_table(self, namespace: Optional[str], stream: str) -> bool:
+    def delete_table(self, namespace: str | None, stream: str) -> bool:
         """Delete the table folder. The log goes first (the table is then empty to every reader)
         and the reset marker last, so a deletion cut short still has the next sync rebuild it."""
         path = self.table_path(namespace, stream)
@@ -173,8 +174,8 @@ class SparkDestination(Destination):
         return True
 
     def truncate_from(
-        self, namespace: Optional[str], stream: str, cursor_field: str, cursor: str, new_state: Mapping[str, Any]
-    ) -> Optional[int]:
+        self, namespace: str | None, stream: str, cursor_field: str, cursor: str, new_state: Mapping[str, Any]
+    ) -> int | None:
         """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of
         ``new_state``, so the stream's next sync from ``new_state`` reads the rest exactly once.
         Returns the rows kept, or None when there is no table."""

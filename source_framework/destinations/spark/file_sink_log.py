@@ -75,7 +75,7 @@ class SinkFileStatus:
     action: str = ADD_ACTION
 
     @classmethod
-    def for_local_file(cls, path: str) -> "SinkFileStatus":
+    def for_local_file(cls, path: str) -> SinkFileStatus:
         """Status of an existing local file, with its path as an absolute ``file:`` URI."""
         absolute = Path(os.path.abspath(path))
         stat = absolute.stat()
@@ -96,7 +96,7 @@ class SinkFileStatus:
         )
 
     @classmethod
-    def from_json(cls, line: str) -> "SinkFileStatus":
+    def from_json(cls, line: str) -> SinkFileStatus:
         entry = json.loads(line)
         return cls(
             path=entry["path"],

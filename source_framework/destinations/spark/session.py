@@ -34,6 +34,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from source_framework.destinations.spark.jvm_cache import java_options
+
 _STDERR_FD = 2
 
 #: Settings applied unless ``conf`` overrides them.
@@ -48,7 +50,8 @@ DEFAULT_CONF: dict[str, str] = {
     # The driver JVM starts while the first pages are read and competes with the reader for
     # CPU; stopping its JIT at C1 halves that start-up work. Measured with bench/run.py's
     # setup (orders, interval 1000, 2 cores): 200k records 13.4-14.0s instead of 15.8-17.2s,
-    # 1M records 46.2s instead of 48.7s. Override with your own extraJavaOptions.
+    # 1M records 46.2s instead of 48.7s. Override with your own extraJavaOptions (which also
+    # leaves out the class-data archive, see jvm_cache.py).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 
@@ -67,6 +70,10 @@ def get_spark(
     settings = {**DEFAULT_CONF, **{key: _conf_value(value) for key, value in (conf or {}).items()}}
     if master.startswith("sc://"):
         return _connect_session(master, app_name, settings)
+    if "spark.driver.extraJavaOptions" not in (conf or {}):
+        # Spark's classes from the environment's class-data archive, if built (``jvm_cache``).
+        options = f"{settings['spark.driver.extraJavaOptions']} {java_options()}".strip()
+        settings["spark.driver.extraJavaOptions"] = options
 
     spark_conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
     # pyspark keeps one JVM gateway per process (``SparkContext._gateway``), even after

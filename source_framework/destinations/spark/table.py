@@ -79,9 +79,10 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Mapping, Optional, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -143,7 +144,7 @@ class SparkTable:
 
     def __init__(
         self,
-        spark: "SparkSession | Callable[[], SparkSession]",
+        spark: SparkSession | Callable[[], SparkSession],
         path: str,
         *,
         compact_interval: int = DEFAULT_COMPACT_INTERVAL,
@@ -158,7 +159,7 @@ class SparkTable:
         self._lock = threading.Lock()
 
     @property
-    def spark(self) -> "SparkSession":
+    def spark(self) -> SparkSession:
         if callable(self._spark):
             self._spark = self._spark()
         return self._spark
@@ -167,15 +168,15 @@ class SparkTable:
 
     def commit(
         self,
-        data: "pa.Table | DataFrame",
+        data: pa.Table | DataFrame,
         state: Mapping[str, Any] | None,
         seq: int,
         *,
         replace: bool = False,
-        notes: Optional[ResumeNotes] = None,
+        notes: ResumeNotes | None = None,
         merged_states: Sequence[Mapping[str, Any]] = (),
-        reset_id: Optional[str] = None,
-        schema: Optional[Mapping[str, Any]] = None,
+        reset_id: str | None = None,
+        schema: Mapping[str, Any] | None = None,
         staged: Sequence[StagedFiles] = (),
     ) -> CommitInfo:
         """Make ``data`` visible together with ``state``, all or nothing.
@@ -230,7 +231,7 @@ class SparkTable:
         return StagedFiles(staging, data.num_rows)
 
     def _spark_write(
-        self, data: "pa.Table | DataFrame", seq: int, staged: Sequence[StagedFiles]
+        self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles]
     ) -> tuple[list[str], list[str]]:
         """Let Spark write ``data`` to a private staging folder; return the Parquet files to
         publish (with those staged before) and the folders holding them."""
@@ -262,7 +263,7 @@ class SparkTable:
 
     # --- reading our own state ---------------------------------------------------
 
-    def last_checkpoint(self) -> Optional[CheckpointRecord]:
+    def last_checkpoint(self) -> CheckpointRecord | None:
         """The newest checkpoint record whose commit happened, or None before the first.
 
         A record counts only if its metadata-log batch exists and lists the record's files.
@@ -291,11 +292,11 @@ class SparkTable:
         logged = {file_name(entry.path) for entry in entries}
         return all(name in logged for name in record.files)
 
-    def read(self) -> "DataFrame":
+    def read(self) -> DataFrame:
         """The committed rows, as any Spark reader sees them."""
         return self.spark.read.parquet(spark_path(self.path))
 
-    def read_staged(self, staged: StagedFiles) -> "DataFrame":
+    def read_staged(self, staged: StagedFiles) -> DataFrame:
         """The rows of files staged for a commit still to come."""
         return self.spark.read.parquet(spark_path(staged.folder))
 
@@ -308,7 +309,7 @@ class SparkTable:
 
     # --- the table's schema (rules in table_schema.py) -------------------------------
 
-    def recorded_schema(self) -> Optional[pa.Schema]:
+    def recorded_schema(self) -> pa.Schema | None:
         """The table's schema: the one its newest commit recorded, or, for a table whose commits
         recorded none (written by an earlier version), the schema plain readers see: the footer of
         the live file whose path sorts first (``table_schema.py`` says why). None before the first
@@ -330,7 +331,7 @@ class SparkTable:
         write_atomically(os.path.join(self.path, RESET_MARKER), json.dumps({"reset_id": reset_id}).encode())
         return reset_id
 
-    def pending_reset(self) -> Optional[str]:
+    def pending_reset(self) -> str | None:
         """The id of a reset no commit applied yet, or None."""
         try:
             with open(os.path.join(self.path, RESET_MARKER), encoding="utf-8") as handle:
@@ -415,7 +416,7 @@ class SparkTable:
             removed += [_remove(path) for path in _children(directory) if is_temp_file(os.path.basename(path))]
         return removed
 
-    def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: Optional[float] = None) -> list[str]:
+    def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: float | None = None) -> list[str]:
         """Delete what no reader can need any more; return the removed paths.
 
         - data files a replace made invisible, once that replace is ``retention_seconds`` old
@@ -446,7 +447,7 @@ class SparkTable:
     def _present(self) -> set[str]:
         return set(os.listdir(self.path)) if os.path.isdir(self.path) else set()
 
-    def _remove_old_batches(self, cutoff: float, newest_record_batch: Optional[int]) -> list[str]:
+    def _remove_old_batches(self, cutoff: float, newest_record_batch: int | None) -> list[str]:
         """Batches Spark no longer reads (before the newest compaction batch), except the newest
         record's: it is how a commit is known to have happened."""
         ids = self._log.batch_ids()
@@ -466,7 +467,7 @@ class SparkTable:
 LEADING_BASE = 99_999_999
 
 
-def _leads_schema(schema: Optional[Mapping[str, Any]], replace: bool, last: Optional[CheckpointRecord]) -> bool:
+def _leads_schema(schema: Mapping[str, Any] | None, replace: bool, last: CheckpointRecord | None) -> bool:
     """The commit adds files whose schema differs from the one the table's last commit recorded
     (a column was added): readers must take the schema from these files."""
     return not replace and last is not None and schema is not None and dict(schema) != last.schema
@@ -485,7 +486,7 @@ def _data_file_names(seq: int, count: int, commit_id: str, leads_schema: bool) -
     return [f"{prefix}-{n}-{commit_id}.parquet" for n in range(count)]
 
 
-def arrow_frame(spark: "SparkSession", data: pa.Table) -> "DataFrame":
+def arrow_frame(spark: SparkSession, data: pa.Table) -> DataFrame:
     """A DataFrame of ``data`` under a classic or a Spark Connect session.
 
     The schema is the one Spark would infer from the Arrow schema, given explicitly because
@@ -510,12 +511,12 @@ def _local_path(uri: str) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _timestamp(text: str) -> float:
     try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return float("inf")  # an unreadable time is never old enough to delete anything
 

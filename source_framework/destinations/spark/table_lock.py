@@ -24,7 +24,8 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any
+
 
 def lock_file(table_path: str) -> str:
     """``<namespace folder>/.<table folder>.lock``."""
@@ -42,13 +43,13 @@ class TableLock:
         self.purpose = purpose
         self.wait = wait
         self.poll_seconds = poll_seconds
-        self._fd: Optional[int] = None
+        self._fd: int | None = None
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> "TableLock":
+    def acquire(self) -> TableLock:
         if self._fd is not None:
             return self
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
@@ -84,7 +85,7 @@ class TableLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "TableLock":
+    def __enter__(self) -> TableLock:
         return self.acquire()
 
     def __exit__(self, *exc: Any) -> None:
@@ -96,7 +97,7 @@ class TableLock:
             "host": socket.gethostname(),
             "purpose": self.purpose,
             "command": " ".join(sys.argv)[:300],
-            "since": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "since": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         assert self._fd is not None
         os.ftruncate(self._fd, 0)
@@ -105,7 +106,7 @@ class TableLock:
 
 def describe_holder(lock_path: str) -> str:
     """``process 4711 on host-a (read, since 2026-11-23T10:00:00Z: main.py read ...)``."""
-    holder: Dict[str, Any] = {}
+    holder: dict[str, Any] = {}
     try:
         with open(lock_path, encoding="utf-8") as handle:
             holder = json.loads(handle.read() or "{}")

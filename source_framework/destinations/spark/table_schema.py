@@ -52,8 +52,9 @@ checks every case with a new Spark application.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 import pyarrow as pa
 from airbyte_cdk.models import FailureType
@@ -66,7 +67,7 @@ SCHEMA_FORMAT = 1
 NEW, SAME, ADDED, WIDENED, INCOMPATIBLE = "new", "same", "added", "widened", "incompatible"
 
 #: every column type ``arrow_schema`` produces, by the name a checkpoint record keeps
-_TYPES: Dict[str, pa.DataType] = {
+_TYPES: dict[str, pa.DataType] = {
     str(arrow_type): arrow_type for arrow_type in (pa.int64(), pa.float64(), pa.bool_(), pa.string(), TIMESTAMP, pa.date32())
 }
 
@@ -78,13 +79,13 @@ _SPARK_NAMES = {"int64": "bigint", "double": "double", "bool": "boolean", "strin
 # -- the schema as JSON, for the checkpoint record ------------------------------------------------------
 
 
-def schema_to_json(schema: pa.Schema) -> Dict[str, Any]:
+def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
     """``{"format": 1, "columns": [{"name": "id", "type": "int64"}, {"name": "tags", "type":
     "string", "encoding": "json"}, ...]}``: every column in order, metadata columns included."""
     return {"format": SCHEMA_FORMAT, "columns": [_column_to_json(column) for column in schema]}
 
 
-def _column_to_json(column: pa.Field) -> Dict[str, Any]:
+def _column_to_json(column: pa.Field) -> dict[str, Any]:
     entry = {"name": column.name, "type": str(column.type)}
     if is_json_text(column):
         entry["encoding"] = JSON_ENCODING.decode()
@@ -158,10 +159,10 @@ class SchemaChange:
     #: the schema the run writes: the table's columns (widened where the stream widened them, kept
     #: where it no longer declares them), then the added ones, then the metadata columns
     table: pa.Schema
-    added: Tuple[str, ...] = ()
-    widened: Tuple[Widening, ...] = ()
-    kept: Tuple[str, ...] = ()
-    incompatible: Tuple[Incompatibility, ...] = ()
+    added: tuple[str, ...] = ()
+    widened: tuple[Widening, ...] = ()
+    kept: tuple[str, ...] = ()
+    incompatible: tuple[Incompatibility, ...] = ()
     #: the table had no schema (a new table, or one this run replaces)
     new_table: bool = False
 
@@ -181,16 +182,16 @@ class SchemaChange:
         return bool(self.widened) and not self.incompatible
 
 
-def compare_schemas(recorded: Optional[pa.Schema], stream: pa.Schema) -> SchemaChange:
+def compare_schemas(recorded: pa.Schema | None, stream: pa.Schema) -> SchemaChange:
     """How the table's schema (``recorded``; None when the table has none) takes ``stream``, the
     stream's schema now (``arrow_schema``'s). Metadata columns are the stream's, never compared."""
     if recorded is None:
         return SchemaChange(table=stream, new_table=True)
     declared = {column.name: column for column in _data_columns(stream)}
-    columns: List[pa.Field] = []
-    widened: List[Widening] = []
-    kept: List[str] = []
-    incompatible: List[Incompatibility] = []
+    columns: list[pa.Field] = []
+    widened: list[Widening] = []
+    kept: list[str] = []
+    incompatible: list[Incompatibility] = []
     for old in _data_columns(recorded):
         new = declared.get(old.name)
         if new is None:
@@ -220,7 +221,7 @@ def is_widening(old: pa.DataType, new: pa.DataType) -> bool:
     return (old == pa.int64() and new == pa.float64()) or (new == pa.string() and old != pa.string())
 
 
-def _data_columns(schema: pa.Schema) -> List[pa.Field]:
+def _data_columns(schema: pa.Schema) -> list[pa.Field]:
     return [column for column in schema if column.name not in METADATA_COLUMNS]
 
 

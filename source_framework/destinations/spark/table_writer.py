@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from typing import Any, List, Optional
+from typing import Any
 
 import pyarrow as pa
 
@@ -61,7 +61,7 @@ class TableWriter:
     """Owns one table's writes; every method but the constructor runs on the committer's thread
     (or, for ``rebuild_from_reset``, in the reading thread before the first job is submitted)."""
 
-    def __init__(self, table: SparkTable, target: StreamTarget, schema: pa.Schema, recorded_schema: Optional[pa.Schema] = None) -> None:
+    def __init__(self, table: SparkTable, target: StreamTarget, schema: pa.Schema, recorded_schema: pa.Schema | None = None) -> None:
         """``schema``: the stream's (``arrow_schema``); ``recorded_schema``: the table's
         (``SparkTable.recorded_schema``), None for a new table."""
         self.table = table
@@ -73,9 +73,9 @@ class TableWriter:
         self._next_seq = last.seq + 1 if last else 0
         self._replace_next = self._mode == OVERWRITE or target.rebuild
         self._take_schema(None if self._replace_next else recorded_schema)
-        self._reset_id: Optional[str] = None
-        self._staged: List[StagedFiles] = []
-        self._failed: Optional[BaseException] = None
+        self._reset_id: str | None = None
+        self._staged: list[StagedFiles] = []
+        self._failed: BaseException | None = None
         self.commits = 0  # writes that reached the table
         self.rows = 0  # rows they published
 
@@ -92,7 +92,7 @@ class TableWriter:
 
     # -- the table's schema ----------------------------------------------------------------------
 
-    def _take_schema(self, recorded: Optional[pa.Schema]) -> None:
+    def _take_schema(self, recorded: pa.Schema | None) -> None:
         """Compare the stream's schema with the table's (``recorded``; None: the table is new or
         replaced) and write with the result: ``schema`` is what every batch is converted to."""
         self.schema_change: SchemaChange = compare_schemas(recorded, self.stream_schema)
@@ -117,7 +117,7 @@ class TableWriter:
             logger.warning("%s: the stream's schema no longer declares column(s) %s: the table keeps them, null in new rows",
                            self.name, ", ".join(change.kept))
 
-    def apply(self, jobs: List[CommitJob]) -> List[Any]:
+    def apply(self, jobs: list[CommitJob]) -> list[Any]:
         """One Spark write for one or more queued jobs of this stream; one result per job (a
         ``CommitReceipt``, or the ``StagedFiles`` of a stage job)."""
         if self._failed is not None:
@@ -128,7 +128,7 @@ class TableWriter:
             self._failed = error
             raise
 
-    def _apply(self, jobs: List[CommitJob]) -> List[Any]:
+    def _apply(self, jobs: list[CommitJob]) -> list[Any]:
         batches = [batch for job in jobs for batch in job.batches]
         if jobs[0].stage_only:
             staged = self.table.stage(self._numbered(batches, self._next_seq))
@@ -140,7 +140,7 @@ class TableWriter:
         self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states)
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
 
-    def _commit(self, batches: List[pa.Table], state: Any, notes: Optional[ResumeNotes], merged_states: List[Any]) -> None:
+    def _commit(self, batches: list[pa.Table], state: Any, notes: ResumeNotes | None, merged_states: list[Any]) -> None:
         seq = self._next_seq
         arrow = self._numbered(batches, seq)
         staged, self._staged = self._staged, []
@@ -174,7 +174,7 @@ class TableWriter:
         self.rows += new_rows
         logger.debug("%s: commit %d, %d new rows, %.0f ms", self.name, seq, new_rows, info.ms)
 
-    def _numbered(self, batches: List[pa.Table], seq: int) -> pa.Table:
+    def _numbered(self, batches: list[pa.Table], seq: int) -> pa.Table:
         """One Arrow table of ``batches``, its rows marked as belonging to commit ``seq``."""
         arrow = pa.concat_tables(batches) if batches else self.schema.empty_table()
         column = pa.repeat(pa.scalar(seq, pa.int64()), arrow.num_rows)
@@ -190,7 +190,7 @@ class TableWriter:
         """The table as readers see it, in this run's schema: widened columns cast, added ones null."""
         return conformed(self.table.read(), self.schema)
 
-    def _merged(self, arrow: pa.Table, include_table: bool, staged: List[StagedFiles]) -> Any:
+    def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
         """The table's rows plus the new ones (``arrow``'s and the staged files'), one per primary
         key: latest cursor, then latest extraction, then latest checkpoint. Rows with a null key
         part are all kept (see the module docstring)."""
@@ -222,7 +222,7 @@ def column(name: str) -> Any:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def path_value(path: List[str]) -> Any:
+def path_value(path: list[str]) -> Any:
     """A key or cursor path's value: the column ``path[0]``, or, for a longer path, the value inside
     that column's JSON text (objects are stored as JSON): text, or JSON text for an object or array
     found there; null where the path leads nowhere."""
