@@ -16,14 +16,15 @@ READY_PREFIX = "demo API listening on "
 
 
 class DemoApiProcess:
-    def __init__(self, records: int, api_key: str, seed: int = 42, python: str = sys.executable) -> None:
+    def __init__(self, records: int, api_key: str, seed: int = 42, python: str = sys.executable, delay_ms: int = 0) -> None:
         self.records, self.api_key, self.seed, self.python = records, api_key, seed, python
+        self.delay_ms = delay_ms  # latency added to each data request (a slow API)
         self.url = ""
         self._process: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
         return [self.python, "-m", "source_framework.demo.api", "--port", "0", "--records", str(self.records),
-                "--seed", str(self.seed), "--api-key", self.api_key]
+                "--seed", str(self.seed), "--api-key", self.api_key, "--delay-ms", str(self.delay_ms)]
 
     def start(self) -> DemoApiProcess:
         self._process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

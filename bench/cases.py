@@ -43,10 +43,10 @@ class BenchEnv:
     namespace: str = "demo"
     python: str = sys.executable
 
-    def config_path(self, interval: int | None, tag: str) -> str:
+    def config_path(self, interval: int | None, tag: str, concurrency: int) -> str:
         path = os.path.join(self.workdir, f"config-{tag}.json")
         with open(path, "w") as handle:
-            json.dump({**self.base_config, "state_checkpoint_interval": interval}, handle)
+            json.dump({**self.base_config, "state_checkpoint_interval": interval, "concurrency_level": concurrency}, handle)
         return path
 
     def child_env(self) -> dict[str, str]:
@@ -85,12 +85,14 @@ class Case:
 class WorkerCase(Case):
     """(1) framework with records dropped, (2) airbyte-cdk to /dev/null, (3) bare requests loop."""
 
-    def __init__(self, name: str, label: str, interval: int | None = None) -> None:
-        self.name, self.label, self.interval = name, label, interval
+    def __init__(self, name: str, label: str, interval: int | None = None, concurrency: int = 1, worker: str = "") -> None:
+        self.name, self.label, self.interval, self.concurrency = name, label, interval, concurrency
+        self.worker = worker or name
 
     def run(self, env: BenchEnv) -> Measurement:
         result_path = os.path.join(env.workdir, f"result-{self.name}.json")
-        argv = [env.python, "-m", "bench.worker", self.name, "--config", env.config_path(self.interval, self.name),
+        config = env.config_path(self.interval, self.name, self.concurrency)
+        argv = [env.python, "-m", "bench.worker", self.worker, "--config", config,
                 "--catalog", env.catalog_path, "--result", result_path]
         started = time.perf_counter()
         process = subprocess.Popen(argv, cwd=env.root, env=env.child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -111,13 +113,15 @@ class WorkerCase(Case):
 class FullSyncCase(Case):
     """(4) ``main.py read`` into a fresh Spark warehouse at one checkpoint interval."""
 
-    def __init__(self, name: str, label: str, interval: int | None, spark_master: str | None = None) -> None:
+    def __init__(self, name: str, label: str, interval: int | None, spark_master: str | None = None, concurrency: int = 1) -> None:
         self.name, self.label, self.interval, self.spark_master = name, label, interval, spark_master
+        self.concurrency = concurrency
 
     def run(self, env: BenchEnv) -> Measurement:
         warehouse = os.path.join(env.workdir, f"warehouse-{self.name}")
         shutil.rmtree(warehouse, ignore_errors=True)
-        argv = [env.python, os.path.join(env.root, "main.py"), "read", "--config", env.config_path(self.interval, self.name),
+        config = env.config_path(self.interval, self.name, self.concurrency)
+        argv = [env.python, os.path.join(env.root, "main.py"), "read", "--config", config,
                 "--catalog", env.catalog_path, "--warehouse", warehouse, "--quiet"]
         if self.spark_master:
             argv += ["--spark-master", self.spark_master]
@@ -127,7 +131,7 @@ class FullSyncCase(Case):
             process = subprocess.Popen(argv, cwd=env.root, env=env.child_env(), stdout=subprocess.PIPE, stderr=log)
             assert process.stdout is not None
             with PeakMemory(process.pid) as peaks:
-                first = last = None
+                first = last = first_state = None
                 states = 0
                 for line in process.stdout:
                     now = time.perf_counter()
@@ -135,6 +139,7 @@ class FullSyncCase(Case):
                         first = now
                     if line.startswith(b'{"type":"STATE"'):
                         states += 1
+                        first_state = first_state or now
                     last = now
                 process.wait()
         process_seconds = time.perf_counter() - started
@@ -144,20 +149,30 @@ class FullSyncCase(Case):
         totals = [commit_stats(table_path(warehouse, env.namespace, stream)) for stream in env.streams]
         measurement = Measurement(
             case=self.name, records=sum(t.rows for t in totals), seconds=last - first, process_seconds=process_seconds,
-            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states, extra={"processes": peaks.processes()},
+            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states,
+            extra={"processes": peaks.processes(), "first_state_after_start_s": round((first_state or started) - started, 2)},
             commits=sum(t.commits for t in totals), data_files=sum(t.files for t in totals),
         )
         shutil.rmtree(warehouse, ignore_errors=True)  # millions of rows per run add up on disk
         return measurement
 
 
-def all_cases(spark_master: str | None = None) -> list[Case]:
-    return [
+def all_cases(spark_master: str | None = None, concurrency: tuple[int, ...] = (1, 4, 8)) -> list[Case]:
+    """The cases; those named ``-c<N>`` read N slices at once (``concurrency_level``)."""
+    cases: list[Case] = [
         WorkerCase("framework-null", "(1) framework read, records dropped"),
         WorkerCase("cdk-devnull", "(2) airbyte-cdk read to /dev/null"),
         WorkerCase("bare-requests", "(3) bare requests + orjson loop"),
-        FullSyncCase("full-slice", "(4) full sync into Spark, slice checkpoints", None, spark_master),
+    ]
+    for n in concurrency:
+        cases.append(WorkerCase(f"cdk-declarative-c{n}", f"(2b) airbyte-cdk declarative manifest, concurrency {n}, to /dev/null",
+                                concurrency=n, worker="cdk-declarative"))
+    for n in concurrency:
+        cases.append(FullSyncCase(f"full-slice-c{n}", f"(4) full sync into Spark, slice checkpoints, concurrency {n}",
+                                  None, spark_master, concurrency=n))
+    cases += [
         FullSyncCase("full-10000", "(4) full sync into Spark, interval 10000", 10000, spark_master),
         FullSyncCase("full-1000", "(4) full sync into Spark, interval 1000", 1000, spark_master),
         FullSyncCase("full-100", "(4) full sync into Spark, interval 100", 100, spark_master),
     ]
+    return cases

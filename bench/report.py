@@ -11,7 +11,7 @@ The targets are the issue's; they are reported whether met or missed::
 
 Usage::
 
-    report = BenchReport(records=200_000, measurements={"full-slice": [m1, m2, m3], ...}, labels=...)
+    report = BenchReport(records=200_000, measurements={"full-slice-c1": [m1, m2, m3], ...}, labels=...)
     print(report.text()); json.dump(report.to_json(), handle)
 """
 
@@ -29,11 +29,16 @@ MEMORY_GROWTH_LIMIT = 0.10
 
 # (name, numerator case, denominator case, target or None)
 RATIOS: list[tuple[str, str, str, float | None]] = [
-    ("full sync @ slice / (1) framework, dropped", "full-slice", "framework-null", 0.85),
-    ("full sync @ slice / (2) airbyte-cdk read", "full-slice", "cdk-devnull", 3.0),
-    ("full sync @ 1000 / full sync @ slice", "full-1000", "full-slice", 0.8),
-    ("full sync @ 100 / full sync @ slice", "full-100", "full-slice", 0.5),
-    ("full sync @ 10000 / full sync @ slice", "full-10000", "full-slice", None),
+    ("full sync @ slice / (1) framework, dropped", "full-slice-c1", "framework-null", 0.85),
+    ("full sync @ slice / (2) airbyte-cdk read", "full-slice-c1", "cdk-devnull", 3.0),
+    ("full sync @ 1000 / full sync @ slice", "full-1000", "full-slice-c1", 0.8),
+    ("full sync @ 100 / full sync @ slice", "full-100", "full-slice-c1", 0.9),
+    ("full sync @ 10000 / full sync @ slice", "full-10000", "full-slice-c1", None),
+    # with the API waiting (--latency-ms 100, 100 records a page): the concurrency targets
+    ("full sync, concurrency 8 / concurrency 1", "full-slice-c8", "full-slice-c1", 6.0),
+    ("full sync, concurrency 4 / concurrency 1", "full-slice-c4", "full-slice-c1", None),
+    ("full sync, concurrency 8 / airbyte-cdk declarative, concurrency 8", "full-slice-c8", "cdk-declarative-c8", 1.2),
+    ("full sync, concurrency 4 / airbyte-cdk declarative, concurrency 4", "full-slice-c4", "cdk-declarative-c4", None),
     ("(1) framework, dropped / (2) airbyte-cdk read", "framework-null", "cdk-devnull", None),
     ("(3) bare requests / (1) framework, dropped", "bare-requests", "framework-null", None),
 ]
@@ -66,6 +71,8 @@ class BenchReport:
             "data_files": _median_or_none([m.data_files for m in runs]),
             "python_peak_mb": round(max(m.python_peak_mb for m in runs), 1),
             "jvm_peak_mb": round(max(m.jvm_peak_mb for m in runs), 1),
+            # seconds from the process's start to its first STATE line (full syncs only)
+            "first_state_after_start_s": _median_seconds([m.extra.get("first_state_after_start_s") for m in runs]),
             "repetitions": len(runs),
         }
 
@@ -103,14 +110,16 @@ class BenchReport:
         s = self.settings
         lines = [
             f"Benchmark: {self.records:,} records per stream ({', '.join(s.get('streams', []))}), page size "
-            f"{s.get('page_size')}, {s.get('repeat')} interleaved repetition(s), medians; {s.get('cpus')} CPU(s)",
+            f"{s.get('page_size')}, API latency {s.get('latency_ms', 0)} ms a page, {s.get('repeat')} interleaved "
+            f"repetition(s), medians; {s.get('cpus')} CPU(s)",
             "",
         ]
-        header = ["case", "records/s", "seconds", "STATEs", "commits", "files", "Python MB", "JVM MB"]
+        header = ["case", "records/s", "seconds", "first STATE s", "STATEs", "commits", "files", "Python MB", "JVM MB"]
         rows = []
         for case in self.measurements:
             summary = self.summary(case)
             rows.append([summary["label"], f"{summary['records_per_second']:,.0f}", f"{summary['seconds']:.2f}",
+                         _dash(summary["first_state_after_start_s"]),
                          str(summary["states"]), _dash(summary["spark_commits"]), _dash(summary["data_files"]),
                          f"{summary['python_peak_mb']:.0f}", _dash(round(summary["jvm_peak_mb"]) or None)])
         lines.append(_table(header, rows))
@@ -164,6 +173,11 @@ def memory_growth_text(growth: dict[str, Any] | None) -> str:
 def _median_or_none(values: Sequence[int | None]) -> int | None:
     present = [v for v in values if v is not None]
     return int(statistics.median(present)) if present else None
+
+
+def _median_seconds(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 2) if present else None
 
 
 def _dash(value: Any) -> str:

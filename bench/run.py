@@ -6,6 +6,8 @@
     python bench/run.py --records 50000 --repeat 2
     python bench/run.py --records 1000000,4000000 --cases full-slice --repeat 1   # memory growth
     python bench/run.py --streams users,orders --json /tmp/bench.json
+    python bench/run.py --latency-ms 100 --page-size 100 --records 100000 --repeat 1 \
+        --cases full-slice-c1,full-slice-c8,cdk-declarative-c8      # a slow API: concurrency
 
 It starts the demo API (its own process) with N users and N orders, then runs every case once
 per repetition, interleaved (the order rotates each repetition), each in a fresh process:
@@ -13,8 +15,11 @@ per repetition, interleaved (the order rotates each repetition), each in a fresh
 1. ``framework-null``: our read loop over the same streams, records dropped;
 2. ``cdk-devnull``: airbyte-cdk's own entrypoint reading the same source to /dev/null;
 3. ``bare-requests``: a plain requests + orjson loop over the same pages;
-4. ``full-slice``, ``full-10000``, ``full-1000``, ``full-100``: ``main.py read`` into Spark at
-   slice checkpoints and at those ``state_checkpoint_interval`` values.
+4. ``cdk-declarative-c<N>``: airbyte-cdk's declarative engine on ``bench/manifests/orders.yaml``
+   (orders as a low-code manifest) at ``concurrency_level`` N, to /dev/null;
+5. ``full-slice-c<N>``: ``main.py read`` into Spark at slice checkpoints, N slices at once;
+   ``full-10000``, ``full-1000``, ``full-100``: the same, one slice at a time, at those
+   ``state_checkpoint_interval`` values.
 
 It prints medians of records/s, the ratios between cases against the issue's targets, Spark
 commits and data files, and the peak memory of the Python process and the Spark JVM; the same
@@ -51,6 +56,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--streams", default="orders", help="streams to read (default orders: monthly slices)")
     parser.add_argument("--page-size", type=int, default=1000, help="records per API page (1-1000, default 1000)")
     parser.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in all_cases()))
+    parser.add_argument("--latency-ms", type=int, default=0, help="the API waits this long before each page (default 0)")
+    parser.add_argument("--concurrency", default="1,4,8",
+                        help="concurrency levels of the -c<N> cases (ours and airbyte-cdk's declarative; default 1,4,8)")
     parser.add_argument("--spark-master", help="Spark master for the full syncs (default: the runtime's, local[*])")
     parser.add_argument("--json", help="results file (default bench/results/bench-<records>.json)")
     parser.add_argument("--workdir", help="scratch folder for warehouses and logs (default: a temporary folder)")
@@ -60,7 +68,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     counts = [int(text.replace("_", "")) for text in args.records.split(",") if text.strip()]
-    cases = select_cases(all_cases(args.spark_master), args.cases)
+    levels = tuple(int(text) for text in args.concurrency.split(",") if text.strip())
+    cases = select_cases(all_cases(args.spark_master, levels), args.cases)
     streams = [s.strip() for s in args.streams.split(",") if s.strip()]
     reports = []
     for records in counts:
@@ -94,7 +103,7 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
     os.makedirs(workdir, exist_ok=True)
     measurements: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     log(f"starting the demo API with {records:,} records")
-    with DemoApiProcess(records=records, api_key=API_KEY) as api:
+    with DemoApiProcess(records=records, api_key=API_KEY, delay_ms=args.latency_ms) as api:
         env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size),
                        catalog_path=write_catalog(workdir, streams), streams=streams)
         log("warm-up: one bare pass over the pages (not counted)")
@@ -108,6 +117,7 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
                 log(f"rep {repetition + 1}/{args.repeat} {case.name:<15} {measurement.records_per_second:>10,.0f} rec/s "
                     f"({measurement.records:,} records, {measurement.seconds:.2f}s; process {time.perf_counter() - started:.1f}s)")
     settings = {"streams": streams, "page_size": args.page_size, "repeat": args.repeat, "cpus": os.cpu_count(),
+                "latency_ms": args.latency_ms,
                 "spark_master": args.spark_master or "local[*]", "workdir": workdir}
     return BenchReport(records, measurements, {c.name: c.label for c in cases}, settings)
 

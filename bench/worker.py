@@ -5,11 +5,14 @@
     python -m bench.worker framework-null --config C --catalog K --result R.json
     python -m bench.worker cdk-devnull    --config C --catalog K --result R.json
     python -m bench.worker bare-requests  --config C --catalog K --result R.json
+    python -m bench.worker cdk-declarative --config C --catalog K --result R.json
 
 - ``framework-null``: our runtime's ``read_streams`` over the demo streams into a destination
   that drops records (``null_destination``); protocol lines go to /dev/null.
 - ``cdk-devnull``: airbyte-cdk's own ``launch(DemoSource(), ["read", ...])`` with stdout on
   /dev/null (RECORD lines counted on the way out).
+- ``cdk-declarative``: airbyte-cdk's declarative engine on ``bench/manifests/orders.yaml`` (the
+  orders stream as a low-code manifest), concurrency from the config's ``concurrency_level``.
 - ``bare-requests``: the same pages with a plain ``requests`` session and ``orjson``: the
   stream objects only say which URL and parameters come next.
 
@@ -36,13 +39,16 @@ def framework_null(config: dict[str, Any], catalog_path: str) -> dict[str, Any]:
     from source_framework.runtime.inputs import load_catalog
     from source_framework.runtime.output import ProtocolOutput
     from source_framework.runtime.read import read_streams
+    from source_framework.runtime.stream_adapters import adapt
 
     catalog = load_catalog(catalog_path)
     streams = {stream.name: stream for stream in DemoSource().streams(config)}
+    adapters = {c.stream.name: adapt(streams[c.stream.name], c) for c in catalog.streams}
     with open(os.devnull, "wb") as null:
         output = ProtocolOutput(null)
         started = time.perf_counter()
-        result = read_streams(streams, catalog, {}, NullDestination(), output)
+        result = read_streams(adapters, catalog, {}, NullDestination(), output,
+                              concurrency=config.get("concurrency_level", 4))
         output.flush()
         seconds = time.perf_counter() - started
     failed = [s.name for s in result.streams if s.error]
@@ -91,6 +97,30 @@ def cdk_devnull(config_path: str, catalog_path: str) -> dict[str, Any]:
     return {"records": sink.records, "seconds": seconds, "states": sink.states}
 
 
+MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "manifests", "orders.yaml")
+
+
+def cdk_declarative(config: dict[str, Any], config_path: str, catalog_path: str) -> dict[str, Any]:
+    """airbyte-cdk's declarative engine on ``manifests/orders.yaml`` (its concurrency is the
+    config's ``concurrency_level``), built as manifest-only connectors build it, to /dev/null."""
+    from airbyte_cdk.entrypoint import launch
+    from airbyte_cdk.sources.declarative.yaml_declarative_source import YamlDeclarativeSource
+
+    from source_framework.runtime.inputs import load_catalog
+
+    source = YamlDeclarativeSource(path_to_yaml=MANIFEST, config=config, catalog=load_catalog(catalog_path), state=None)
+    sink = _CountingNull()
+    real = sys.stdout, sys.__stdout__
+    sys.stdout = sys.__stdout__ = sink  # type: ignore[misc]
+    try:
+        started = time.perf_counter()
+        launch(source, ["read", "--config", config_path, "--catalog", catalog_path])
+        seconds = time.perf_counter() - started
+    finally:
+        sys.stdout, sys.__stdout__ = real  # type: ignore[misc]
+    return {"records": sink.records, "seconds": seconds, "states": sink.states}
+
+
 def bare_requests(config: dict[str, Any], catalog_path: str) -> dict[str, Any]:
     import requests
 
@@ -128,6 +158,7 @@ CASES: dict[str, Callable[[argparse.Namespace, dict[str, Any]], dict[str, Any]]]
     "framework-null": lambda args, config: framework_null(config, args.catalog),
     "cdk-devnull": lambda args, config: cdk_devnull(args.config, args.catalog),
     "bare-requests": lambda args, config: bare_requests(config, args.catalog),
+    "cdk-declarative": lambda args, config: cdk_declarative(config, args.config, args.catalog),
 }
 
 

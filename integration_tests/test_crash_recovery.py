@@ -1,5 +1,6 @@
 """Exactly-once under SIGKILL: kill ``main.py read`` again and again, resume from the last STATE
-it printed, and end with tables equal, row for row, to one uninterrupted run's.
+it printed, and end with tables equal, row for row, to one uninterrupted run's. The killed runs
+read four slices at once, the uninterrupted one a slice at a time.
 
 Kills land at timed moments (while Spark starts, while reading, inside writes) and at exact
 points reached through ``SOURCE_FRAMEWORK_PAUSE_AT`` (the process pauses there and the test
@@ -110,7 +111,8 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path):
     catalog_path = write_json(tmp_path / "catalog.json", catalog(overrides=overrides))
     with DemoApi(records=2000, api_key=API_KEY, seed=3, faults=Faults(delay_ms=2)).start() as api:
         reference = str(tmp_path / "reference")
-        config = write_json(tmp_path / "ref.json", config_for(api, reference, state_checkpoint_interval=200))
+        # The reference reads one slice after another; the killed runs read four at once.
+        config = write_json(tmp_path / "ref.json", config_for(api, reference, state_checkpoint_interval=200, concurrency_level=1))
         started = time.monotonic()
         code, _ = Orchestrator(config, catalog_path, str(tmp_path / "ref_state.json")).run(None)
         assert code == 0
@@ -122,7 +124,7 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path):
         destination = {"type": "spark", "warehouse": faulted, "spark_master": "local[1]", "stage_rows": 150}
         config = write_json(
             tmp_path / "faulted.json",
-            config_for(api, faulted, state_checkpoint_interval=200, destination=destination),
+            config_for(api, faulted, state_checkpoint_interval=200, destination=destination, concurrency_level=4),
         )
         orchestrator = Orchestrator(config, catalog_path, str(tmp_path / "state.json"))
         outcomes = []

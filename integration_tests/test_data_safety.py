@@ -314,7 +314,9 @@ def test_item_10_replaced_files_are_deleted_once_the_retention_period_is_over(sp
     table = users_table(warehouse)
     parquet = [name for name in os.listdir(table) if name.endswith(".parquet")]
     commits = len(list(SparkTable(None, table).committed_checkpoints()))
-    assert commits >= 4 and len(parquet) == commits  # each dedup commit replaced the table; all kept for now
+    # Each run committed at least once (checkpoints waiting together for the committer are one
+    # commit); each dedup commit replaced the table, and every replaced file is kept for now.
+    assert commits >= 3 and len(parquet) == commits
 
     api.touch("users", 5)
     output = read(DemoSource(), settings(api, warehouse, retention_hours=0), dedup, state=state)

@@ -54,6 +54,8 @@ class Workflow:
         self.config_path = write_json(folder / "config.json", self.config)
         self.state_file = str(folder / "state.json")
         self.catalog = catalog("users", overrides={"users": {"destination_sync_mode": mode}})
+        #: record versions a ``state set`` told the sync to skip (cursor before the one set)
+        self.skipped_on_purpose: set = set()
 
     def read(self):
         output = read(DemoSource(), self.config, self.catalog, args=["--state-file", self.state_file])
@@ -95,7 +97,10 @@ class Workflow:
             self.state("reset", "--stream", "users", *(["--tables"] if step[1] else []), crash=step[2])
         elif kind == "set":
             cursors = sorted(r["updatedAt"] for r in all_records(self.api, "users"))
-            self.state("set", "--stream", "users", "--cursor", cursors[step[1] % len(cursors)], crash=step[2])
+            cursor = cursors[step[1] % len(cursors)]
+            # Moving the cursor forward skips what lies before it, on purpose; that is not a loss.
+            self.skipped_on_purpose |= {(i, t) for i, t in served(self.api) if t < parse_datetime(cursor)}
+            self.state("set", "--stream", "users", "--cursor", cursor, crash=step[2])
 
 
 def served(api):
@@ -115,7 +120,8 @@ def test_any_sequence_of_operations_ends_with_every_record_exactly_once(spark, t
         rows = [(r["id"], r["updatedAt"]) for r in frame.select("id", "updatedAt").collect()]
         versions = collections.Counter((i, t.replace(tzinfo=None)) for i, t in rows)
         now = {(i, t.replace(tzinfo=None)) for i, t in served(api)}
-        assert now <= set(versions), f"lost: {sorted(now - set(versions))[:5]} after {steps}"
+        expected = now - {(i, t.replace(tzinfo=None)) for i, t in workflow.skipped_on_purpose}
+        assert expected <= set(versions), f"lost: {sorted(expected - set(versions))[:5]} after {steps}"
         assert max(versions.values()) == 1, f"written twice: {[v for v, n in versions.items() if n > 1][:5]} after {steps}"
         if mode == "append_dedup":
-            assert set(versions) == now and len(rows) == len(now), f"stale rows after {steps}"
+            assert set(versions) <= now and len(rows) == len(set(versions)), f"stale rows after {steps}"

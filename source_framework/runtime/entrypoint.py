@@ -83,6 +83,9 @@ from source_framework.runtime.stream_adapters import (
 from source_framework.runtime.summary import format_summary
 from source_framework.streams.cursor import CursorValueError
 
+#: Slices of a stream read at once when neither --concurrency nor the config says.
+DEFAULT_CONCURRENCY = 4
+
 logger = logging.getLogger("source_framework")
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "launch", "run_read", "run_script"]
@@ -130,10 +133,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="read each stream from the given state exactly, even where the table holds a newer checkpoint "
         "(by default a state older than the table's resumes from the table, so nothing is written twice)",
     )
+    read.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        help="slices of a stream read at once, in worker threads, where the stream allows it (default: the "
+        f"config's concurrency_level, else {DEFAULT_CONCURRENCY}; 1 reads one slice after another)",
+    )
     add_table_flags(read)
     _add_cdk_manifest_flags(read)
     add_state_commands(commands, add_table_flags)
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any]) -> int:
+    """``--concurrency``, else the config's ``concurrency_level`` (airbyte-cdk's declarative name for
+    it), else ``DEFAULT_CONCURRENCY``."""
+    if getattr(parsed, "concurrency", None):
+        return int(parsed.concurrency)
+    value = config.get("concurrency_level", DEFAULT_CONCURRENCY)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"config file '{parsed.config}': concurrency_level must be a whole number of 1 or more, got {value!r}")
+    return value
 
 
 def add_table_flags(command: argparse.ArgumentParser) -> None:
@@ -254,7 +284,7 @@ def run_read(
             spec = source.spec(logger)
             output.secrets = masking.secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
             update_secrets(output.secrets.secrets)
-            _check_config(source, config, spec)
+            _check_config(source, config, spec, parsed.config)
             catalog = load_catalog(parsed.catalog)
             states, rebuild, state_file = _load_states(parsed)
             if state_file is not None:
@@ -265,6 +295,7 @@ def run_read(
                         f"state file '{parsed.state or parsed.state_file}': the state of stream '{name}' contains "
                         f"a secret value from the config; refusing it"
                     )
+            concurrency = concurrency_of(parsed, config)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
             destination = make_destination(source, config, parsed, output)
             if wrap_destination is not None:
@@ -285,6 +316,7 @@ def run_read(
                 result = read_streams(
                     adapters, catalog, states, destination, output, rebuild=rebuild, progress=progress,
                     side_messages=MessageDrain(source), state_as_given=parsed.from_state_as_given,
+                    concurrency=concurrency,
                 )
         except KeyboardInterrupt:
             logger.warning(
@@ -331,13 +363,13 @@ def _request_cache_folder() -> Iterator[None]:
                 os.environ[ENV_REQUEST_CACHE_PATH] = previous
 
 
-def _check_config(source: Any, config: Mapping[str, Any], spec: Any) -> None:
+def _check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -> None:
     if getattr(source, "check_config_against_spec", True) is False:
         return
     try:
         check_config_against_spec_or_exit(config, spec)
     except Exception as error:
-        raise InputError(f"config file does not match the connector's spec: {getattr(error, 'message', error)}") from None
+        raise InputError(f"config file '{path}' does not match the connector's spec: {getattr(error, 'message', error)}") from None
 
 
 def prepare_streams(

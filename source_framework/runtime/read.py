@@ -43,6 +43,7 @@ from source_framework.destinations.base import (
 from source_framework.destinations.checkpoint_record import ResumeNotes
 from source_framework.helpers.faults import fault_point
 from source_framework.runtime.boundary import Boundary
+from source_framework.runtime.concurrency import read_ahead
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.results import ReadResult, StreamResult
@@ -86,8 +87,11 @@ class StreamSync:
         input_state: Mapping[str, Any] | None,
         side_messages: Callable[[], Iterable[Any]] = lambda: (),
         state_as_given: bool = False,
+        concurrency: int = 1,
     ) -> None:
         self.adapter = adapter
+        #: slices read at once where the stream allows it (``runtime.concurrency``)
+        self.concurrency = concurrency
         self.name = adapter.name
         self.sink = sink
         self.output = output
@@ -160,12 +164,13 @@ class StreamSync:
         adapter, result, boundary = self.adapter, self.result, self.boundary
         interval = self._interval()
         write = self.sink.write
-        observe = adapter.observe if adapter.observes_records else None
         transform = adapter.transform
-        for stream_slice in adapter.slices():
+        workers = self.concurrency if adapter.concurrency_safe else 1
+        for stream_slice in read_ahead(adapter.slices(), workers):
             result.slices_total = adapter.slices_total
             in_slice = 0
             boundary.start_partition(stream_slice.partition)
+            observe = stream_slice.observe
             for item in stream_slice.items():
                 data: Mapping[str, Any] | None
                 if type(item) is dict:
@@ -180,7 +185,7 @@ class StreamSync:
                         continue
                 result.records += 1
                 if observe is not None:
-                    observe(data)
+                    observe(item if isinstance(item, Mapping) else data)
                 if transform is not None:
                     data = dict(data)
                     transform(data)
@@ -414,20 +419,22 @@ def read_streams(
     progress: Progress | None = None,
     side_messages: Callable[[], Iterable[Any]] = lambda: (),
     state_as_given: bool = False,
+    concurrency: int = 1,
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others.
 
     ``adapters`` holds every stream the catalog names (see ``runtime.entrypoint``), so nothing
     here fails on bad input. Streams named in ``rebuild`` (``"*"``: all) start over and replace
     their tables. ``progress`` is told when each stream starts and ends. ``side_messages``
-    yields what the source's components emitted outside the streams' items.
+    yields what the source's components emitted outside the streams' items. ``concurrency``:
+    slices of a stream read at once, where the stream allows it (1: one after another).
     """
     rebuild = set(rebuild)
     result = ReadResult()
     for configured in catalog.streams:
         adapter = adapters[configured.stream.name]
         stream_result = _sync_one(adapter, configured.destination_sync_mode.value, states, destination, output,
-                                  rebuild, progress, side_messages, state_as_given)
+                                  rebuild, progress, side_messages, state_as_given, concurrency)
         result.streams.append(stream_result)
     return result
 
@@ -442,6 +449,7 @@ def _sync_one(
     progress: Progress | None,
     side_messages: Callable[[], Iterable[Any]],
     state_as_given: bool,
+    concurrency: int,
 ) -> StreamResult:
     """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""
     name, namespace = adapter.name, adapter.namespace
@@ -461,7 +469,7 @@ def _sync_one(
             rebuild=name in rebuild or "*" in rebuild,
         )
         sink = destination.open_stream(target)
-        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given)
+        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency)
         output.stream_status(name, namespace, "RUNNING")
         if progress is not None:
             progress.stream_started(sync.result)

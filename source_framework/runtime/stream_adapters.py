@@ -37,6 +37,7 @@ from typing import Any
 from airbyte_cdk.models import ConfiguredAirbyteStream, SyncMode
 from airbyte_cdk.sources.message.concurrent_repository import ConcurrentMessageRepository
 from airbyte_cdk.sources.streams import Stream
+from airbyte_cdk.sources.streams.checkpoint import FullRefreshCheckpointReader, IncrementalCheckpointReader
 from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
 from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
 from airbyte_cdk.sources.utils.transform import TransformConfig
@@ -59,6 +60,9 @@ class SliceRead(ABC):
 
     #: identifies the slice's partition (a parent record, ...); "" when the stream has none
     partition: str = ""
+    #: called by the read loop, in its own thread, with each record of the slice (before the
+    #: record is written): what moves the stream's state. None: the items move it themselves.
+    observe: Callable[[Any], None] | None = None
 
     @abstractmethod
     def items(self) -> Iterable[Any]:
@@ -82,8 +86,9 @@ class StreamAdapter(ABC):
         self.slices_total: int | None = None
         #: a callable applied to each record's data (airbyte-cdk's TypeTransformer), or None
         self.transform: Callable[[dict[str, Any]], None] | None = None
-        #: the read loop calls ``observe(record)`` for every record (legacy state tracking)
-        self.observes_records = False
+        #: the slices' items can be read in worker threads, several at once (``runtime.concurrency``):
+        #: reading them moves no state (that is ``SliceRead.observe``'s and ``close``'s job)
+        self.concurrency_safe = False
 
     @property
     @abstractmethod
@@ -116,9 +121,6 @@ class StreamAdapter(ABC):
     @abstractmethod
     def state(self) -> Mapping[str, Any] | None:
         """The state that covers every record read so far (None: the stream keeps none)."""
-
-    def observe(self, record: Mapping[str, Any]) -> None:
-        """Called for each record when ``observes_records`` is set."""
 
     def finish(self) -> None:
         """The last slice is closed."""
@@ -192,7 +194,8 @@ class CdkStreamAdapter(StreamAdapter):
         self.stream = stream
         self._cdk_cursor_field = list(configured.cursor_field or []) or None
         self._legacy = bool(stream.cursor_field) and type(stream).get_updated_state is not Stream.get_updated_state
-        self.observes_records = self._legacy and self.incremental
+        # source_framework's bases fetch a slice's records apart from moving their cursor.
+        self._observed = callable(getattr(stream, "record_observer", None)) and callable(getattr(stream, "fetch_records", None))
         self.checkpoint_interval = stream.state_checkpoint_interval
         self.is_sorted = getattr(stream, "is_sorted", True) is not False
         transformer = stream.transformer
@@ -249,6 +252,10 @@ class CdkStreamAdapter(StreamAdapter):
         self._tracker = copy.deepcopy(self._start_state)
         self._last_state = copy.deepcopy(self._start_state)
         self._reader = self._checkpoint_reader()
+        # A reader that picks the next slice from what the last one read (resumable full
+        # refresh, substream cursors) must read one slice after another.
+        independent_slices = type(self._reader) in (IncrementalCheckpointReader, FullRefreshCheckpointReader)
+        self.concurrency_safe = independent_slices and getattr(self.stream, "concurrency_safe", False) is True
 
     def _checkpoint_reader(self) -> Any:
         """airbyte-cdk's own checkpoint reader, noting on the way whether ``stream_slices``
@@ -284,7 +291,7 @@ class CdkStreamAdapter(StreamAdapter):
                 return
             yield _CdkSlice(self, stream_slice)
 
-    def observe(self, record: Mapping[str, Any]) -> None:
+    def _track(self, record: Mapping[str, Any]) -> None:
         self._tracker = self.stream.get_updated_state(self._tracker, record)
 
     def state(self) -> Mapping[str, Any] | None:
@@ -304,7 +311,8 @@ class CdkStreamAdapter(StreamAdapter):
         return self._last_state
 
     def read_slice(self, stream_slice: Mapping[str, Any] | None) -> Iterable[Any]:
-        return self.stream.read_records(
+        read = self.stream.fetch_records if self._observed else self.stream.read_records  # type: ignore[attr-defined]
+        return read(
             sync_mode=self.configured.sync_mode,
             cursor_field=self._cdk_cursor_field,
             stream_slice=stream_slice,
@@ -321,6 +329,10 @@ class _CdkSlice(SliceRead):
         self._adapter = adapter
         self._slice = stream_slice
         self.partition = partition_key(stream_slice)
+        if adapter._observed:
+            self.observe = adapter.stream.record_observer(stream_slice)  # type: ignore[attr-defined]
+        elif adapter._legacy and adapter.incremental:
+            self.observe = adapter._track
 
     def items(self) -> Iterable[Any]:
         return self._adapter.read_slice(self._slice)
@@ -351,6 +363,8 @@ class ConcurrentStreamAdapter(StreamAdapter):
         self.stream = stream
         self._rebuild = rebuild
         self._built_with = dict(built_with) if self.incremental else {}
+        # Partitions are airbyte-cdk's unit of concurrent reading; their cursor observes apart.
+        self.concurrency_safe = True
 
     @property
     def name(self) -> str:
@@ -402,12 +416,10 @@ class _PartitionSlice(SliceRead):
         self._stream = stream
         self._partition = partition
         self.partition = partition_key(partition.to_slice())
+        self.observe = stream.cursor.observe
 
-    def items(self) -> Iterator[Any]:
-        observe = self._stream.cursor.observe
-        for record in self._partition.read():
-            observe(record)
-            yield record
+    def items(self) -> Iterable[Any]:
+        return self._partition.read()
 
     def close(self) -> None:
         self._stream.cursor.close_partition(self._partition)

@@ -32,7 +32,7 @@ import json
 import os
 import sys
 from abc import ABC
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, final
 
 from airbyte_cdk.models import SyncMode
@@ -73,6 +73,9 @@ class IncrementalHttpStream(HttpStream, ABC):
     - ``json_schema``: the stream's JSON schema (its table's columns). Without it, the schema is
       read from ``schemas/<stream name>.json`` beside the module that defines the class (a
       script's folder too), else from the package, as airbyte-cdk does.
+    - ``concurrency_safe``: the runtime may fetch several slices at once, in worker threads
+      (``--concurrency``); the records still reach the table, and the cursor moves, in slice
+      order. Set ``False`` if the request or parse methods keep per-slice data on ``self``.
 
     A record without the ``cursor_field`` key stops the stream with ``CursorFieldMissing`` (a
     misspelled field would otherwise leave the state where it was forever); a record whose
@@ -88,12 +91,13 @@ class IncrementalHttpStream(HttpStream, ABC):
     is_sorted: bool = True
     state_checkpoint_interval: int | None = None
     json_schema: Mapping[str, Any] | None = None
+    concurrency_safe: bool = True
 
     #: What the runtime and these bases read from a stream class; a new attribute close to one of
     #: these is taken for a misspelling.
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
-        "window_step", "lookback", "url_base", "page_size", "namespace", "transformer",
+        "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",
     )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -179,35 +183,64 @@ class IncrementalHttpStream(HttpStream, ABC):
     ) -> Iterable[StreamData]:
         """The framework's: reads the slice's pages (``HttpStream``) and moves the cursor before
         each record is handed on. Do not override it; override ``parse_response``."""
-        self._start_slice(stream_slice)
-        field, check_order = self.cursor_field, self.is_sorted
+        observe = self.record_observer(stream_slice)
+        for record in self.fetch_records(sync_mode, cursor_field, stream_slice, stream_state):
+            observe(record)
+            yield record
+
+    @final
+    def fetch_records(
+        self,
+        sync_mode: SyncMode,
+        cursor_field: list[str] | None = None,
+        stream_slice: Mapping[str, Any] | None = None,
+        stream_state: Mapping[str, Any] | None = None,
+    ) -> Iterable[StreamData]:
+        """The slice's records, cursor untouched. The runtime reads several slices at once this
+        way, in worker threads, and moves the cursor with ``record_observer`` in slice order."""
+        return HttpStream.read_records(self, sync_mode, cursor_field, stream_slice, stream_state)
+
+    @final
+    def record_observer(self, stream_slice: Mapping[str, Any] | None) -> Callable[[Any], None]:
+        """A callable that checks each record of ``stream_slice`` and moves the cursor past it.
+
+        One per slice: it remembers the slice's previous record to check the sort order."""
+        field, check_order, name = self.cursor_field, self.is_sorted, self.name
+        advance = self._advancer(stream_slice)
         previous: Any = None  # sort key of the slice's previous record
-        for record in super().read_records(sync_mode, cursor_field, stream_slice, stream_state):
-            if isinstance(record, Mapping):
-                value = record.get(field)
-                if value is None and field not in record:
+
+        def observe(record: Any) -> None:
+            nonlocal previous
+            if not isinstance(record, Mapping):
+                return
+            value = record.get(field)
+            if value is None:
+                if field not in record:
                     raise CursorFieldMissing(
-                        f"stream '{self.name}': a record has no '{field}' field, the stream's cursor_field, so the "
+                        f"stream '{name}': a record has no '{field}' field, the stream's cursor_field, so the "
                         f"state could never move past it (the record's fields: {', '.join(sorted(map(str, record))[:20])}). "
                         f"Set cursor_field to a field the records carry."
                     )
-                if value is not None:
-                    key = cursor_sort_key(value, stream=self.name)
-                    if check_order:
-                        if previous is not None and key < previous:
-                            raise CursorWentBackwards(
-                                f"stream '{self.name}' is declared sorted by '{field}', but a record with "
-                                f"{field}={value!r} came after one with a later value in the same slice. "
-                                f"A state past the later value would skip this record on resume. If the API "
-                                f"does not sort, set is_sorted = False on the stream (it then checkpoints "
-                                f"only when a slice completes)."
-                            )
-                        previous = key
-                    self._advance(value, key)
-            yield record
+                return
+            key = cursor_sort_key(value, stream=name)
+            if check_order:
+                if previous is not None and key < previous:
+                    raise CursorWentBackwards(
+                        f"stream '{name}' is declared sorted by '{field}', but a record with "
+                        f"{field}={value!r} came after one with a later value in the same slice. "
+                        f"A state past the later value would skip this record on resume. If the API "
+                        f"does not sort, set is_sorted = False on the stream (it then checkpoints "
+                        f"only when a slice completes)."
+                    )
+                previous = key
+            advance(value, key)
 
-    def _start_slice(self, stream_slice: Mapping[str, Any] | None) -> None:
-        """A slice's records follow (partitioned streams pick the slice's partition here)."""
+        return observe
+
+    def _advancer(self, stream_slice: Mapping[str, Any] | None) -> Callable[[Any, Any], None]:
+        """What moves the cursor for a record of ``stream_slice`` (partitioned streams: the
+        slice's partition's cursor)."""
+        return self._advance
 
     def _advance(self, value: Any, key: Any) -> None:
         if self._cursor_key is None or key > self._cursor_key:

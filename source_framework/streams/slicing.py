@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import (
     Any,
 )
@@ -110,7 +110,6 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._cursors: dict[str, dict[str, Any]] = {}  # partition key -> {"partition", "value", "key"}
-        self._current: dict[str, Any] | None = None
 
     @abstractmethod
     def partitions(self) -> Iterable[Mapping[str, Any]]:
@@ -178,16 +177,15 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
             partition = dict(item["partition"])
             self._cursors[partition_identity(partition)] = {"partition": partition, "value": raw, "key": key}
 
-    def _start_slice(self, stream_slice: Mapping[str, Any] | None) -> None:
+    def _advancer(self, stream_slice: Mapping[str, Any] | None) -> Callable[[Any, Any], None]:
         partition = dict((stream_slice or {}).get("partition", {}))
-        self._current = self._cursors.get(partition_identity(partition)) or {
-            "partition": partition, "value": None, "key": None,
-        }
+        identity = partition_identity(partition)
 
-    def _advance(self, value: Any, key: Any) -> None:
-        entry = self._current
-        if entry is None:
-            return
-        if entry["key"] is None or key > entry["key"]:
-            entry["value"], entry["key"] = value, key
-            self._cursors.setdefault(partition_identity(entry["partition"]), entry)
+        def advance(value: Any, key: Any) -> None:
+            entry = self._cursors.get(identity)
+            if entry is None:
+                self._cursors[identity] = {"partition": partition, "value": value, "key": key}
+            elif entry["key"] is None or key > entry["key"]:
+                entry["value"], entry["key"] = value, key
+
+        return advance

@@ -60,6 +60,8 @@ class DemoApi:
         self._faults = faults or Faults()
         self._fault_requests = 0  # data requests since the faults were last set
         self._requests = 0
+        self._in_flight = 0
+        self._max_in_flight = 0  # data requests answered at the same time, at most (concurrent clients)
         self._by_path: Counter[str] = Counter()
         self._status_counts: Counter[str] = Counter()
         self._server: _Server | None = None
@@ -125,10 +127,12 @@ class DemoApi:
             self._fault_requests = 0
 
     def stats(self) -> dict[str, Any]:
-        """Counts of data requests (admin requests excluded): total, per path, per status."""
+        """Counts of data requests (admin requests excluded): total, per path, per status, and
+        the most that were being answered at one time."""
         with self._lock:
             return {
                 "requests": self._requests,
+                "max_in_flight": self._max_in_flight,
                 "by_path": dict(self._by_path),
                 "status_counts": dict(self._status_counts),
             }
@@ -136,6 +140,7 @@ class DemoApi:
     def reset_stats(self) -> None:
         with self._lock:
             self._requests = 0
+            self._max_in_flight = 0
             self._by_path.clear()
             self._status_counts.clear()
 
@@ -151,9 +156,15 @@ class DemoApi:
             self._fault_requests += 1
             faults = self._faults
             fault = faults.fault_for(self._fault_requests)
-        if faults.delay_ms:
-            time.sleep(faults.delay_ms / 1000)
-        response = fault or self._data(method, path, parts.query, headers, faults)
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            if faults.delay_ms:
+                time.sleep(faults.delay_ms / 1000)
+            response = fault or self._data(method, path, parts.query, headers, faults)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
         with self._lock:
             self._requests += 1
             self._by_path[path] += 1

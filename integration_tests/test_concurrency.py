@@ -1,0 +1,79 @@
+"""Reading slices concurrently changes when pages are fetched, and nothing a user can see: the
+tables and the STATE lines (states and record counts) are those of reading one slice after
+another, on a slow, failing API, on a first sync and on the incremental one after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from integration_tests.conftest import API_KEY, catalog, config_for, run_in_process, write_json
+from source_framework.demo.api import DemoApi
+from source_framework.demo.api.faults import Faults
+
+#: the streams with more than one slice: 24 monthly windows, 10 store partitions
+STREAMS = ["orders", "store_orders"]
+#: differ from run to run whatever the concurrency (checkpoints that wait together for the
+#: committer are written as one, so a row's checkpoint number depends on the committer's pace)
+RUN_COLUMNS = {"_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint"}
+
+
+def table_rows(spark, warehouse, name):
+    frame = spark.read.parquet(os.path.join(str(warehouse), "demo", name))
+    columns = sorted(c for c in frame.columns if c not in RUN_COLUMNS)
+    return sorted(json.dumps(row.asDict(), sort_keys=True, default=str) for row in frame.select(*columns).collect())
+
+
+def states(run):
+    return [(m["state"]["stream"]["stream_descriptor"]["name"], m["state"]["stream"]["stream_state"],
+             m["state"]["sourceStats"]["recordCount"]) for m in run.of_type("STATE")]
+
+
+def sync(tmp_path, api, concurrency, label, state=None):
+    warehouse = tmp_path / f"warehouse-{concurrency}"
+    config = write_json(tmp_path / f"config-{concurrency}.json", config_for(api, warehouse))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog(*STREAMS))
+    args = ["read", "--config", config, "--catalog", catalog_path, "--concurrency", str(concurrency)]
+    if state is not None:
+        args += ["--state", state.state_file(str(tmp_path / f"state-{label}-{concurrency}.json"))]
+    api.reset_stats()
+    run = run_in_process(*args)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run, warehouse, api.stats()["max_in_flight"]
+
+
+def test_concurrency_4_leaves_the_tables_and_states_of_concurrency_1(spark, tmp_path):
+    faults = Faults(delay_ms=5, error_every=29)  # a slow API whose 5xx land on other requests each run
+    with DemoApi(records=1500, api_key=API_KEY, seed=21, faults=faults).start() as api:
+        one, warehouse_one, in_flight_one = sync(tmp_path, api, 1, "first")
+        four, warehouse_four, in_flight_four = sync(tmp_path, api, 4, "first")
+        assert in_flight_one == 1 and in_flight_four >= 2, "the slices were not read at the same time"
+        assert states(four) == states(one)
+        for name in STREAMS:
+            assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
+
+        api.touch("orders", 7)
+        again_one, _, _ = sync(tmp_path, api, 1, "second", state=one)
+        again_four, _, _ = sync(tmp_path, api, 4, "second", state=four)
+        assert states(again_four) == states(again_one)
+        assert any(count for _, _, count in states(again_four)), "the second sync read nothing new"
+        for name in STREAMS:
+            assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "four"])
+def test_a_bad_concurrency_is_refused_before_anything_runs(tmp_path, value):
+    with pytest.raises(SystemExit):
+        run_in_process("read", "--config", "c.json", "--catalog", "k.json", "--concurrency", value)
+
+
+def test_a_bad_concurrency_level_in_the_config_names_the_file(demo_api, tmp_path):
+    config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "w", concurrency_level="8"))
+    run = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users")))
+    assert run.returncode != 0
+    errors = [m["trace"]["error"]["message"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert errors and str(config) in errors[0] and "concurrency_level" in errors[0]
+    assert not (tmp_path / "w").exists()

@@ -1,0 +1,179 @@
+"""Reading several slices of a stream at once, handing them on in the order they came.
+
+Real APIs spend most of a sync waiting (100-500 ms a page). ``read_ahead`` lets worker threads
+fetch the next slices' pages while the read loop is still busy with the first one::
+
+    for stream_slice in read_ahead(adapter.slices(), workers=4):
+        for item in stream_slice.items():    # the same items, in the same order, as without it
+            ...
+        stream_slice.close()
+
+Everything the read loop sees is what it would see reading one slice after another: the same
+slices in the same order, each slice's items in order, a failure at the point where it happened
+(a slice that fails, or slices that cannot be generated, raise only once the loop gets there).
+So the cursor moves, the checkpoints are taken and the STATEs leave exactly as they do with
+``workers=1``; what reading ahead changes is only *when* the pages were fetched. Workers touch
+nothing but the slice's items: the stream's state moves in the loop's thread (``SliceRead.observe``,
+``SliceRead.close``), which is why only streams whose items can be produced apart from their
+state read ahead (``StreamAdapter.concurrency_safe``).
+
+Memory stays bounded: a slice read ahead holds about ``capacity`` items; its worker then
+waits for the loop. A crash loses the slices in flight, which no STATE covered yet.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from source_framework.runtime.stream_adapters import SliceRead
+
+#: Items a worker hands over at once (fewer when the loop is waiting for them).
+CHUNK = 256
+
+#: Items one slice read ahead may hold before its worker waits for the loop (give or take two chunks).
+CAPACITY = 20_000
+
+
+class _Channel:
+    """The items of one slice, from its worker to the read loop."""
+
+    def __init__(self, capacity: int) -> None:
+        self._condition = threading.Condition()
+        self._chunks: deque[list[Any]] = deque()
+        self._buffered = 0
+        self._capacity = capacity
+        self._done = False
+        self._error: BaseException | None = None
+        self.abandoned = False
+        #: the loop is waiting for items: hand over what there is (read without the lock, a hint)
+        self.waiting = False
+
+    def put(self, chunk: list[Any]) -> bool:
+        """Hand ``chunk`` over; wait while the slice holds ``capacity`` items. False: abandoned."""
+        with self._condition:
+            while self._buffered >= self._capacity and not self.abandoned:
+                self._condition.wait()
+            if self.abandoned:
+                return False
+            self._chunks.append(chunk)
+            self._buffered += len(chunk)
+            self.waiting = False
+            self._condition.notify_all()
+            return True
+
+    def end(self, error: BaseException | None = None) -> None:
+        with self._condition:
+            self._done, self._error = True, error
+            self._condition.notify_all()
+
+    def take(self) -> list[Any] | None:
+        """The next chunk; None once the slice ended; raises what the slice raised, in its place."""
+        with self._condition:
+            while not self._chunks and not self._done:
+                self.waiting = True
+                self._condition.wait()
+            if self._chunks:
+                chunk = self._chunks.popleft()
+                self._buffered -= len(chunk)
+                self._condition.notify_all()
+                return chunk
+            if self._error is not None:
+                raise self._error
+            return None
+
+    def abandon(self) -> None:
+        """The loop stopped: release the worker, drop what it read."""
+        with self._condition:
+            self.abandoned = True
+            self._chunks.clear()
+            self._condition.notify_all()
+
+
+def _fill(channel: _Channel, stream_slice: SliceRead) -> None:
+    """A worker: read the slice's items into its channel."""
+    chunk: list[Any] = []
+    iterator: Iterator[Any] | None = None
+    try:
+        iterator = iter(stream_slice.items())
+        for item in iterator:
+            chunk.append(item)
+            if len(chunk) >= CHUNK or channel.waiting:
+                if not channel.put(chunk):
+                    return
+                chunk = []
+    except BaseException as error:  # handed to the loop, raised there after the items before it
+        if not chunk or channel.put(chunk):
+            channel.end(error)
+        return
+    finally:
+        if channel.abandoned:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()  # runs the stream's own clean-up (finally blocks), in this thread
+    if not chunk or channel.put(chunk):
+        channel.end()
+
+
+class _SliceReadAhead(SliceRead):
+    """A slice whose items a worker thread is reading."""
+
+    def __init__(self, inner: SliceRead, capacity: int) -> None:
+        self._inner = inner
+        self.partition = inner.partition
+        self.observe = inner.observe
+        self.channel = _Channel(capacity)
+        self._worker = threading.Thread(target=_fill, args=(self.channel, inner), name="read-ahead", daemon=True)
+        self._worker.start()
+
+    def items(self) -> Iterable[Any]:
+        take = self.channel.take
+        while (chunk := take()) is not None:
+            yield from chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _Failed:
+    """Slices could not be generated: raised when the loop reaches this point."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def read_ahead(slices: Iterable[SliceRead], workers: int, capacity: int = CAPACITY) -> Iterator[SliceRead]:
+    """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller.
+
+    The caller reads a slice's items to the end before it asks for the next slice. With
+    ``workers`` 1 this is ``slices`` itself: no thread is started.
+    """
+    if workers <= 1:
+        yield from slices
+        return
+    source = iter(slices)
+    ahead: deque[_SliceReadAhead | _Failed] = deque()
+    head: _SliceReadAhead | _Failed | None = None
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(ahead) < workers:
+                try:
+                    ahead.append(_SliceReadAhead(next(source), capacity))
+                except StopIteration:
+                    exhausted = True
+                except Exception as error:  # the slices before it are read and committed first
+                    ahead.append(_Failed(error))
+                    exhausted = True
+            if not ahead:
+                return
+            head = ahead.popleft()
+            if isinstance(head, _Failed):
+                raise head.error
+            yield head
+    finally:  # the caller stopped (or is done): no worker may wait for it any longer
+        for pending in (head, *ahead):
+            if isinstance(pending, _SliceReadAhead):
+                pending.channel.abandon()

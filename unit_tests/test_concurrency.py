@@ -1,0 +1,155 @@
+"""``read_ahead``: slices read by worker threads, handed on exactly as if read one after another."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from source_framework.runtime.concurrency import CHUNK, read_ahead
+from source_framework.runtime.stream_adapters import SliceRead
+
+
+class ListSlice(SliceRead):
+    """A slice whose items come from ``produce()``, noting which thread produced them."""
+
+    def __init__(self, name, produce):
+        self.partition = name
+        self._produce = produce
+        self.threads = set()
+        self.closed_in = None
+
+    def items(self):
+        for item in self._produce():
+            self.threads.add(threading.get_ident())
+            yield item
+
+    def close(self):
+        self.closed_in = threading.get_ident()
+
+
+def consume(slices):
+    seen = []
+    for stream_slice in slices:
+        seen.extend((stream_slice.partition, item) for item in stream_slice.items())
+        stream_slice.close()
+    return seen
+
+
+def slow_numbers(slice_no, count, seed):
+    def produce():
+        pause = random.Random(seed)
+        for number in range(count):
+            if number % 50 == 0:
+                time.sleep(pause.random() / 200)
+            yield (slice_no, number)
+    return produce
+
+
+@pytest.mark.parametrize("workers", [2, 4, 8])
+def test_the_caller_sees_the_same_slices_and_items_in_the_same_order(workers):
+    sizes = [0, 1, 700, CHUNK, CHUNK + 1, 3, 1200, 0, 40]
+
+    def slices():
+        return [ListSlice(f"s{i}", slow_numbers(i, n, seed=i)) for i, n in enumerate(sizes)]
+
+    assert consume(read_ahead(slices(), workers, capacity=300)) == consume(slices())
+
+
+def test_slices_are_read_at_the_same_time():
+    """Three slices that each wait for the other two: one after another, they never could."""
+    meeting = threading.Barrier(3, timeout=20)
+
+    def waits_for_the_others(i):
+        def produce():
+            meeting.wait()
+            yield i
+        return produce
+
+    slices = [ListSlice(str(i), waits_for_the_others(i)) for i in range(3)]
+    assert [item for _, item in consume(read_ahead(slices, workers=3))] == [0, 1, 2]
+    assert len(set().union(*(s.threads for s in slices))) == 3
+
+
+def test_close_runs_in_the_callers_thread_and_workers_one_reads_in_it():
+    caller = threading.get_ident()
+    slices = [ListSlice(str(i), slow_numbers(i, 10, i)) for i in range(3)]
+    consume(read_ahead(slices, workers=4))
+    assert {s.closed_in for s in slices} == {caller}
+    assert all(caller not in s.threads for s in slices)
+
+    alone = [ListSlice(str(i), slow_numbers(i, 10, i)) for i in range(3)]
+    consume(read_ahead(alone, workers=1))
+    assert all(s.threads == {caller} for s in alone)
+
+
+def test_a_failing_slice_raises_where_it_failed_after_the_items_before_it():
+    def fails_after_five():
+        yield from range(5)
+        raise ConnectionError("page 2 failed")
+
+    slices = [ListSlice("a", slow_numbers(0, 300, 1)), ListSlice("b", fails_after_five), ListSlice("c", slow_numbers(2, 10, 2))]
+    seen = []
+    with pytest.raises(ConnectionError, match="page 2 failed"):
+        for stream_slice in read_ahead(slices, workers=4):
+            seen.extend((stream_slice.partition, item) for item in stream_slice.items())
+            stream_slice.close()
+    assert seen == [("a", (0, n)) for n in range(300)] + [("b", n) for n in range(5)]
+    assert slices[0].closed_in is not None and slices[1].closed_in is None and slices[2].closed_in is None
+
+
+def test_slices_that_cannot_be_generated_fail_only_after_the_slices_before_them():
+    def generate():
+        yield ListSlice("a", slow_numbers(0, 100, 1))
+        yield ListSlice("b", slow_numbers(1, 100, 2))
+        raise RuntimeError("parent stream failed")
+
+    seen = []
+    with pytest.raises(RuntimeError, match="parent stream failed"):
+        for stream_slice in read_ahead(generate(), workers=4):
+            seen.append(stream_slice.partition)
+            list(stream_slice.items())
+            stream_slice.close()
+    assert seen == ["a", "b"]
+
+
+def test_a_slice_read_ahead_holds_at_most_its_capacity():
+    produced = []
+
+    def endless():
+        for number in range(100_000):
+            produced.append(number)
+            yield number
+
+    first = ListSlice("first", lambda: iter(()))
+    big = ListSlice("big", endless)
+    slices = read_ahead([first, big], workers=2, capacity=1000)
+    head = next(slices)
+    before = -1
+    while before != len(produced):  # the worker ran until the channel was full, then waits
+        before = len(produced)
+        time.sleep(0.2)
+    assert 1000 <= len(produced) <= 1000 + 2 * CHUNK  # a full channel, and the chunk in the worker's hands
+    list(head.items())
+    assert list(next(slices).items()) == list(range(100_000))
+
+
+def test_a_caller_that_stops_releases_the_workers_and_their_slices():
+    cleaned_up = threading.Event()
+
+    def endless():
+        try:
+            number = 0
+            while True:
+                yield number
+                number += 1
+        finally:
+            cleaned_up.set()
+
+    slices = read_ahead([ListSlice("a", slow_numbers(0, 5, 0)), ListSlice("b", endless)], workers=2, capacity=500)
+    head = next(slices)
+    next(iter(head.items()))
+    slices.close()  # the read loop failed (or was interrupted) in the middle of slice "a"
+    assert cleaned_up.wait(10), "the worker of the slice read ahead still holds its generator"
