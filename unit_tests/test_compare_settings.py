@@ -3,7 +3,7 @@
 import pytest
 
 from source_framework.compare.command import parse_fraction
-from source_framework.compare.settings import Setting, parse_intervals
+from source_framework.compare.settings import Setting, parse_intervals, with_concurrency
 
 
 def test_intervals_keep_their_order_and_none_means_slice_checkpoints_only():
@@ -37,3 +37,19 @@ def test_crash_fraction(text, value):
 def test_crash_fraction_must_be_strictly_inside_the_run(text):
     with pytest.raises(ValueError, match="--crash-at"):
         parse_fraction(text)
+
+
+def test_concurrency_levels_multiply_the_intervals_and_reach_the_config():
+    settings = with_concurrency(parse_intervals("none,1000"), "1, 4")
+    assert [s.label for s in settings] == ["none c1", "none c4", "1000 c1", "1000 c4"]
+    assert len({s.slug for s in settings}) == 4  # one working folder each
+    config = settings[3].apply({"api_key": "k"})
+    assert config["state_checkpoint_interval"] == 1000 and config["concurrency_level"] == 4
+    assert "concurrency_level" not in Setting(1000).apply({"api_key": "k"})  # not given: the config's own
+    assert with_concurrency(parse_intervals("none"), None) == [Setting(None)]
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "four", "4,4"])
+def test_bad_concurrency_levels_are_refused_with_the_option_named(text):
+    with pytest.raises(ValueError, match="--concurrency"):
+        with_concurrency(parse_intervals("none"), text)

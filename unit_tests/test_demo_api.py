@@ -222,7 +222,7 @@ def test_admin_touch_faults_and_stats(session):
         session.get(api.url + "/me", headers={"Authorization": "Bearer secret"})
         session.get(api.url + "/me")
         stats = session.get(api.url + "/_admin/stats").json()
-        assert stats == {"requests": 2, "by_path": {"/me": 2}, "status_counts": {"200": 1, "401": 1}}
+        assert stats == {"requests": 2, "max_in_flight": 1, "by_path": {"/me": 2}, "status_counts": {"200": 1, "401": 1}}
         assert session.post(api.url + "/_admin/reset_stats").json() == {"ok": True}
         assert api.stats()["requests"] == 0
 

@@ -3,7 +3,7 @@
 ::
 
     python -m source_framework.compare --connector main.py --config C --catalog K \\
-        --intervals none,10000,1000,100 [--crash-at 0.5 | --no-crash] [--no-cdk] \\
+        --intervals none,10000,1000,100 [--concurrency 1,4] [--crash-at 0.5 | --no-crash] [--no-cdk] \\
         [--workdir ./compare-checkpoints] [--markdown] [--json FILE] [--plot FILE] [--spark-master local[2]]
 
 For each interval: one uninterrupted ``read`` into a fresh warehouse, one killed with SIGKILL
@@ -26,7 +26,7 @@ import os
 import sys
 from typing import Any
 
-from source_framework.compare.settings import parse_intervals
+from source_framework.compare.settings import parse_intervals, with_concurrency
 from source_framework.runtime.entrypoint import run_script
 from source_framework.runtime.inputs import InputError, load_catalog, load_config
 from source_framework.runtime.process import log_to_stderr
@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--intervals", default=DEFAULT_INTERVALS,
                          help="comma-separated state_checkpoint_interval values; none = slice checkpoints only "
                          f"(default {DEFAULT_INTERVALS})")
+    compare.add_argument("--concurrency",
+                         help="comma-separated concurrency levels (slices read at once); each interval runs at each "
+                         "(default: the config's concurrency_level, one run per interval)")
     compare.add_argument("--crash-at", default="0.5",
                          help="kill each crash run after this fraction of the records was read (default 0.5; also 50%%)")
     compare.add_argument("--no-crash", action="store_true", help="skip the crash-and-resume runs")
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(parsed.config)
         catalog = load_catalog(parsed.catalog)
-        settings = parse_intervals(parsed.intervals)
+        settings = with_concurrency(parse_intervals(parsed.intervals), parsed.concurrency)
         crash_at = None if parsed.no_crash else parse_fraction(parsed.crash_at)
         script = connector_script(parsed.connector)
         source = connector_source(script)

@@ -24,6 +24,7 @@ Usage::
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,6 +40,7 @@ class ScheduleTracker:
         self.record_lines: dict[str, int] = {}
         self.last_states: dict[str, dict[str, Any]] = {}  # stream -> the STATE message's "state" object
         self._last_value: dict[str, Any] = {}
+        self.first_state_at: float | None = None  # time.perf_counter() when the first STATE arrived
 
     # --- events -------------------------------------------------------------------------------
 
@@ -55,6 +57,8 @@ class ScheduleTracker:
     ) -> None:
         """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen)."""
         self.sample(reads)
+        if self.first_state_at is None:
+            self.first_state_at = time.perf_counter()
         self.states += 1
         value = (state.get("stream") or {}).get("stream_state")
         if stream in self._last_value and self._last_value[stream] == value:

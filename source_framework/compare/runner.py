@@ -57,6 +57,7 @@ class RunResult:
     covered: int  # records covered by the STATEs (and COMPLETEs) received
     last_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     stderr_path: str = ""
+    first_state_seconds: float | None = None  # from the process's start to its first STATE line
 
     @property
     def ok(self) -> bool:
@@ -156,6 +157,7 @@ class SyncRunner:
             covered=tracker.covered_total(),
             last_states=tracker.last_states,
             stderr_path=stderr_path,
+            first_state_seconds=None if tracker.first_state_at is None else tracker.first_state_at - started,
         )
 
 
