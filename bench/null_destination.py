@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from source_framework.destinations.base import Destination, StreamSink, StreamTarget, done
+from source_framework.destinations.base import CommitReceipt, Destination, StreamSink, StreamTarget, done
 
 
 class NullSink(StreamSink):
@@ -27,10 +27,10 @@ class NullSink(StreamSink):
 
     def commit(self, *args: Any, **kwargs: Any) -> Future[Any]:
         self.commits += 1
-        return done()
+        return done(CommitReceipt(self.records, self.commits))
 
     def finish(self, *args: Any, **kwargs: Any) -> Future[Any]:
-        return done()
+        return done(CommitReceipt(self.records, self.commits))
 
 
 class NullDestination(Destination):

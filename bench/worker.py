@@ -51,7 +51,7 @@ def framework_null(config: dict[str, Any], catalog_path: str) -> dict[str, Any]:
                               concurrency=config.get("concurrency_level", 4))
         output.flush()
         seconds = time.perf_counter() - started
-    failed = [s.name for s in result.streams if s.error]
+    failed = [f"{s.name}: {s.error!r}" for s in result.streams if s.error]
     if failed:
         raise RuntimeError(f"streams failed: {failed}")
     return {"records": sum(s.records for s in result.streams), "seconds": seconds,

@@ -1,6 +1,7 @@
-"""Reading slices concurrently changes when pages are fetched, and nothing a user can see: the
-tables and the STATE lines (states and record counts) are those of reading one slice after
-another, on a slow, failing API, on a first sync and on the incremental one after it.
+"""Reading streams and slices concurrently changes when pages are fetched, and nothing a user
+can see: the tables and each stream's STATE lines (states and record counts) are those of reading
+one stream and one slice after another, on a slow, failing API, on a first sync and on the
+incremental one after it.
 """
 
 from __future__ import annotations
@@ -28,8 +29,13 @@ def table_rows(spark, warehouse, name):
 
 
 def states(run):
-    return [(m["state"]["stream"]["stream_descriptor"]["name"], m["state"]["stream"]["stream_state"],
-             m["state"]["sourceStats"]["recordCount"]) for m in run.of_type("STATE")]
+    """Each stream's STATE lines in order (streams synced at once interleave theirs)."""
+    per_stream: dict[str, list] = {}
+    for message in run.of_type("STATE"):
+        state = message["state"]
+        per_stream.setdefault(state["stream"]["stream_descriptor"]["name"], []).append(
+            (state["stream"]["stream_state"], state["sourceStats"]["recordCount"]))
+    return per_stream
 
 
 def sync(tmp_path, api, concurrency, label, state=None):
@@ -51,6 +57,7 @@ def test_concurrency_4_leaves_the_tables_and_states_of_concurrency_1(spark, tmp_
         one, warehouse_one, in_flight_one = sync(tmp_path, api, 1, "first")
         four, warehouse_four, in_flight_four = sync(tmp_path, api, 4, "first")
         assert in_flight_one == 1 and in_flight_four >= 2, "the slices were not read at the same time"
+        assert in_flight_four <= 4, "more requests at once than the concurrency allows"
         assert states(four) == states(one)
         for name in STREAMS:
             assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
@@ -59,7 +66,7 @@ def test_concurrency_4_leaves_the_tables_and_states_of_concurrency_1(spark, tmp_
         again_one, _, _ = sync(tmp_path, api, 1, "second", state=one)
         again_four, _, _ = sync(tmp_path, api, 4, "second", state=four)
         assert states(again_four) == states(again_one)
-        assert any(count for _, _, count in states(again_four)), "the second sync read nothing new"
+        assert any(count for lines in states(again_four).values() for _, count in lines), "the second sync read nothing new"
         for name in STREAMS:
             assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from source_framework.runtime.concurrency import CHUNK, read_ahead
+from source_framework.runtime.concurrency import CHUNK, ReadStopped, read_ahead, run_in_order
 from source_framework.runtime.stream_adapters import SliceRead
 
 
@@ -153,3 +153,100 @@ def test_a_caller_that_stops_releases_the_workers_and_their_slices():
     next(iter(head.items()))
     slices.close()  # the read loop failed (or was interrupted) in the middle of slice "a"
     assert cleaned_up.wait(10), "the worker of the slice read ahead still holds its generator"
+
+
+# -- streams synced at once, slices fetched under a shared bound ----------------------------------
+
+
+def test_streams_run_at_most_workers_at_a_time_and_results_keep_their_order():
+    active, most, lock = 0, 0, threading.Lock()
+    meeting = threading.Barrier(3, timeout=20)
+
+    def task(i):
+        def run():
+            nonlocal active, most
+            with lock:
+                active += 1
+                most = max(most, active)
+            if i < 3:
+                meeting.wait()  # the first three run together, or this times out
+            time.sleep(0.01)
+            with lock:
+                active -= 1
+            return i
+        return run
+
+    assert run_in_order([task(i) for i in range(8)], workers=3, stop=threading.Event()) == list(range(8))
+    assert most == 3
+
+
+def test_a_task_that_dies_stops_the_others_and_its_exception_is_raised():
+    class Died(BaseException):
+        pass
+
+    stop, started, stopped = threading.Event(), [], []
+
+    def dies():
+        started.append("dies")
+        raise Died("killed")
+
+    def watches(name):
+        def run():
+            started.append(name)
+            while not stop.wait(0.01):
+                pass
+            stopped.append(name)
+            raise ReadStopped(name)
+        return run
+
+    with pytest.raises(Died):
+        run_in_order([watches("a"), dies, watches("b"), watches("c")], workers=2, stop=stop)
+    assert stopped == ["a"] and "c" not in started  # b may have started before the stop was seen
+
+
+def test_shared_permits_bound_the_slices_fetching_across_streams_without_deadlock():
+    """Two streams, four slices each read ahead, one permit: one slice fetches at a time, and a
+    full slice waiting for its turn gives its permit back, so both streams finish."""
+    permits = threading.Semaphore(1)
+    fetching, most, lock = 0, 0, threading.Lock()
+
+    def counted(slice_no):
+        def produce():
+            nonlocal fetching, most
+            for number in range(500):
+                with lock:  # "fetching" the item: only ever with a permit
+                    fetching += 1
+                    most = max(most, fetching)
+                time.sleep(0)
+                with lock:
+                    fetching -= 1
+                yield (slice_no, number)
+        return produce
+
+    seen = {}
+
+    def stream(name):
+        slices = [ListSlice(f"{name}{i}", counted(i)) for i in range(4)]
+        seen[name] = consume(read_ahead(slices, workers=4, capacity=50, permits=permits))
+
+    threads = [threading.Thread(target=stream, args=(name,)) for name in "xy"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "deadlock: a stream never finished"
+    assert seen["x"] == [(f"x{i}", (i, n)) for i in range(4) for n in range(500)]
+    assert seen["y"] == [(f"y{i}", (i, n)) for i in range(4) for n in range(500)]
+    assert most == 1
+
+
+def test_only_streams_that_share_nothing_are_grouped_to_be_synced_at_once():
+    from types import SimpleNamespace
+
+    from source_framework.runtime.read import _groups
+
+    alongside = {"a": True, "b": True, "c": False, "d": True, "e": False, "f": False, "g": True, "h": True}
+    adapters = {name: SimpleNamespace(syncs_alongside_others=flag) for name, flag in alongside.items()}
+    configured = [SimpleNamespace(stream=SimpleNamespace(name=name)) for name in alongside]
+    groups = [[entry.stream.name for entry in group] for group in _groups(configured, adapters)]
+    assert groups == [["a", "b"], ["c"], ["d"], ["e"], ["f"], ["g", "h"]]

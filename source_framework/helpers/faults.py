@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ def _target() -> tuple[str, int] | None:
 
 _TARGET = _target()
 _counts: dict[str, int] = {}
+_count_lock = threading.Lock()
 _crash: tuple[str, int] | None = None
 _crash_counts: dict[str, int] = {}
 
@@ -58,13 +60,17 @@ def crash_at(name: str, count: int = 1) -> Iterator[None]:
 
 def fault_point(name: str) -> None:
     if _crash is not None and _crash[0] == name:
-        _crash_counts[name] = _crash_counts.get(name, 0) + 1
-        if _crash_counts[name] == _crash[1]:
+        with _count_lock:  # streams read in several threads pass the same points
+            _crash_counts[name] = _crash_counts.get(name, 0) + 1
+            reached = _crash_counts[name] == _crash[1]
+        if reached:
             raise SimulatedCrash(f"simulated crash at {name}:{_crash[1]}")
     if _TARGET is None or _TARGET[0] != name:
         return
-    _counts[name] = _counts.get(name, 0) + 1
-    if _counts[name] == _TARGET[1]:
+    with _count_lock:
+        _counts[name] = _counts.get(name, 0) + 1
+        reached = _counts[name] == _TARGET[1]
+    if reached:
         sys.stderr.write(f"paused at {name}:{_counts[name]}\n")
         sys.stderr.flush()
         while True:

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from source_framework.runtime.stream_adapters import SliceRead
+
+T = TypeVar("T")
 
 #: Items a worker hands over at once (fewer when the loop is waiting for them).
 CHUNK = 256
@@ -51,8 +53,21 @@ class _Channel:
         #: the loop is waiting for items: hand over what there is (read without the lock, a hint)
         self.waiting = False
 
-    def put(self, chunk: list[Any]) -> bool:
-        """Hand ``chunk`` over; wait while the slice holds ``capacity`` items. False: abandoned."""
+    def put(self, chunk: list[Any], permits: threading.Semaphore | None = None) -> bool:
+        """Hand ``chunk`` over; wait while the slice holds ``capacity`` items (giving back the
+        worker's fetch permit meanwhile, so that a slice the loop waits for can fetch). False:
+        abandoned."""
+        if permits is not None:
+            with self._condition:
+                full = self._buffered >= self._capacity and not self.abandoned
+            if full:
+                permits.release()
+                try:
+                    with self._condition:
+                        while self._buffered >= self._capacity and not self.abandoned:
+                            self._condition.wait()
+                finally:
+                    permits.acquire()
         with self._condition:
             while self._buffered >= self._capacity and not self.abandoned:
                 self._condition.wait()
@@ -92,8 +107,19 @@ class _Channel:
             self._condition.notify_all()
 
 
-def _fill(channel: _Channel, stream_slice: SliceRead) -> None:
-    """A worker: read the slice's items into its channel."""
+def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None) -> None:
+    """A worker: read the slice's items into its channel, holding a fetch permit meanwhile."""
+    if permits is not None:
+        permits.acquire()
+    try:
+        if not channel.abandoned:
+            _read_into(channel, stream_slice, permits)
+    finally:
+        if permits is not None:
+            permits.release()
+
+
+def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None) -> None:
     chunk: list[Any] = []
     iterator: Iterator[Any] | None = None
     try:
@@ -101,11 +127,11 @@ def _fill(channel: _Channel, stream_slice: SliceRead) -> None:
         for item in iterator:
             chunk.append(item)
             if len(chunk) >= CHUNK or channel.waiting:
-                if not channel.put(chunk):
+                if not channel.put(chunk, permits):
                     return
                 chunk = []
     except BaseException as error:  # handed to the loop, raised there after the items before it
-        if not chunk or channel.put(chunk):
+        if not chunk or channel.put(chunk, permits):
             channel.end(error)
         return
     finally:
@@ -113,19 +139,19 @@ def _fill(channel: _Channel, stream_slice: SliceRead) -> None:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()  # runs the stream's own clean-up (finally blocks), in this thread
-    if not chunk or channel.put(chunk):
+    if not chunk or channel.put(chunk, permits):
         channel.end()
 
 
 class _SliceReadAhead(SliceRead):
     """A slice whose items a worker thread is reading."""
 
-    def __init__(self, inner: SliceRead, capacity: int) -> None:
+    def __init__(self, inner: SliceRead, capacity: int, permits: threading.Semaphore | None) -> None:
         self._inner = inner
         self.partition = inner.partition
         self.observe = inner.observe
         self.channel = _Channel(capacity)
-        self._worker = threading.Thread(target=_fill, args=(self.channel, inner), name="read-ahead", daemon=True)
+        self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits), name="read-ahead", daemon=True)
         self._worker.start()
 
     def items(self) -> Iterable[Any]:
@@ -144,11 +170,17 @@ class _Failed:
         self.error = error
 
 
-def read_ahead(slices: Iterable[SliceRead], workers: int, capacity: int = CAPACITY) -> Iterator[SliceRead]:
+def read_ahead(
+    slices: Iterable[SliceRead],
+    workers: int,
+    capacity: int = CAPACITY,
+    permits: threading.Semaphore | None = None,
+) -> Iterator[SliceRead]:
     """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller.
 
     The caller reads a slice's items to the end before it asks for the next slice. With
-    ``workers`` 1 this is ``slices`` itself: no thread is started.
+    ``workers`` 1 this is ``slices`` itself: no thread is started. ``permits``, shared by the
+    streams synced at once, bounds the slices fetching at the same time across all of them.
     """
     if workers <= 1:
         yield from slices
@@ -161,7 +193,7 @@ def read_ahead(slices: Iterable[SliceRead], workers: int, capacity: int = CAPACI
         while True:
             while not exhausted and len(ahead) < workers:
                 try:
-                    ahead.append(_SliceReadAhead(next(source), capacity))
+                    ahead.append(_SliceReadAhead(next(source), capacity, permits))
                 except StopIteration:
                     exhausted = True
                 except Exception as error:  # the slices before it are read and committed first
@@ -177,3 +209,64 @@ def read_ahead(slices: Iterable[SliceRead], workers: int, capacity: int = CAPACI
         for pending in (head, *ahead):
             if isinstance(pending, _SliceReadAhead):
                 pending.channel.abandon()
+
+
+class ReadStopped(BaseException):
+    """Another stream synced at the same time died (a crash, not a failure): this one stops too,
+    as it would if the process had died, leaving its table to the next run's recovery."""
+
+
+def run_in_order(tasks: Sequence[Callable[[], T]], workers: int, stop: threading.Event) -> list[T]:
+    """Run ``tasks`` in up to ``workers`` threads, started in order; their results, in order.
+
+    A task that raises (``BaseException`` only: tasks report their failures in their results)
+    sets ``stop``, which the other tasks watch; once all have ended, its exception is raised
+    here. So is a ``KeyboardInterrupt`` of the caller, after the tasks it stopped ended.
+    """
+    if workers <= 1 or len(tasks) <= 1:
+        return [task() for task in tasks]
+    results: list[Any] = [None] * len(tasks)
+    errors: list[BaseException] = []
+    finished = threading.Condition()
+    running = 0
+
+    def run(index: int) -> None:
+        nonlocal running
+        try:
+            results[index] = tasks[index]()
+        except BaseException as error:
+            stop.set()
+            with finished:
+                errors.append(error)
+        finally:
+            with finished:
+                running -= 1
+                finished.notify_all()
+
+    threads = []
+    try:
+        for index in range(len(tasks)):
+            with finished:
+                while running >= workers and not stop.is_set():
+                    finished.wait()
+                if stop.is_set():
+                    break
+                running += 1
+            thread = threading.Thread(target=run, args=(index,), name=f"stream-{index}", daemon=True)
+            threads.append(thread)
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:  # Ctrl-C: stop the streams, let them end where they are
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=STOP_TIMEOUT)
+        raise
+    first = next((e for e in errors if not isinstance(e, ReadStopped)), errors[0] if errors else None)
+    if first is not None:
+        raise first
+    return results
+
+
+#: Seconds each stream gets to stop after Ctrl-C before the process goes without it.
+STOP_TIMEOUT = 30

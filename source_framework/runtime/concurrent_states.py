@@ -13,6 +13,7 @@ the stream anew::
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,11 +30,14 @@ def state_setter(source: Any, config: Mapping[str, Any]) -> StateSetter | None:
     if not isinstance(manager, ConnectorStateManager):
         return None
 
+    lock = threading.Lock()  # streams synced at once start in several threads; one build at a time
+
     def build(name: str, namespace: str | None, state: Mapping[str, Any]) -> AbstractStream:
-        manager.update_state_for_stream(name, namespace, dict(state or {}))
-        for stream in source.streams(config):
-            if stream.name == name:
-                return stream
+        with lock:
+            manager.update_state_for_stream(name, namespace, dict(state or {}))
+            for stream in source.streams(config):
+                if stream.name == name:
+                    return stream
         raise KeyError(f"the source no longer has stream '{name}'")
 
     return build

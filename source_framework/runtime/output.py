@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -49,6 +50,7 @@ class ProtocolOutput:
         self.secrets = secrets or SecretFilter(())
         # e.g. rewriting the --state-file, the progress display; each after the line is out
         self._state_listeners: list[StateListener] = [on_state] if on_state is not None else []
+        self._state_lock = threading.Lock()
 
     def add_state_listener(self, listener: StateListener) -> None:
         """Call ``listener(stream, namespace, state)`` after each STATE line, in the order added."""
@@ -72,19 +74,19 @@ class ProtocolOutput:
         descriptor: dict = {"name": stream}
         if namespace:
             descriptor["namespace"] = namespace
-        self._write(
-            {
-                "type": "STATE",
-                "state": {
-                    "type": "STREAM",
-                    "stream": {"stream_descriptor": descriptor, "stream_state": state},
-                    "sourceStats": {"recordCount": float(record_count)},
-                },
+        message = {
+            "type": "STATE",
+            "state": {
+                "type": "STREAM",
+                "stream": {"stream_descriptor": descriptor, "stream_state": state},
+                "sourceStats": {"recordCount": float(record_count)},
             },
-            flush=True,
-        )
-        for listener in self._state_listeners:
-            listener(stream, namespace, state)
+        }
+        # Streams synced at once print from several threads; the state file saves one at a time.
+        with self._state_lock:
+            self._write(message, flush=True)
+            for listener in self._state_listeners:
+                listener(stream, namespace, state)
 
     def log(self, level: str, message: str) -> None:
         self._write({"type": "LOG", "log": {"level": level, "message": self.secrets.mask(message)}}, flush=True)

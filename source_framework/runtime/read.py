@@ -15,8 +15,13 @@ then the stream's one STATE says so (``{"__ab_no_cursor_state_message": true}``,
 The barrier: a checkpoint asks the sink to ``commit(state)`` and queues the STATE line behind the
 returned future; lines leave the queue strictly in order, each only after its commit finished
 and only if the commit holds every record handed to the sink before it (``results`` says how
-the counts add up). Whatever a stream yields is a record, a message passed on, a checkpoint, or
-an error that stops the stream (``stream_items``): nothing is dropped.
+the counts add up). Whatever a stream yields is a record, a message passed on, a checkpoint,
+or an error that stops the stream (``stream_items``): nothing is dropped.
+
+Concurrency (``runtime.concurrency``): a stream's next slices are fetched by worker threads
+while the loop works on the current one, and streams of airbyte-cdk's concurrent framework are
+synced several at once; each loop still takes its slices in order, so each stream's checkpoints
+and STATEs are those of a sync that reads one slice after another.
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -43,7 +50,7 @@ from source_framework.destinations.base import (
 from source_framework.destinations.checkpoint_record import ResumeNotes
 from source_framework.helpers.faults import fault_point
 from source_framework.runtime.boundary import Boundary
-from source_framework.runtime.concurrency import read_ahead
+from source_framework.runtime.concurrency import ReadStopped, read_ahead, run_in_order
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.results import ReadResult, StreamResult
@@ -75,6 +82,16 @@ class SchemaMissing(Exception):
     """A stream has no JSON schema, so its table has no columns."""
 
 
+@dataclass
+class Shared:
+    """What the streams synced at the same time share (``read_streams`` with concurrency > 1)."""
+
+    #: set when one of them died: the others stop at their next slice or poll
+    stop: threading.Event = field(default_factory=threading.Event)
+    #: bounds the slices fetching at once across the streams (None: each stream's own bound)
+    permits: threading.Semaphore | None = None
+
+
 class StreamSync:
     """Reads one stream into its sink and prints its STATEs behind the barrier."""
 
@@ -88,10 +105,12 @@ class StreamSync:
         side_messages: Callable[[], Iterable[Any]] = lambda: (),
         state_as_given: bool = False,
         concurrency: int = 1,
+        shared: Shared | None = None,
     ) -> None:
         self.adapter = adapter
         #: slices read at once where the stream allows it (``runtime.concurrency``)
         self.concurrency = concurrency
+        self.shared = shared or Shared()
         self.name = adapter.name
         self.sink = sink
         self.output = output
@@ -166,7 +185,10 @@ class StreamSync:
         write = self.sink.write
         transform = adapter.transform
         workers = self.concurrency if adapter.concurrency_safe else 1
-        for stream_slice in read_ahead(adapter.slices(), workers):
+        stopped = self.shared.stop.is_set
+        for stream_slice in read_ahead(adapter.slices(), workers, permits=self.shared.permits):
+            if stopped():
+                raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")
             result.slices_total = adapter.slices_total
             in_slice = 0
             boundary.start_partition(stream_slice.partition)
@@ -296,6 +318,8 @@ class StreamSync:
                 self._pass_on(classified)
 
     def _poll(self) -> None:
+        if self.shared.stop.is_set():
+            raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")
         self._drain_side_messages()
         if self._queue:
             self._print_ready(wait=False)  # a background commit may have finished
@@ -427,16 +451,35 @@ def read_streams(
     here fails on bad input. Streams named in ``rebuild`` (``"*"``: all) start over and replace
     their tables. ``progress`` is told when each stream starts and ends. ``side_messages``
     yields what the source's components emitted outside the streams' items. ``concurrency``:
-    slices of a stream read at once, where the stream allows it (1: one after another).
+    slices fetched at once where the streams allow it, and streams synced at once where they
+    share nothing (airbyte-cdk's concurrent framework; 1: one stream, one slice after another).
+    Each stream's table, checkpoints and STATEs are the same whatever the concurrency; only the
+    order in which lines of different streams interleave changes.
     """
     rebuild = set(rebuild)
+    shared = Shared(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
+
+    def sync(configured: Any) -> Callable[[], StreamResult]:
+        return lambda: _sync_one(adapters[configured.stream.name], configured.destination_sync_mode.value, states,
+                                 destination, output, rebuild, progress, side_messages, state_as_given, concurrency, shared)
+
     result = ReadResult()
-    for configured in catalog.streams:
-        adapter = adapters[configured.stream.name]
-        stream_result = _sync_one(adapter, configured.destination_sync_mode.value, states, destination, output,
-                                  rebuild, progress, side_messages, state_as_given, concurrency)
-        result.streams.append(stream_result)
+    for together in _groups(catalog.streams, adapters):
+        result.streams += run_in_order([sync(c) for c in together], concurrency, shared.stop)
     return result
+
+
+def _groups(configured: Iterable[Any], adapters: Mapping[str, StreamAdapter]) -> list[list[Any]]:
+    """The streams in catalog order, in groups synced at once: each run of streams that may be
+    synced alongside others is one group, every other stream a group of its own."""
+    groups: list[list[Any]] = []
+    for entry in configured:
+        alongside = adapters[entry.stream.name].syncs_alongside_others
+        if alongside and groups and adapters[groups[-1][-1].stream.name].syncs_alongside_others:
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    return groups
 
 
 def _sync_one(
@@ -450,6 +493,7 @@ def _sync_one(
     side_messages: Callable[[], Iterable[Any]],
     state_as_given: bool,
     concurrency: int,
+    shared: Shared,
 ) -> StreamResult:
     """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""
     name, namespace = adapter.name, adapter.namespace
@@ -469,7 +513,7 @@ def _sync_one(
             rebuild=name in rebuild or "*" in rebuild,
         )
         sink = destination.open_stream(target)
-        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency)
+        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency, shared)
         output.stream_status(name, namespace, "RUNNING")
         if progress is not None:
             progress.stream_started(sync.result)

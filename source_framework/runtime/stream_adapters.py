@@ -89,6 +89,10 @@ class StreamAdapter(ABC):
         #: the slices' items can be read in worker threads, several at once (``runtime.concurrency``):
         #: reading them moves no state (that is ``SliceRead.observe``'s and ``close``'s job)
         self.concurrency_safe = False
+        #: the stream may be synced while other such streams are (in other threads): it shares
+        #: no object with them. Only airbyte-cdk's concurrent framework promises that; a Python
+        #: connector's substream often reads its parent through the parent stream's own object.
+        self.syncs_alongside_others = False
 
     @property
     @abstractmethod
@@ -365,6 +369,7 @@ class ConcurrentStreamAdapter(StreamAdapter):
         self._built_with = dict(built_with) if self.incremental else {}
         # Partitions are airbyte-cdk's unit of concurrent reading; their cursor observes apart.
         self.concurrency_safe = True
+        self.syncs_alongside_others = True
 
     @property
     def name(self) -> str:
