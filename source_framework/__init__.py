@@ -77,6 +77,7 @@ from source_framework.streams import (
     IncrementalHttpStream,
     PartitionedIncrementalStream,
     date_windows,
+    page_json,
 )
 
 __all__ = [
@@ -91,4 +92,5 @@ __all__ = [
     "TokenAuthenticator",
     "date_windows",
     "launch",
+    "page_json",
 ]

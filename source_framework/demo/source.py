@@ -32,6 +32,7 @@ from source_framework import (
     Source,
     Stream,
     TokenAuthenticator,
+    page_json,
 )
 
 SCHEMAS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
@@ -86,7 +87,7 @@ class DemoStream(HttpStream):
             return json.load(handle)
 
     def parse_response(self, response: requests.Response, **kwargs: Any) -> Iterable[Mapping[str, Any]]:
-        yield from response.json()["data"]
+        yield from page_json(response)["data"]
 
 
 class Users(DemoStream, IncrementalHttpStream):
@@ -110,7 +111,7 @@ class Users(DemoStream, IncrementalHttpStream):
         return params
 
     def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
-        token = response.json().get("next_cursor")
+        token = page_json(response).get("next_cursor")
         return {"cursor": token} if token else None
 
 
@@ -132,7 +133,7 @@ class Orders(DemoStream, DateWindowStream):
         return {"start": stream_slice["start"], "end": stream_slice["end"], "per_page": self.page_size, "page": page}
 
     def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
-        body = response.json()
+        body = page_json(response)
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
 
 
@@ -169,7 +170,7 @@ class StoreOrders(DemoStream, PartitionedIncrementalStream):
         return {"since": since, "limit": self.page_size, "offset": (next_page_token or {}).get("offset", 0)}
 
     def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
-        offset = response.json().get("next_offset")
+        offset = page_json(response).get("next_offset")
         return {"offset": offset} if offset is not None else None
 
 
@@ -183,7 +184,7 @@ class Products(DemoStream):
         return {"offset": (next_page_token or {}).get("offset", 0), "limit": self.page_size}
 
     def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
-        body = response.json()
+        body = page_json(response)
         offset = int(parse_qs(urlparse(str(response.request.url)).query).get("offset", ["0"])[0])
         following = offset + len(body["data"])
         return {"offset": following} if body["data"] and following < body["total"] else None

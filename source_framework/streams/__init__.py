@@ -5,6 +5,7 @@ from source_framework.streams.incremental import (
     CursorWentBackwards,
     IncrementalHttpStream,
 )
+from source_framework.streams.responses import page_json
 from source_framework.streams.slicing import (
     DateWindowStream,
     PartitionedIncrementalStream,
@@ -18,4 +19,5 @@ __all__ = [
     "IncrementalHttpStream",
     "PartitionedIncrementalStream",
     "date_windows",
+    "page_json",
 ]
