@@ -7,8 +7,14 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "creating $VENV with $PYTHON" >&2
   "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[tests]' >&2
+# The package is installed in editable mode, so only a changed setup.py needs pip again.
+STAMP="$VENV/.installed-from"
+WANTED="$(sha256sum setup.py | cut -d' ' -f1)"
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANTED" ]; then
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[tests]' >&2
+  echo "$WANTED" > "$STAMP"
+fi
 # Once per environment: the class-data archive that halves the embedded Spark JVM's start-up
 # (source_framework/destinations/spark/jvm_cache.py). Without Java it says so and goes on.
 "$VENV/bin/python" -m source_framework.destinations.spark.jvm_cache >&2 || true
