@@ -9,8 +9,10 @@ The first argument names the connector: a declarative manifest (``.yaml``/``.yml
 airbyte-cdk's manifest-only connectors build it: ``YamlDeclarativeSource``), or a source class as
 ``module:Class`` (importable from the current folder or the environment). The rest is the command
 line of ``main.py`` (``spec | check | discover | read | state``, every flag included). A class
-whose constructor takes ``config``, ``catalog`` or ``state`` gets them from the command line's
-files, as the ``run.py`` of published Airbyte connectors does.
+whose constructor takes ``config``, ``catalog`` or ``state`` gets them as the ``run.py`` of
+published Airbyte connectors passes them (source-stripe's ``SourceStripe(catalog, config,
+state)``, which has no defaults): read from the files the command line names, None where it
+names none (``spec`` has no config, ``check`` and ``discover`` no catalog, a first ``read`` no state).
 
 In a connector's own entrypoint the same is one changed import::
 
@@ -50,7 +52,8 @@ def main(argv: list[str]) -> int:
 
 
 def build_source(reference: str, inputs: dict[str, Any]) -> Any:
-    """The source ``reference`` names, constructed with the ``inputs`` its constructor asks for."""
+    """The source ``reference`` names, constructed with those of the ``inputs`` (``config``,
+    ``catalog``, ``state``; None when not given) its constructor takes."""
     if reference.endswith((".yaml", ".yml")):
         if not os.path.isfile(reference):
             raise FileNotFoundError(f"manifest file '{reference}' does not exist")
@@ -68,17 +71,17 @@ def build_source(reference: str, inputs: dict[str, Any]) -> Any:
 
 
 def _inputs(parsed: Any) -> dict[str, Any]:
-    """``config``, ``catalog`` and ``state`` from the command line's files, in airbyte-cdk's types."""
-    inputs: dict[str, Any] = {}
+    """``config``, ``catalog`` and ``state`` from the command line's files, in airbyte-cdk's types,
+    each None where the command line names no such file (as a connector's ``run.py`` does)."""
     config_path: str | None = getattr(parsed, "config", None)
-    if config_path:
-        inputs["config"] = load_config(config_path)
-    if getattr(parsed, "catalog", None):
-        inputs["catalog"] = load_catalog(parsed.catalog)
-    state_path = getattr(parsed, "state", None) or getattr(parsed, "state_file", None)
-    if parsed.command == "read":
-        inputs["state"] = _state_messages(load_state(state_path) if state_path and os.path.exists(state_path) else {})
-    return inputs
+    catalog_path: str | None = getattr(parsed, "catalog", None)
+    state_path: str | None = getattr(parsed, "state", None) or getattr(parsed, "state_file", None)
+    has_state = parsed.command == "read" and state_path is not None and os.path.exists(state_path)
+    return {
+        "config": load_config(config_path) if config_path else None,
+        "catalog": load_catalog(catalog_path) if catalog_path else None,
+        "state": _state_messages(load_state(state_path)) if has_state and state_path else None,
+    }
 
 
 def _state_messages(states: dict[str, Any]) -> list[Any]:

@@ -7,15 +7,19 @@ The first test is the reported defect: a connector whose ``read_records`` yields
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import pickle
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
+import orjson
 import pytest
 from airbyte_cdk.models import (
     AirbyteErrorTraceMessage,
     AirbyteEstimateTraceMessage,
     AirbyteLogMessage,
     AirbyteMessage,
+    AirbyteMessageSerializer,
     AirbyteRecordMessage,
     AirbyteStateBlob,
     AirbyteStateMessage,
@@ -29,11 +33,23 @@ from airbyte_cdk.models import (
     TraceType,
     Type,
 )
+from airbyte_cdk.sources.concurrent_source.concurrent_source import ConcurrentSource
+from airbyte_cdk.sources.concurrent_source.concurrent_source_adapter import ConcurrentSourceAdapter
+from airbyte_cdk.sources.connector_state_manager import ConnectorStateManager
+from airbyte_cdk.sources.message import InMemoryMessageRepository
 from airbyte_cdk.sources.streams import CheckpointMixin, IncrementalMixin, Stream
-from airbyte_cdk.sources.types import Record
+from airbyte_cdk.sources.streams.concurrent.adapters import StreamFacade
+from airbyte_cdk.sources.streams.concurrent.cursor import ConcurrentCursor, CursorField
+from airbyte_cdk.sources.streams.concurrent.state_converters.incrementing_count_stream_state_converter import (
+    IncrementingCountStreamStateConverter,
+)
+from airbyte_cdk.sources.types import Record, StreamSlice
 from airbyte_cdk.sources.utils.transform import TransformConfig, TypeTransformer
 
-from unit_tests.conftest import sync
+from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.read import read_streams
+from source_framework.runtime.stream_adapters import MessageDrain, StateNotApplicable, adapt
+from unit_tests.conftest import EventOutput, RecordingDestination, catalog_of, configured, sync
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
 
@@ -344,3 +360,234 @@ def test_a_stream_that_cannot_start_fails_alone_and_the_next_stream_runs():
     statuses = [(m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])
                 for m in out.of_type("TRACE", "STREAM_STATUS")]
     assert ("broken", "INCOMPLETE") in statuses and ("fine", "COMPLETE") in statuses
+
+
+# -- records placed by the message, not by the stream --------------------------------------------
+
+
+class Shop(Numbers):
+    namespace = "shop"
+
+
+def namespaced_record(namespace, value):
+    message = record_message("numbers", {"id": value, "n": value})
+    message.record.namespace = namespace
+    return message
+
+
+@pytest.mark.parametrize(
+    "stream_class, namespace",
+    [(Numbers, "shop"), (Shop, "other")],
+    ids=["stream-without-namespace", "stream-in-another-namespace"],
+)
+def test_a_record_message_naming_another_namespace_is_refused(stream_class, namespace):
+    def items(v):
+        yield {"id": v, "n": v}
+        if v == 2:
+            yield namespaced_record(namespace, 9)
+
+    result, out, destination = sync(stream_class([[1], [2, 3]], items=items))
+    error = str(result.failed[0].error)
+    assert "yielded a RECORD message for stream 'numbers' in namespace" in error and f"'{namespace}'" in error
+    assert ("(namespace 'shop')" if stream_class is Shop else "(no namespace)") in error
+    assert landed(destination) == [1]
+    assert out.of_type("TRACE", "ERROR")
+
+
+def test_a_record_message_with_the_streams_namespace_or_none_lands():
+    result, _, destination = sync(Shop([[1, 2]], items=lambda v: [namespaced_record("shop" if v == 1 else None, v)]))
+    assert not result.failed and landed(destination) == [1, 2]
+
+
+# -- the cached-JSON messages of source-faker --------------------------------------------------------
+
+
+class AirbyteMessageWithCachedJSON(AirbyteMessage):
+    """In the style of source-faker's class of that name (not in airbyte-cdk itself): the message
+    renders its JSON once, where it is built (a pool worker), and hands that out afterwards."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._json = orjson.dumps(AirbyteMessageSerializer.dump(self)).decode()
+
+    def to_json(self) -> str:
+        return self._json
+
+
+def test_cached_json_record_and_log_messages_are_handled_as_their_base_class():
+    def items(v):
+        # built in a worker process and sent back: pickled on the way
+        yield pickle.loads(pickle.dumps(AirbyteMessageWithCachedJSON(
+            type=Type.LOG, log=AirbyteLogMessage(level=Level.INFO, message=f"built {v}"))))
+        yield pickle.loads(pickle.dumps(AirbyteMessageWithCachedJSON(
+            type=Type.RECORD, record=AirbyteRecordMessage(stream="numbers", data={"id": v, "n": v}, emitted_at=0))))
+
+    result, out, destination = sync(Numbers([[1, 2], [3]], items=items))
+    assert not result.failed
+    assert landed(destination) == [1, 2, 3]
+    assert [m["log"]["message"] for m in out.of_type("LOG")] == ["built 1", "built 2", "built 3"]
+    assert [s["stream"]["stream_state"] for s in out.states] == [{"n": 2}, {"n": 3}]
+
+
+# -- a cursor field the records lack -------------------------------------------------------------
+
+
+class UsesCursorKey(Numbers):
+    """An IncrementalMixin stream whose read_records reads record[cursor_field], as the CDK's
+    tutorial does: it dies with KeyError on a record without the field."""
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for value in self._slices[stream_slice["index"]]:
+            record = {"id": value} if value == 3 else {"id": value, "n": value}
+            self._n = max(self._n or 0, record[self.cursor_field])
+            yield record
+
+
+class LegacyWithoutCursor(Legacy):
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for v in stream_slice["values"]:
+            yield {"id": v} if v == 3 else {"id": v, "n": v}
+
+
+class StrictSetter(Numbers):
+    @property
+    def state(self) -> MutableMapping[str, Any]:
+        return {"n": self._n}
+
+    @state.setter
+    def state(self, value: Mapping[str, Any]) -> None:
+        self._n = value["n"]
+
+
+@pytest.mark.parametrize(
+    "stream, where, lacking",
+    [
+        (UsesCursorKey([[1, 2], [3]]), "read_records()", "the records lack the declared cursor field 'n'"),
+        (LegacyWithoutCursor(), "get_updated_state()", "the records lack the declared cursor field 'n'"),
+        (StrictSetter([[1]]), "state setter", "lacks the declared cursor field 'n'"),
+    ],
+    ids=["read_records", "get_updated_state", "state-setter"],
+)
+def test_a_key_error_of_the_cursor_field_says_the_field_is_missing(stream, where, lacking):
+    result, out, _ = sync(stream)
+    (failed,) = result.failed
+    error = failed.error
+    assert where in str(error) and lacking in str(error) and "KeyError('n')" in str(error)
+    assert isinstance(error.__cause__, KeyError)  # the original is kept
+    (trace,) = out.of_type("TRACE", "ERROR")
+    assert lacking in trace["trace"]["error"]["message"]
+    assert "KeyError: 'n'" in trace["trace"]["error"]["stack_trace"]
+
+
+def test_records_without_any_cursor_value_complete_with_one_warning(caplog):
+    stream = Numbers([[1, 2], [3], [4]], items=lambda v: [{"id": v}] if v < 4 else [{"id": v, "n": v}])
+    with caplog.at_level("WARNING", logger="source_framework.read"):
+        result, _, destination = sync(stream)
+    assert not result.failed  # airbyte-cdk completes such a sync: so do we
+    assert landed(destination) == [1, 2, 3, 4]
+    warnings = [r.getMessage() for r in caplog.records if "cursor field" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "cursor field 'n'" in warnings[0] and "none of the 2 records" in warnings[0]
+
+
+def test_records_with_a_cursor_value_give_no_warning(caplog):
+    with caplog.at_level("WARNING", logger="source_framework.read"):
+        result, _, _ = sync(Numbers([[1, 2], [3]], items=lambda v: [{"id": v}] if v == 2 else [{"id": v, "n": v}]))
+    assert not result.failed
+    assert not [r for r in caplog.records if "cursor field" in r.getMessage()]
+
+
+# -- a ConcurrentSourceAdapter source: StreamFacades over DefaultStreams -------------------------
+
+
+class Windows(Stream):
+    """Numbers 1..9 in windows of three (``start``/``end`` slice keys) from the state's ``n`` on."""
+
+    primary_key = "id"
+    cursor_field = "n"
+    name = "numbers"
+
+    def get_json_schema(self) -> Mapping[str, Any]:
+        return SCHEMA
+
+    def stream_slices(self, sync_mode=None, cursor_field=None, stream_state=None):
+        for low in range((stream_state or {}).get("n", 0), 9, 3):
+            yield StreamSlice(partition={}, cursor_slice={"start": low, "end": min(low + 3, 9)})
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for value in range(stream_slice["start"] + 1, stream_slice["end"] + 1):
+            yield {"id": value, "n": value}
+
+
+class NumbersBySlices(ConcurrentSourceAdapter):
+    """The style of source-stripe: built with the state, its streams() builds a state manager from
+    it and wraps the stream in a StreamFacade with a ConcurrentCursor. ``asks_manager=False``: a
+    source that reads the stream's state from what it was given instead."""
+
+    def __init__(self, state: list[AirbyteStateMessage] | None, asks_manager: bool = True) -> None:
+        self._repository = InMemoryMessageRepository()
+        super().__init__(ConcurrentSource.create(1, 1, logging.getLogger("test"), self._slice_logger, self._repository))
+        self._state, self._asks_manager = state, asks_manager
+
+    @property
+    def message_repository(self) -> InMemoryMessageRepository:
+        return self._repository
+
+    def check_connection(self, logger, config):
+        return True, None
+
+    def streams(self, config):
+        manager = ConnectorStateManager(state=self._state)
+        stream = Windows()
+        given = {s.stream.stream_descriptor.name: s.stream.stream_state.__dict__ for s in self._state or []}
+        state = manager.get_stream_state("numbers", None) if self._asks_manager else dict(given.get("numbers", {}))
+        converter = IncrementingCountStreamStateConverter()
+        cursor = ConcurrentCursor("numbers", None, state, self._repository, manager, converter, CursorField("n"),
+                                  ("start", "end"), 0, converter.get_end_provider())
+        return [StreamFacade.create_from_stream(stream, self, logging.getLogger("test"), state, cursor)]
+
+
+def state_message(value: Mapping[str, Any]) -> AirbyteStateMessage:
+    return AirbyteStateMessage(type=AirbyteStateType.STREAM, stream=AirbyteStreamState(
+        stream_descriptor=StreamDescriptor(name="numbers"), stream_state=AirbyteStateBlob(dict(value))))
+
+
+def facade_sync(source: NumbersBySlices, start: Mapping[str, Any]):
+    from source_framework.runtime.cdk_stream_state import state_setter
+
+    (facade,) = source.streams({})
+    set_state = state_setter(source, {})
+    adapter = adapt(facade, configured("numbers"), lambda state: set_state("numbers", None, state), built_with=start)
+    destination = RecordingDestination()
+    out = EventOutput(destination.events)
+    output = ProtocolOutput(out)
+    result = read_streams({"numbers": adapter}, catalog_of(configured("numbers")), {"numbers": dict(start)} if start else {},
+                          destination, output, side_messages=MessageDrain(source))
+    return result, out, destination
+
+
+def test_a_stream_facade_is_read_through_its_default_stream_and_its_concurrent_cursor():
+    result, out, destination = facade_sync(NumbersBySlices(None), {})
+    assert not result.failed
+    assert landed(destination) == list(range(1, 10))
+    assert [s["stream"]["stream_state"] for s in out.states] == [{"n": 3}, {"n": 6}, {"n": 9}]
+
+
+def test_a_stream_facade_takes_the_state_the_sync_starts_from_through_its_state_manager():
+    from source_framework.runtime.cdk_stream_state import state_setter
+
+    source = NumbersBySlices([state_message({"n": 3})])  # built with one state, as its run.py does
+    stream = state_setter(source, {})("numbers", None, {"n": 6})  # the runtime starts from another
+    assert [p.to_slice()["start"] for p in stream.generate_partitions()] == [6]
+    result, _, destination = facade_sync(NumbersBySlices([state_message({"n": 6})]), {"n": 6})
+    assert landed(destination) == [7, 8, 9] and not result.failed
+
+
+def test_a_facade_source_that_does_not_ask_its_state_manager_runs_only_from_the_state_it_was_built_with():
+    from source_framework.runtime.cdk_stream_state import state_setter
+
+    source = NumbersBySlices([state_message({"n": 3})], asks_manager=False)
+    with pytest.raises(StateNotApplicable, match="did not ask a ConnectorStateManager"):
+        state_setter(source, {})("numbers", None, {"n": 6})
+    result, _, destination = facade_sync(source, {"n": 3})  # the state it was built with: it runs
+    assert landed(destination) == [4, 5, 6, 7, 8, 9] and not result.failed

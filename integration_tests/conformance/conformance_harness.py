@@ -8,7 +8,7 @@
   the second half of its requests (``ShopApi``), paused at a fault point and killed with SIGKILL,
   keeping the last STATE of each stream it printed; ``KillRunner`` runs them in the background;
 - ``read_tables`` / ``check_tables_equal_records`` (from ``source_framework.testing``): the
-  tables read back with a plain ``spark.read.parquet`` and compared with records by value
+  tables read back with the test session's ``spark`` and compared with records by value
   through the stream's JSON schema.
 
 Every run here sees the demo API with the same knobs, so two APIs started with them serve the
@@ -42,11 +42,9 @@ from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteStreamSeriali
 from airbyte_cdk.test.entrypoint_wrapper import read as entrypoint_read
 
 from source_framework.demo.api import DemoApi
+from source_framework.testing import table_checks
 from source_framework.testing.catalogs import StreamInfo, stream_infos
-from source_framework.testing.table_checks import (  # noqa: F401 (for the tests)
-    check_tables_equal_records,
-    read_tables,
-)
+from source_framework.testing.table_checks import check_tables_equal_records  # noqa: F401 (for the tests)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_CONNECTOR = os.path.join(HERE, "run_connector.py")
@@ -55,6 +53,10 @@ API_KEY = "conformance-key-7d1f"
 START_DATE = "2025-01-01T00:00:00Z"
 RECORDS, STORES, SEED = 240, 4, 17
 TOUCHES = {"users": 10, "orders": 10, "products": 5}
+#: what the LOG messages the connectors yield themselves start with
+LOG_PREFIX = "conformance:"
+#: the --concurrency values the differential checks run ours with (issue 13: the same tables)
+CONCURRENCIES = (1, 4)
 
 # --- the API and the inputs --------------------------------------------------------------------
 
@@ -72,14 +74,19 @@ class ShopApi(DemoApi):
         self._drip = 0.0
         self._served = 0
         self._served_lock = threading.Lock()
+        #: requests held at the gate right now
+        self.waiting = 0
 
     def respond(self, method: str, target: str, headers: Any, body: bytes) -> Any:
         if self.hold_after is not None and not target.startswith("/_admin/"):
             with self._served_lock:
                 self._served += 1
                 gated = self._served > self.hold_after
+                self.waiting += gated
             if gated:
                 self._opened.wait(600)
+                with self._served_lock:
+                    self.waiting -= 1
                 if self.hold_after is not None:
                     time.sleep(self._drip)
         return super().respond(method, target, headers, body)
@@ -112,8 +119,11 @@ def source_config(api: DemoApi) -> dict[str, Any]:
     return {"api_url": api.url, "api_key": API_KEY, "start_date": START_DATE}
 
 
-def ours_config(api: DemoApi, warehouse: str) -> dict[str, Any]:
-    return {**source_config(api), "destination": {"type": "spark", "warehouse": str(warehouse), "spark_master": "local[1]"}}
+def ours_config(api: DemoApi, warehouse: str, concurrency: int | None = None) -> dict[str, Any]:
+    """The source's config plus our destination; ``concurrency``: the config's ``concurrency_level``
+    (what ``--concurrency`` sets, for a process whose command line is airbyte-cdk's)."""
+    config = {**source_config(api), "destination": {"type": "spark", "warehouse": str(warehouse), "spark_master": "local[1]"}}
+    return config if concurrency is None else {**config, "concurrency_level": concurrency}
 
 
 def connector(style: str) -> Any:
@@ -150,6 +160,16 @@ def configured_catalog(style: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 def infos(catalog: Mapping[str, Any]) -> dict[str, StreamInfo]:
     return stream_infos(catalog)
+
+
+def read_tables(spark: Any, warehouse: str, style: str, catalog: Mapping[str, Any]) -> dict[str, Any]:
+    """Our tables of ``style``'s streams in ``warehouse``, read back with ``spark`` (None where a
+    stream has no committed table). The tables of a stream without a namespace are in the folder
+    of the source's name, as our ``read`` lays them out."""
+    from source_framework.destinations.spark.destination import SparkDestination
+
+    destination = SparkDestination(warehouse, default_namespace=connector(style).build_source(None, None, None).name)
+    return table_checks.read_tables(spark, destination, infos(catalog))
 
 
 def incremental_streams(catalog: Mapping[str, Any]) -> list[str]:
@@ -203,6 +223,12 @@ class Run:
             if m.get("type") == "TRACE" and m["trace"].get("type") == "ERROR"
         ]
         return found + ([self.crash] if self.crash else [])
+
+    def logs(self, prefix: str = LOG_PREFIX) -> Counter:
+        """The LOG messages whose text starts with ``prefix``: those the connectors emit themselves."""
+        return Counter(
+            m["log"]["message"] for m in self.messages if m.get("type") == "LOG" and m["log"]["message"].startswith(prefix)
+        )
 
     def estimates(self) -> Counter:
         return Counter(
@@ -337,6 +363,11 @@ class KilledRun:
     SIGKILL, together with whatever it started (pool workers, the Spark JVM); one that has printed
     no STATE ``kill_after`` seconds after it started is killed where it is. The last STATE of each
     stream it printed is kept, as an orchestrator would keep it.
+
+    ``kill_when_held``: for a sync of ours that prints a single STATE, at its very end (a stream
+    whose state lags its records checkpoints only when it completes), a kill after a STATE would
+    come after the end. Such a process is killed as soon as the API holds one of its requests:
+    in the middle of its sync, with the first half read and no STATE printed.
     """
 
     style: str
@@ -348,9 +379,11 @@ class KilledRun:
     open_after: float = 20
     drip: float = 1.0
     kill_after: float = 90
+    kill_when_held: bool = False
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
     state_lines: int = 0
     paused: bool = False
+    held: bool = False  # killed while the API held a request of it (``kill_when_held``)
     killed: bool = False
     opened_at: str | None = None
     returncode: int | None = None
@@ -394,7 +427,11 @@ class KilledRun:
             elapsed = time.monotonic() - started
             if elapsed > self.kill_after:
                 break
-            if self.opened_at is None:
+            if self.kill_when_held:
+                if self.api.waiting:
+                    self.held = True
+                    break
+            elif self.opened_at is None:
                 if self._committed():
                     self.opened_at = f"after a first commit, {elapsed:.1f}s in"
                 elif elapsed > self.open_after:
@@ -437,6 +474,8 @@ class KilledRun:
     def describe(self) -> str:
         if self.paused:
             where = f"paused at {self.pause_at}"
+        elif self.held:
+            where = "while the API held its requests after the first half"
         elif self.killed:
             where = f"no {self.pause_at} within {self.kill_after:.0f}s"
         else:
@@ -469,27 +508,32 @@ class KillRunner:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="conformance-kill")
         self._runs: list[KilledRun] = []
         self._apis: list[DemoApi] = []
-        self.futures: dict[str, Any] = {}
+        self.futures: dict[tuple[str, int], Any] = {}
 
-    def plan(self, style: str, work: str) -> None:
-        """Start ``style``'s killed run; airbyte-cdk's sync tells how many requests a sync makes,
-        and the API holds those after the first half (see ``KilledRun``)."""
+    def plan(self, style: str, concurrency: int, work: str) -> None:
+        """Start ``style``'s killed run, reading ``concurrency`` slices at once; airbyte-cdk's sync
+        tells how many requests a sync makes, and the API holds those after the first half (see
+        ``KilledRun``)."""
         api = start_api()
         try:
             catalog = configured_catalog(style, source_config(api))
             api.reset_stats()
             cdk_read(style, source_config(api), catalog)
             requests = api.stats()["requests"]
+            # how many STATEs a whole sync of ours prints (without Spark: the same checkpoints)
+            whole = ours_read(style, ours_config(api, os.path.join(work, "unused")), catalog,
+                              args=["--destination", "stdout", "--concurrency", str(concurrency)])
         finally:
             api.stop()
         api = start_api(hold_after=max(1, requests // 2))  # untouched data: what the first syncs read
         self._apis.append(api)
-        config = ours_config(api, os.path.join(work, "warehouse"))
+        config = ours_config(api, os.path.join(work, "warehouse"), concurrency)
         config_path, catalog_path = os.path.join(work, "config.json"), os.path.join(work, "catalog.json")
         for path, content in ((config_path, config), (catalog_path, catalog)):
             with open(path, "w") as handle:
                 json.dump(content, handle)
-        run = KilledRun(style, config_path, catalog_path, api, config["destination"]["warehouse"])
+        run = KilledRun(style, config_path, catalog_path, api, config["destination"]["warehouse"],
+                        kill_when_held=len(whole.states()) == 1)
         self._runs.append(run)
 
         def kill() -> KillOutcome:
@@ -498,7 +542,7 @@ class KillRunner:
             finally:
                 api.full_speed()  # for the resume
 
-        self.futures[style] = self._pool.submit(kill)
+        self.futures[(style, concurrency)] = self._pool.submit(kill)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -6,9 +6,11 @@ spends most of its life starting a Spark JVM of its own while the in-process tes
 
 ``first_sync`` (module scope, one per style in ``connectors.STYLES``) starts a demo API, builds
 the configured catalog from the source's own ``discover`` and reads everything once with
-airbyte-cdk's entrypoint and with ours (into Spark, whose tables it reads back at once, and with
-``--destination stdout``). ``resumed`` then changes some records in the API and reads from each
-entrypoint's final state with airbyte-cdk.
+airbyte-cdk's entrypoint and with ours (into Spark once per ``--concurrency`` value of
+``harness.CONCURRENCIES``, reading each warehouse's tables back at once, and with
+``--destination stdout``); the later tests go on from the ``--concurrency 4`` warehouse.
+``resumed`` then changes some records in the API and reads from each entrypoint's final state
+with airbyte-cdk.
 
 The Spark session is the integration tests' one (``spark`` in ``integration_tests/conftest.py``),
 created before our first in-process read into Spark so that every such read writes through it.
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import conformance_harness as harness
@@ -26,6 +28,8 @@ import pytest
 from connectors import STYLES
 
 KILL_TEST = "test_sigkill_mid_sync_then_resume_lands_every_record_once"
+#: the --concurrency of the fixture's first sync of ours (the other values sync again, on demand)
+FIRST_CONCURRENCY = 4
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,7 +49,9 @@ class FirstSync:
     ours: harness.Run
     ours_tables: Any  # {stream: rows} read back right after the sync, or what reading them raised
     ours_stdout: harness.Run
-    kill: Any  # Future[KillOutcome] when the style's SIGKILL test runs, else None
+    kills: dict[int, Any]  # per concurrency, Future[KillOutcome] when that SIGKILL test runs
+    #: per --concurrency value, our first sync into Spark and its tables read back (or what reading them raised)
+    ours_at: dict[int, tuple[harness.Run, Any]] = field(default_factory=dict)
 
     def ours_config(self, warehouse: str) -> dict[str, Any]:
         return harness.ours_config(self.api, warehouse)
@@ -68,11 +74,12 @@ def kill_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     runner = harness.KillRunner(workers=2)
     try:
         for style in STYLES:
-            if _kill_test_selected(request, style):
-                try:
-                    runner.plan(style, str(tmp_path_factory.mktemp(f"{style}-killed")))
-                except Exception as error:  # noqa: BLE001 - that style's SIGKILL test fails with it
-                    runner.futures[style] = _failed(error)
+            for concurrency in harness.CONCURRENCIES:
+                if _kill_test_selected(request, style, concurrency):
+                    try:
+                        runner.plan(style, concurrency, str(tmp_path_factory.mktemp(f"{style}-{concurrency}-killed")))
+                    except Exception as error:  # noqa: BLE001 - that style's SIGKILL test fails with it
+                        runner.futures[(style, concurrency)] = _failed(error)
         yield runner
     finally:
         runner.close()
@@ -84,11 +91,12 @@ def _failed(error: BaseException) -> Future:
     return future
 
 
-def _kill_test_selected(request: pytest.FixtureRequest, style: str) -> bool:
+def _kill_test_selected(request: pytest.FixtureRequest, style: str, concurrency: int) -> bool:
     for item in request.session.items:
         callspec = getattr(item, "callspec", None)
-        if getattr(item, "originalname", "") == KILL_TEST and callspec is not None and callspec.params.get("first_sync") == style:
-            return True
+        if getattr(item, "originalname", "") == KILL_TEST and callspec is not None:
+            if callspec.params.get("first_sync") == style and callspec.params.get("concurrency") == concurrency:
+                return True
     return False
 
 
@@ -105,18 +113,25 @@ def first_sync(
         cdk = harness.cdk_read(style, config, catalog)
         assert cdk.ok() and cdk.records(), f"the connector itself fails under airbyte-cdk: {cdk.describe()}"
         warehouse = str(work / "warehouse")
-        ours = harness.ours_read(style, harness.ours_config(api, warehouse), catalog)
-        tables: Any = None
-        if ours.ok():
-            try:
-                tables = harness.read_tables(spark, warehouse, harness.infos(catalog))
-            except Exception as error:  # noqa: BLE001 - test_same_records_as_airbyte_cdk fails with it
-                tables = error
-        kill = kill_runner.futures.get(style)
+        ours_at = {}
+        for concurrency in harness.CONCURRENCIES:  # the other warehouses are only read back
+            into = warehouse if concurrency == FIRST_CONCURRENCY else str(work / f"concurrency-{concurrency}")
+            run = harness.ours_read(style, harness.ours_config(api, into), catalog, args=["--concurrency", str(concurrency)])
+            ours_at[concurrency] = (run, _tables_of(spark, into, style, catalog) if run.ok() else None)
+        ours, tables = ours_at[FIRST_CONCURRENCY]
+        kills = {c: kill_runner.futures[(style, c)] for c in harness.CONCURRENCIES if (style, c) in kill_runner.futures}
         ours_stdout = harness.ours_read(style, harness.ours_config(api, str(work / "unused")), catalog, args=["--destination", "stdout"])
-        yield FirstSync(style, api, work, config, catalog, warehouse, cdk, ours, tables, ours_stdout, kill)
+        yield FirstSync(style, api, work, config, catalog, warehouse, cdk, ours, tables, ours_stdout, kills, ours_at)
     finally:
         api.stop()
+
+
+def _tables_of(spark: Any, warehouse: str, style: str, catalog: dict[str, Any]) -> Any:
+    """Our tables read back, or what reading them raised (the record tests fail with it)."""
+    try:
+        return harness.read_tables(spark, warehouse, style, catalog)
+    except Exception as error:  # noqa: BLE001
+        return error
 
 
 @pytest.fixture(scope="module")

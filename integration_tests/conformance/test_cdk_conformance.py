@@ -3,9 +3,10 @@ entrypoint and under ours, against the demo API on 127.0.0.1.
 
 For every style (see ``connectors/__init__.py``):
 
-1. the same records: our Spark tables, read back with a plain ``spark.read``, hold exactly the
-   records airbyte-cdk's ``read`` printed (none missing, none extra); ours with
-   ``--destination stdout`` prints them too, and TRACE estimates are passed on;
+1. the same records: our Spark tables, read back with the test session's Spark, hold exactly the
+   records airbyte-cdk's ``read`` printed (none missing, none extra), with ``--concurrency 1`` and
+   ``--concurrency 4`` alike; ours with ``--destination stdout`` prints them too; the TRACE
+   estimates and LOG messages the connector emits are passed on;
 2. final states move both ways, after some records changed in the API:
    - airbyte-cdk accepts our final state, and for the incremental streams reads from it exactly
      what it reads from its own;
@@ -15,9 +16,11 @@ For every style (see ``connectors/__init__.py``):
      that state (append: every record exactly once; overwrite: replaced);
 3. a sync started under airbyte-cdk and stopped half-way goes on under ours from the STATEs
    the CDK printed until then: ours lands exactly what the CDK reads from them;
-4. (slow) a process of ours killed with SIGKILL in the middle of the sync and resumed from the
-   last STATEs it printed ends with every record of the CDK's sync in the tables exactly once,
-   and airbyte-cdk accepts those STATEs too.
+4. a full-refresh stream given a STATE from the middle of airbyte-cdk's sync (a page token of
+   its resumable full refresh) is read again in full and replaces its table: no duplicates;
+5. (slow, at both concurrencies) a process of ours killed with SIGKILL right after a STATE in
+   the middle of the sync and resumed from the last STATEs it printed ends with every record of
+   the CDK's sync in the tables exactly once, and airbyte-cdk accepts those STATEs too.
 """
 
 from __future__ import annotations
@@ -28,27 +31,37 @@ import conformance_harness as harness
 import pytest
 
 
-def _tables(spark, warehouse, catalog):
-    return harness.read_tables(spark, warehouse, harness.infos(catalog))
+def _tables(spark, warehouse, sync):
+    return harness.read_tables(spark, warehouse, sync.style, sync.catalog)
 
 
-def test_same_records_as_airbyte_cdk(first_sync):
+@pytest.mark.parametrize("concurrency", harness.CONCURRENCIES)
+def test_same_records_as_airbyte_cdk(first_sync, concurrency):
+    """Our tables hold exactly airbyte-cdk's records whatever the concurrency, and the TRACE
+    estimates and LOG messages the connector emits come out as under airbyte-cdk."""
     sync = first_sync
-    assert sync.ours.ok(), sync.ours.describe()
-    assert not isinstance(sync.ours_tables, Exception), f"reading our tables back failed: {sync.ours_tables!r}"
-    harness.check_tables_equal_records(sync.ours_tables, sync.cdk, harness.infos(sync.catalog))
+    ours, tables = sync.ours_at[concurrency]
+    assert ours.ok(), ours.describe()
+    assert not isinstance(tables, Exception), f"reading our tables back failed: {tables!r}"
+    harness.check_tables_equal_records(tables, sync.cdk, harness.infos(sync.catalog))
+    _check_messages_passed_on(ours, sync.cdk)
 
+
+def test_destination_stdout_prints_the_records_of_airbyte_cdk(first_sync):
+    sync = first_sync
     assert sync.ours_stdout.ok(), sync.ours_stdout.describe()
     problems = harness.multiset_diff(
         harness.record_multisets(sync.cdk, sync.catalog), harness.record_multisets(sync.ours_stdout, sync.catalog)
     )
     assert not problems, "RECORD messages of ours (--destination stdout) vs airbyte-cdk's:\n" + "\n".join(problems)
+    _check_messages_passed_on(sync.ours_stdout, sync.cdk)
 
-    expected_estimates = sync.cdk.estimates()
-    for run in (sync.ours, sync.ours_stdout):
-        assert run.estimates() == expected_estimates, (
-            f"{run.label}: TRACE estimates {dict(run.estimates())}, airbyte-cdk printed {dict(expected_estimates)}"
-        )
+
+def _check_messages_passed_on(run, cdk):
+    assert run.estimates() == cdk.estimates(), (
+        f"{run.label}: TRACE estimates {dict(run.estimates())}, airbyte-cdk printed {dict(cdk.estimates())}"
+    )
+    assert run.logs() == cdk.logs(), f"{run.label}: the connector's LOG messages {dict(run.logs())}, airbyte-cdk printed {dict(cdk.logs())}"
 
 
 def test_airbyte_cdk_resumes_from_our_final_state_as_from_its_own(first_sync, resumed):
@@ -76,7 +89,7 @@ def test_ours_from_the_final_state_of_airbyte_cdk_lands_what_it_reads(first_sync
     assert ours.ok(), f"ours from airbyte-cdk's final state {json.dumps(resumed.cdk_state)}:\n{ours.describe()}"
     # resumed.cdk_from_ours read every full-refresh stream in full (our final state for them is "no state")
     expected = harness.from_state(resumed.cdk_from_cdk, resumed.cdk_from_ours, sync.catalog)
-    harness.check_tables_equal_records(_tables(spark, warehouse, sync.catalog), expected, harness.infos(sync.catalog))
+    harness.check_tables_equal_records(_tables(spark, warehouse, sync), expected, harness.infos(sync.catalog))
 
 
 def test_ours_from_its_own_final_state_completes_its_tables(first_sync, resumed, spark):
@@ -86,7 +99,7 @@ def test_ours_from_its_own_final_state_completes_its_tables(first_sync, resumed,
     ours = harness.ours_read(sync.style, sync.ours_config(sync.warehouse), sync.catalog, resumed.our_state)
     assert ours.ok(), f"ours from its own final state {json.dumps(resumed.our_state)}:\n{ours.describe()}"
     harness.check_tables_equal_records(
-        _tables(spark, sync.warehouse, sync.catalog),
+        _tables(spark, sync.warehouse, sync),
         harness.after_resume(sync.cdk, resumed.cdk_from_ours, sync.catalog),
         harness.infos(sync.catalog),
     )
@@ -107,16 +120,60 @@ def test_mid_sync_state_of_airbyte_cdk_resumes_ours_to_the_same_records(first_sy
     assert ours.ok(), f"ours from airbyte-cdk's STATEs {json.dumps(middle)}:\n{ours.describe()}"
     everything = harness.cdk_read(sync.style, sync.config, sync.catalog)  # the API now (other tests touch it)
     expected = harness.from_state(cdk_from_middle, everything, sync.catalog)  # full refresh: every record
-    harness.check_tables_equal_records(_tables(spark, warehouse, sync.catalog), expected, harness.infos(sync.catalog))
+    harness.check_tables_equal_records(_tables(spark, warehouse, sync), expected, harness.infos(sync.catalog))
+
+
+def test_a_full_refresh_from_a_mid_sync_state_rereads_everything_and_replaces_its_table(first_sync, spark):
+    """Where airbyte-cdk resumes a full refresh from its page token (its resumable full-refresh
+    cursor), ours reads the stream again in full and replaces its table (README): given the first
+    STATE airbyte-cdk printed for each full-refresh stream, over a table that already holds them,
+    ours reads every record (its STATE counts them all) and the table holds each exactly once."""
+    sync = first_sync
+    full_refresh = harness.overwrite_streams(sync.catalog)
+    if not full_refresh:
+        pytest.skip("this style has no full-refresh stream")
+    catalog = {"streams": [s for s in sync.catalog["streams"] if s["stream"]["name"] in full_refresh]}
+    first_states: dict[str, dict] = {}
+    for state in sync.cdk.states():
+        first_states.setdefault(state["stream"]["stream_descriptor"]["name"], {"type": "STREAM", "stream": state["stream"]})
+    given = [first_states[name] for name in full_refresh if name in first_states]
+    markers = {"__ab_full_refresh_sync_complete", "__ab_no_cursor_state_message"}  # "the stream is complete"
+    page_tokens = [s for s in given if not markers & set(s["stream"]["stream_state"])]
+    if sync.style == "resumable_full_refresh":  # the case this test is for: a state in the middle of a stream
+        assert page_tokens, f"airbyte-cdk printed no page-token state: {json.dumps(given)}"
+
+    warehouse = str(sync.work / "full-refresh-replaced")
+    first = harness.ours_read(sync.style, sync.ours_config(warehouse), catalog)
+    assert first.ok(), first.describe()
+    again = harness.ours_read(sync.style, sync.ours_config(warehouse), catalog, given)
+    assert again.ok(), f"ours from airbyte-cdk's first STATEs {json.dumps(given)}:\n{again.describe()}"
+    everything = harness.cdk_read(sync.style, sync.config, catalog)  # the API now (other tests touch it)
+    counts = {s["stream"]["stream_descriptor"]["name"]: s["sourceStats"]["recordCount"] for s in again.states()}
+    assert counts == {name: len(everything.records(name)) for name in full_refresh}, "each stream read again in full"
+    harness.check_tables_equal_records(_tables(spark, warehouse, sync), everything, harness.infos(catalog))
 
 
 @pytest.mark.slow
-def test_sigkill_mid_sync_then_resume_lands_every_record_once(first_sync, spark):
+@pytest.mark.parametrize("concurrency", harness.CONCURRENCIES)
+def test_sigkill_mid_sync_then_resume_lands_every_record_once(first_sync, concurrency, spark):
     sync = first_sync
-    outcome = sync.kill.result(timeout=600)  # started in the background by the first_sync fixture
+    outcome = sync.kills[concurrency].result(timeout=600)  # started in the background by the kill_runner fixture
     killed = outcome.killed
+    complete = len(sync.ours.states())  # STATE lines of a whole sync of ours
     try:
-        assert killed.killed, f"the sync was not killed in its middle: {killed.describe()}"
+        # In the middle: paused right after a STATE (not killed on a timeout, not exited by itself),
+        # with at least one STATE printed and fewer than a whole sync prints; else the resume below
+        # would start from nothing, or from the end, and prove nothing. A sync of ours that prints
+        # one STATE, at its end (states that lag their records), has no STATE in its middle: it is
+        # killed while the API holds the second half of its requests, with no STATE printed.
+        if killed.kill_when_held:
+            assert complete == 1, f"a whole sync prints {complete} STATEs: {sync.ours.describe()}"
+            assert killed.killed and killed.held and killed.state_lines == 0, f"not killed mid-run: {killed.describe()}"
+        else:
+            assert killed.killed and killed.paused, f"the sync was not killed right after a STATE: {killed.describe()}"
+            assert 1 <= killed.state_lines < complete, (
+                f"killed after {killed.state_lines} STATE lines; a whole sync prints {complete}: {killed.describe()}"
+            )
 
         cdk_from_killed = harness.cdk_read(sync.style, harness.source_config(outcome.api), sync.catalog, killed.state_list())
         assert cdk_from_killed.ok(), f"airbyte-cdk refuses the STATEs ours printed: {cdk_from_killed.describe()}"
@@ -128,6 +185,6 @@ def test_sigkill_mid_sync_then_resume_lands_every_record_once(first_sync, spark)
     warehouse = outcome.config["destination"]["warehouse"]
     print(f"{killed.describe().split(chr(10) + 'stderr')[0]}\nresumed: {resumed.describe()}")
     try:
-        harness.check_tables_equal_records(_tables(spark, warehouse, sync.catalog), sync.cdk, harness.infos(sync.catalog))
+        harness.check_tables_equal_records(_tables(spark, warehouse, sync), sync.cdk, harness.infos(sync.catalog))
     except AssertionError as error:
         raise AssertionError(f"{error}\n{killed.describe()}\nresumed: {resumed.describe()}") from None

@@ -35,6 +35,7 @@ from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
 from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
 from airbyte_cdk.utils.constants import ENV_REQUEST_CACHE_PATH
+from airbyte_cdk.utils.traced_exception import AirbyteTracedException
 
 from source_framework.destinations.base import (
     APPEND,
@@ -44,7 +45,7 @@ from source_framework.destinations.base import (
 )
 from source_framework.destinations.spark.layout import UnsafeTableName
 from source_framework.destinations.spark.table_lock import TableLocked
-from source_framework.runtime.concurrent_states import state_setter
+from source_framework.runtime.cdk_stream_state import state_setter
 from source_framework.runtime.inputs import (
     InputError,
     load_catalog,
@@ -78,6 +79,7 @@ from source_framework.runtime.stream_adapters import (
     StreamAdapter,
     adapt,
     is_concurrent,
+    manifest_concurrency,
     supports_incremental,
 )
 from source_framework.runtime.summary import format_summary
@@ -155,14 +157,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any]) -> int:
+def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any], source: Any = None) -> int:
     """``--concurrency``, else the config's ``concurrency_level`` (airbyte-cdk's declarative name for
-    it), else ``DEFAULT_CONCURRENCY``."""
+    it), else ``DEFAULT_CONCURRENCY``; never more than a declarative source's manifest allows."""
     if getattr(parsed, "concurrency", None):
-        return int(parsed.concurrency)
-    value = config.get("concurrency_level", DEFAULT_CONCURRENCY)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InputError(f"config file '{parsed.config}': concurrency_level must be a whole number of 1 or more, got {value!r}")
+        value = int(parsed.concurrency)
+    else:
+        value = config.get("concurrency_level", DEFAULT_CONCURRENCY)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InputError(f"config file '{parsed.config}': concurrency_level must be a whole number of 1 or more, got {value!r}")
+    bound = manifest_concurrency(source, config) if source is not None else None
+    if bound is not None and bound < value:
+        logger.info("the manifest's concurrency_level allows %d slices at once; reading %d at once, not %d", bound, bound, value)
+        return bound
     return value
 
 
@@ -232,31 +239,65 @@ def run_command(source: Any, parsed: argparse.Namespace) -> int:
 
 def run_cdk_command(source: Any, parsed: argparse.Namespace) -> int:
     """``spec``, ``check`` and ``discover`` through airbyte-cdk's entrypoint, after our own
-    check of the config file so that a bad file gets a one-line error, not a traceback."""
+    check of the config file so that a bad file gets a one-line error, not a traceback; what
+    the source's own code raises gets a TRACE error, as airbyte-cdk's ``launch`` prints it."""
     cdk_args = [parsed.command] + (["--debug"] if parsed.debug else [])
-    if parsed.command != "spec":
-        output = ProtocolOutput()
-        try:
+    output = ProtocolOutput()
+    try:
+        if parsed.command != "spec":
             config = load_config(parsed.config)
-            output.secrets = SecretFilter(find_secrets(config, source.spec(logger).connectionSpecification))
+            output.secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
+            with source_call("spec()"):
+                spec = source.spec(logger)
+            output.secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
             if parsed.command == "discover":
                 _check_schemas(source, config)
-        except InputError as error:
-            return _bad_input(error, output)
-        cdk_args += ["--config", parsed.config]
-        for flag in ("manifest_path", "components_path"):
-            if getattr(parsed, flag, None):
-                cdk_args += ["--" + flag.replace("_", "-"), getattr(parsed, flag)]
-    entrypoint = AirbyteEntrypoint(source)
-    for line in entrypoint.run(entrypoint.parse_args(cdk_args)):
-        sys.stdout.write(line + "\n")
+            cdk_args += ["--config", parsed.config]
+            for flag in ("manifest_path", "components_path"):
+                if getattr(parsed, flag, None):
+                    cdk_args += ["--" + flag.replace("_", "-"), getattr(parsed, flag)]
+        entrypoint = AirbyteEntrypoint(source)
+        with source_call(parsed.command):
+            for line in entrypoint.run(entrypoint.parse_args(cdk_args)):
+                sys.stdout.write(line + "\n")
+    except InputError as error:
+        return _bad_input(error, output)
+    except SourceFailed as failure:
+        sys.stdout.flush()
+        return _source_failed(failure, output)
     sys.stdout.flush()
     return EXIT_OK
 
 
+class SourceFailed(Exception):
+    """The source's own code (``spec()``, ``streams()``, a command of airbyte-cdk's entrypoint)
+    raised outside any stream's read: the command cannot go on."""
+
+    def __init__(self, call: str, error: BaseException) -> None:
+        detail = error.message if isinstance(error, AirbyteTracedException) and error.message else str(error)
+        super().__init__(f"{call} raised {type(error).__name__}: {detail}")
+        self.error = error
+        failure_type = getattr(error, "failure_type", None) if isinstance(error, AirbyteTracedException) else None
+        #: as airbyte-cdk's entrypoint reports it: a traced exception's own type, else system_error
+        self.failure_type = getattr(failure_type, "value", None) or "system_error"
+
+
+@contextmanager
+def source_call(call: str) -> Iterator[None]:
+    """What the source's code raises in the block becomes ``SourceFailed`` naming ``call``."""
+    try:
+        yield
+    except (InputError, SourceFailed):
+        raise
+    except Exception as error:
+        raise SourceFailed(f"the source's {call}", error) from error
+
+
 def _check_schemas(source: Any, config: Mapping[str, Any]) -> None:
     """Every stream has a JSON schema, or ``discover`` says which one has none and how to add it."""
-    for stream in source.streams(config):
+    with source_call("streams()"):
+        streams = source.streams(config)
+    for stream in streams:
         try:
             stream.get_json_schema()
         except Exception as error:
@@ -281,7 +322,9 @@ def run_read(
     with _masking_logs() as masking, _request_cache_folder():
         try:
             config = load_config(parsed.config)
-            spec = source.spec(logger)
+            output.secrets = masking.secrets = SecretFilter(find_secrets(config, {}))  # until the spec says more
+            with source_call("spec()"):
+                spec = source.spec(logger)
             output.secrets = masking.secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
             update_secrets(output.secrets.secrets)
             _check_config(source, config, spec, parsed.config)
@@ -295,15 +338,20 @@ def run_read(
                         f"state file '{parsed.state or parsed.state_file}': the state of stream '{name}' contains "
                         f"a secret value from the config; refusing it"
                     )
-            concurrency = concurrency_of(parsed, config)
+            concurrency = concurrency_of(parsed, config, source)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
             destination = make_destination(source, config, parsed, output)
             if wrap_destination is not None:
                 destination = wrap_destination(destination)
         except InputError as error:
             return _bad_input(error, output)
+        except SourceFailed as failure:
+            return _source_failed(failure, output)
+        except Exception as error:  # the source's code called from a stream's set-up (a rebuild with its state)
+            return _source_failed(SourceFailed("read's set-up", error), output)
         try:
-            destination.reserve([(adapter.namespace, adapter.name) for adapter in adapters.values()])
+            modes = {entry.stream.name: entry.destination_sync_mode.value for entry in catalog.streams}
+            destination.reserve([(adapter.namespace, adapter.name, modes[name]) for name, adapter in adapters.items()])
         except (TableLocked, UnsafeTableName) as error:
             destination.close()
             return _cannot_start(error, output)
@@ -382,7 +430,8 @@ def prepare_streams(
 ) -> dict[str, StreamAdapter]:
     """Check the catalog against the source and the input states against the streams, before
     anything is written; one adapter per configured stream."""
-    streams = {stream.name: stream for stream in source.streams(config)}
+    with source_call("streams()"):
+        streams = {stream.name: stream for stream in source.streams(config)}
     set_state = state_setter(source, config)
     adapters: dict[str, StreamAdapter] = {}
     for configured in catalog.streams:
@@ -497,6 +546,7 @@ def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.N
             stage_rows=int(settings.get("stage_rows", 100_000)),
             retention_seconds=float(settings.get("retention_hours", 6)) * 3600,
             wait_for_lock=bool(getattr(parsed, "wait_for_lock", False)),
+            writer=str(settings.get("writer", "auto")),
         )
     except (TypeError, ValueError) as error:
         raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None
@@ -510,6 +560,16 @@ def _cannot_start(error: Exception, output: ProtocolOutput) -> int:
     output.flush()
     sys.stderr.write(f"error: {message}\n")
     return EXIT_FAILED if locked else EXIT_BAD_INPUT
+
+
+def _source_failed(failure: SourceFailed, output: ProtocolOutput) -> int:
+    """A TRACE error with the failure type airbyte-cdk would give, one line on stderr (the stack
+    trace is in the TRACE), secrets masked in both; non-zero exit."""
+    message = output.secrets.mask(" ".join(str(failure).split()))
+    output.error(message, failure.error, failure_type=failure.failure_type)
+    output.flush()
+    sys.stderr.write(f"error: {message}\n")
+    return EXIT_BAD_INPUT if failure.failure_type == "config_error" else EXIT_FAILED
 
 
 def _bad_input(error: InputError, output: ProtocolOutput) -> int:

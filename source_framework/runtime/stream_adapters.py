@@ -8,7 +8,9 @@ airbyte-cdk 7 has two stream families, and published connectors use both:
   ``get_cursor()`` (resumable full refresh, substreams), or the legacy ``get_updated_state``.
 - ``AbstractStream`` (the concurrent framework: declarative YAML manifests, ``DefaultStream``):
   partitions from ``generate_partitions()``, records from ``partition.read()``, state from the
-  stream's concurrent ``cursor`` (it observes each record; closing a partition moves it).
+  stream's concurrent ``cursor`` (it observes each record; closing a partition moves it). The
+  ``StreamFacade``s that ``ConcurrentSourceAdapter`` sources return are ``Stream``s only in name:
+  the ``DefaultStream`` behind each is what airbyte-cdk reads, and what is read here.
 
 ``adapt(stream, configured, ...)`` wraps either in a ``StreamAdapter``::
 
@@ -23,6 +25,7 @@ airbyte-cdk 7 has two stream families, and published connectors use both:
 ``CdkStreamAdapter`` reads a ``Stream`` the way airbyte-cdk's ``Stream.read`` does (its own
 checkpoint reader picks the slices; the state comes from the same place), so that any stream
 that runs under airbyte-cdk runs here; only *when* a checkpoint is taken is the read loop's.
+Where the stream's own code dies on its cursor field (a ``KeyError``), the error says so.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMappin
 from queue import Empty
 from typing import Any
 
-from airbyte_cdk.models import ConfiguredAirbyteStream, SyncMode
+from airbyte_cdk.models import AirbyteMessage, ConfiguredAirbyteStream, SyncMode, Type
+from airbyte_cdk.sources.declarative.concurrency_level import ConcurrencyLevel
 from airbyte_cdk.sources.message.concurrent_repository import ConcurrentMessageRepository
 from airbyte_cdk.sources.streams import Stream
 from airbyte_cdk.sources.streams.checkpoint import FullRefreshCheckpointReader, IncrementalCheckpointReader
 from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
+from airbyte_cdk.sources.streams.concurrent.abstract_stream_facade import AbstractStreamFacade
 from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
 from airbyte_cdk.sources.utils.transform import TransformConfig
 
@@ -53,6 +58,15 @@ FULL_REFRESH_STATE: Mapping[str, Any] = {NO_CURSOR_STATE_KEY: True}
 
 class StateNotApplicable(Exception):
     """The state a sync must start from cannot be given to a stream built before it was known."""
+
+
+class CursorFieldMissing(Exception):
+    """A stream's own code raised ``KeyError`` for its cursor field: its records (or the state it
+    was given) lack it. The original error is the cause."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class SliceRead(ABC):
@@ -146,10 +160,10 @@ def adapt(
     built_with: Mapping[str, Any] | None = None,
 ) -> StreamAdapter:
     """The adapter for ``stream``. For concurrent streams, ``rebuild(state)`` builds the stream
-    anew with another start state where the source allows it (``runtime.concurrent_states``);
+    anew with another start state where the source allows it (``runtime.cdk_stream_state``);
     where it does not, ``built_with`` is the state the source was constructed with."""
     if is_concurrent(stream):
-        return ConcurrentStreamAdapter(stream, configured, rebuild, dict(built_with or {}))
+        return ConcurrentStreamAdapter(concurrent_stream(stream), configured, rebuild, dict(built_with or {}))
     if isinstance(stream, Stream):
         return CdkStreamAdapter(stream, configured)
     raise TypeError(
@@ -159,15 +173,43 @@ def adapt(
 
 
 def is_concurrent(stream: Any) -> bool:
-    """A stream of airbyte-cdk's concurrent framework (``DefaultStream``, declarative streams)."""
-    return isinstance(stream, AbstractStream)
+    """A stream of airbyte-cdk's concurrent framework (``DefaultStream``, declarative streams), or
+    a ``Stream`` facade over one (``StreamFacade``, what ``ConcurrentSourceAdapter`` sources return)."""
+    return isinstance(stream, (AbstractStream, AbstractStreamFacade))
+
+
+def concurrent_stream(stream: Any) -> AbstractStream:
+    """The ``AbstractStream`` that is read: the stream itself, or the one behind a facade.
+
+    A facade is only the old ``Stream`` interface over a ``DefaultStream`` (its ``state`` raises);
+    airbyte-cdk's ``ConcurrentSourceAdapter.read`` reads the stream behind it, and so do we."""
+    return stream.get_underlying_stream() if isinstance(stream, AbstractStreamFacade) else stream
 
 
 def supports_incremental(stream: Any) -> bool:
     """What airbyte-cdk's ``discover`` says: the stream offers the incremental sync mode."""
-    if isinstance(stream, AbstractStream):
-        return SyncMode.incremental in (stream.as_airbyte_stream().supported_sync_modes or [])
+    if is_concurrent(stream):
+        return SyncMode.incremental in (concurrent_stream(stream).as_airbyte_stream().supported_sync_modes or [])
     return bool(getattr(stream, "supports_incremental", False))
+
+
+def record_data(item: Any) -> Mapping[str, Any] | None:
+    """The record an item carries (a ``Mapping``, airbyte-cdk's ``Record``, a RECORD message), or None."""
+    if isinstance(item, Mapping):
+        return item
+    if isinstance(item, AirbyteMessage) and item.type == Type.RECORD and item.record is not None:
+        return item.record.data
+    return None
+
+
+def value_at(data: Mapping[str, Any], path: list[str]) -> Any:
+    """The value at a field path of a record, or None where the record has none."""
+    value: Any = data
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
 
 
 def wrap_keys(keys: Any) -> list[list[str]]:
@@ -217,6 +259,7 @@ class CdkStreamAdapter(StreamAdapter):
         self._tracker: MutableMapping[str, Any] = {}
         self._last_state: Mapping[str, Any] = {}
         self._reader: Any = None
+        self._warned_no_cursor = False
 
     @property
     def name(self) -> str:
@@ -247,7 +290,16 @@ class CdkStreamAdapter(StreamAdapter):
         stream.configured_json_schema = self.configured.stream.json_schema
         state = dict(state or {}) if self.incremental else {}
         if "state" in dir(stream):
-            stream.state = state  # type: ignore[attr-defined]
+            try:
+                stream.state = state  # type: ignore[attr-defined]
+            except KeyError as error:
+                if not self._is_cursor_key(error) or value_at(state, self.cursor_field) is not None:
+                    raise
+                raise CursorFieldMissing(
+                    f"stream '{self.name}': its state setter raised {error!r} on the state {short_state(state)}, which "
+                    f"lacks the declared cursor field '{self._cursor_name()}' (a first sync starts from {{}}, as under "
+                    f"airbyte-cdk); the setter must accept a state without it"
+                ) from error
         try:
             start = stream.state  # type: ignore[attr-defined]  # some streams rework the state in their setter
         except AttributeError:
@@ -296,7 +348,12 @@ class CdkStreamAdapter(StreamAdapter):
             yield _CdkSlice(self, stream_slice)
 
     def _track(self, record: Mapping[str, Any]) -> None:
-        self._tracker = self.stream.get_updated_state(self._tracker, record)
+        try:
+            self._tracker = self.stream.get_updated_state(self._tracker, record)
+        except KeyError as error:
+            if not self._is_cursor_key(error):
+                raise
+            raise self._records_lack_cursor(error, "get_updated_state()") from error
 
     def state(self) -> Mapping[str, Any] | None:
         if self._legacy:
@@ -316,11 +373,60 @@ class CdkStreamAdapter(StreamAdapter):
 
     def read_slice(self, stream_slice: Mapping[str, Any] | None) -> Iterable[Any]:
         read = self.stream.fetch_records if self._observed else self.stream.read_records  # type: ignore[attr-defined]
-        return read(
+        items = read(
             sync_mode=self.configured.sync_mode,
             cursor_field=self._cdk_cursor_field,
             stream_slice=stream_slice,
             stream_state=self._start_state,
+        )
+        # source_framework's bases check their cursor field themselves
+        return items if self._observed else self._cursor_checked(items, stream_slice)
+
+    def _cursor_checked(self, items: Iterable[Any], stream_slice: Mapping[str, Any] | None) -> Iterator[Any]:
+        """The slice's items as the stream yields them. A ``KeyError`` of the cursor field that the
+        stream's code raises says the records lack it; an incremental slice whose records carry no
+        cursor value at all gets a warning (once per stream): airbyte-cdk completes such a sync,
+        so we do too, but its state cannot say how far the records were read."""
+        path = self.cursor_field
+        try:
+            iterator = iter(items)
+            if self.incremental and path and not self._warned_no_cursor:
+                records = 0
+                for item in iterator:
+                    yield item
+                    data = record_data(item)
+                    if data is None:
+                        continue
+                    records += 1
+                    if value_at(data, path) is not None:
+                        break  # one value is enough: the rest of the slice goes straight through
+                else:
+                    if records and not self._warned_no_cursor:
+                        self._warned_no_cursor = True
+                        logger.warning(
+                            "stream %s is read incrementally on the cursor field '%s', but none of the %d records of "
+                            "its slice %s has a value for it: the state cannot say how far they were read (airbyte-cdk "
+                            "does not stop on this either). Check the stream's cursor_field against its records",
+                            self.name, self._cursor_name(), records, short_state(stream_slice or {}, 80),
+                        )
+                    return
+            yield from iterator
+        except KeyError as error:
+            if not self._is_cursor_key(error):
+                raise
+            raise self._records_lack_cursor(error, "read_records()") from error
+
+    def _cursor_name(self) -> str:
+        return ".".join(self.cursor_field)
+
+    def _is_cursor_key(self, error: KeyError) -> bool:
+        return bool(error.args) and error.args[0] in self.cursor_field
+
+    def _records_lack_cursor(self, error: KeyError, where: str) -> CursorFieldMissing:
+        return CursorFieldMissing(
+            f"stream '{self.name}': its {where} raised {error!r}: the records lack the declared cursor field "
+            f"'{self._cursor_name()}'. Every record of an incremental stream needs it (or declare as cursor_field a "
+            f"field the records have)"
         )
 
     def close_slice(self) -> None:
@@ -390,20 +496,24 @@ class ConcurrentStreamAdapter(StreamAdapter):
         return [self.stream.cursor_field] if self.stream.cursor_field else []
 
     def validate_state(self, state: Mapping[str, Any]) -> None:
-        if self._rebuild is not None:
-            self.stream = self._rebuild(state)  # its cursor parses the state as it is built
+        self._build_with(state)  # its cursor parses the state as it is built
 
     def start(self, state: Mapping[str, Any]) -> None:
         """A concurrent stream takes its state when it is built: build it anew with ``state``."""
-        state = dict(state or {}) if self.incremental else {}
-        if self._rebuild is not None:
-            self.stream = self._rebuild(state)
-        elif state != self._built_with:
-            raise StateNotApplicable(
-                f"stream '{self.name}' belongs to a source that takes its state when it is constructed, and this sync "
-                f"must start from {short_state(state)}; construct the source with that state (as its own main does "
-                f"with --state) or use a declarative source, whose states the runtime sets itself"
-            )
+        self._build_with(dict(state or {}) if self.incremental else {})
+
+    def _build_with(self, state: Mapping[str, Any]) -> None:
+        try:
+            if self._rebuild is None:
+                raise StateNotApplicable(
+                    f"stream '{self.name}' belongs to a source that takes its state when it is constructed, and this "
+                    f"sync must start from {short_state(state)}; construct the source with that state (as its own main "
+                    f"does with --state) or use a declarative source, whose states the runtime sets itself"
+                )
+            self.stream = concurrent_stream(self._rebuild(state))
+        except StateNotApplicable:
+            if dict(state) != self._built_with:
+                raise  # the stream as built is good only for the state it was built with
 
     def slices(self) -> Iterator[SliceRead]:
         for partition in self.stream.generate_partitions():
@@ -430,7 +540,7 @@ class _PartitionSlice(SliceRead):
         self._stream.cursor.close_partition(self._partition)
 
 
-# -- messages a source emits on the side ----------------------------------------------------
+# -- the source around its streams ----------------------------------------------------------
 
 
 class MessageDrain:
@@ -458,6 +568,25 @@ class MessageDrain:
                 yield item
         if self._repository is not None:
             yield from self._repository.consume_queue()
+
+
+def manifest_concurrency(source: Any, config: Mapping[str, Any]) -> int | None:
+    """The most partitions airbyte-cdk reads at once for a declarative ``source``: its manifest's
+    ``concurrency_level`` (``default_concurrency``, interpolated against the config and capped
+    by ``max_concurrency``), which ``ConcurrentDeclarativeSource`` sizes its worker pool with.
+    The manifest's author set it for the API (rate limits, fair use); a sync here reads no more
+    slices at once than that. None for a source that declares none."""
+    manifest = getattr(source, "resolved_manifest", None)
+    declared = manifest.get("concurrency_level") if isinstance(manifest, Mapping) else None
+    if not isinstance(declared, Mapping):
+        return None
+    level = ConcurrencyLevel(
+        default_concurrency=declared["default_concurrency"],
+        max_concurrency=declared.get("max_concurrency"),
+        config=dict(config),
+        parameters=declared.get("$parameters") or {},
+    ).get_concurrency_level()
+    return max(1, int(level))
 
 
 def short_state(state: Mapping[str, Any], limit: int = 160) -> str:

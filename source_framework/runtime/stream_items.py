@@ -38,6 +38,10 @@ class UnknownStreamItem(TypeError):
     """A stream yielded something that is neither a record nor an Airbyte message."""
 
 
+class MisplacedRecord(ValueError):
+    """A RECORD message names another stream, or another namespace, than the stream that yielded it."""
+
+
 class StreamReportedError(Exception):
     """A stream yielded a TRACE error: the stream fails with the error's message and type."""
 
@@ -57,7 +61,7 @@ class _FailureType:
 class StreamItem:
     """One non-record item, classified.
 
-    ``record`` (RECORD): the record's data and the stream it names. ``state`` (STATE): the
+    ``record`` (RECORD): the record's data and the stream (and namespace) it names. ``state`` (STATE): the
     per-stream state and the stream it is for. ``message`` (LOG, TRACE, CONTROL): the protocol
     message as a JSON-ready dict, to be written to stdout as is.
     """
@@ -65,6 +69,7 @@ class StreamItem:
     kind: str
     record: Mapping[str, Any] | None = None
     stream: str | None = None
+    namespace: str | None = None
     state: dict[str, Any] | None = None
     message: dict[str, Any] | None = None
     level: str = ""
@@ -86,10 +91,26 @@ def classify(item: Any, stream_name: str) -> StreamItem:
     )
 
 
+def placed_record(item: StreamItem, stream: str, namespace: str | None) -> Mapping[str, Any]:
+    """The data of a RECORD message that names the stream yielding it. One that names another
+    stream, or a namespace other than the stream's, is refused: the runtime writes a stream's
+    records to that stream's table only, under its checkpoints, so it cannot place the record
+    where the message says. A message without a namespace is the stream's (as most connectors
+    build them)."""
+    if item.stream != stream or (item.namespace is not None and item.namespace != namespace):
+        yielding = f"stream '{stream}'" + (f" (namespace '{namespace}')" if namespace else " (no namespace)")
+        named = f"stream '{item.stream}'" + (f" in namespace '{item.namespace}'" if item.namespace else "")
+        raise MisplacedRecord(
+            f"{yielding} yielded a RECORD message for {named}; a stream's records must name the stream itself "
+            f"(and its namespace, if any): the runtime cannot place a record in another table. The stream stops here."
+        )
+    return item.record or {}
+
+
 def _from_message(message: AirbyteMessage, stream_name: str) -> StreamItem:
     kind = message.type
     if kind == Type.RECORD and message.record is not None:
-        return StreamItem(RECORD, record=message.record.data, stream=message.record.stream)
+        return StreamItem(RECORD, record=message.record.data, stream=message.record.stream, namespace=message.record.namespace)
     if kind == Type.LOG and message.log is not None:
         level = getattr(message.log.level, "value", message.log.level)
         return StreamItem(LOG, level=str(level), text=str(message.log.message))

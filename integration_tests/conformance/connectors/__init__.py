@@ -2,8 +2,9 @@
 
 Each module subclasses airbyte-cdk's own classes (never source_framework's) and exposes
 ``build_source(config, catalog, state)``: what that style's ``run.py`` hands to ``launch``.
-Python sources ignore the three arguments; declarative ones need them at construction, as
-published manifest-only connectors do. Schemas live in ``schemas/`` and the spec in
+Most Python sources ignore the three arguments; declarative ones and ``concurrent_adapter``
+(a ``ConcurrentSourceAdapter``) need them at construction, as published connectors of those
+styles do. Schemas live in ``schemas/`` and the spec in
 ``spec.json``, where airbyte-cdk's default loaders look for them (the package root).
 """
 
@@ -17,4 +18,5 @@ STYLES = (
     "declarative_datetime",
     "declarative_substream",
     "resumable_full_refresh",
+    "concurrent_adapter",
 )

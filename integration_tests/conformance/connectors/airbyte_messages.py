@@ -1,10 +1,11 @@
-"""An ``HttpStream`` that yields ``AirbyteMessage`` records and a TRACE estimate, not dicts.
+"""An ``HttpStream`` that yields ``AirbyteMessage`` records, a TRACE estimate and LOGs, not dicts.
 
 The style of source-faker (records built as ``AirbyteMessage(type=RECORD,
 record=AirbyteRecordMessage(...))`` by the stream itself; a bare ``AirbyteTraceMessage`` of
-type ESTIMATE yielded before the records, as ``generate_estimate`` does) on top of an HTTP
-stream: the estimate comes from the first page's ``total``; ``read_records`` moves an
-``IncrementalMixin`` cursor from each record message.
+type ESTIMATE yielded before the records, as ``generate_estimate`` does; a LOG message as a
+progress line) on top of an HTTP stream: the estimate comes from the first page's ``total``, a
+LOG message comes with every page; ``read_records`` moves an ``IncrementalMixin`` cursor from
+each record message.
 
 Endpoint: ``GET /orders?start=..&page=N&per_page=M``, answering
 ``{"data": [...], "page": N, "total_pages": T, "total": COUNT}``.
@@ -19,10 +20,12 @@ from typing import Any
 import requests
 from airbyte_cdk.models import (
     AirbyteEstimateTraceMessage,
+    AirbyteLogMessage,
     AirbyteMessage,
     AirbyteRecordMessage,
     AirbyteTraceMessage,
     EstimateType,
+    Level,
     TraceType,
     Type,
 )
@@ -32,6 +35,8 @@ from airbyte_cdk.sources.streams.http import HttpStream
 from airbyte_cdk.sources.streams.http.requests_native_auth import TokenAuthenticator
 
 MEDIAN_RECORD_BYTES = 420
+#: what the LOG message yielded for each page starts with (the tests look for them)
+LOG_PREFIX = "conformance: orders page"
 
 
 def now_millis() -> int:
@@ -89,6 +94,8 @@ class Orders(HttpStream, IncrementalMixin):
         body = response.json()
         if body["page"] == 1:
             yield generate_estimate(self.name, body["total"], MEDIAN_RECORD_BYTES)
+        log = AirbyteLogMessage(level=Level.INFO, message=f"{LOG_PREFIX} {body['page']} of {body['total_pages']}")
+        yield AirbyteMessage(type=Type.LOG, log=log)
         for order in body["data"]:
             record = AirbyteRecordMessage(stream=self.name, data=order, emitted_at=now_millis())
             yield AirbyteMessage(type=Type.RECORD, record=record)

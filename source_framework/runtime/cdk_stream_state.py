@@ -1,0 +1,85 @@
+"""Giving a concurrent (declarative) source's streams the state this sync starts from.
+
+A ``DefaultStream`` takes its state when it is built: its cursor reads it from the source's
+``ConnectorStateManager``. airbyte-cdk's declarative sources (``YamlDeclarativeSource`` and
+every ``ConcurrentDeclarativeSource``) build their streams from the state they were constructed
+with. The runtime decides the start state per stream only once it has looked at the stream's
+table (``runtime.resume``), so it puts that state into the source's state manager and builds
+the stream anew::
+
+    set_state = state_setter(source, config)
+    stream = set_state("users", None, {"updated_at": "2025-02-01T00:00:00Z"})
+
+Python sources on the concurrent framework (``ConcurrentSourceAdapter`` subclasses in the style
+of source-stripe) keep no such manager: their ``streams()`` builds one from the state the source
+was constructed with and asks it for each stream's state (``initialize_cursor``,
+``convert_to_concurrent_stream``). For those, while ``streams()`` runs to build the stream again,
+every ``ConnectorStateManager`` hands out the runtime's state for that one stream (in that
+thread only); a source that never asked for it cannot be given another state.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from airbyte_cdk.sources.connector_state_manager import ConnectorStateManager
+from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
+
+from source_framework.runtime.stream_adapters import StateNotApplicable, concurrent_stream, is_concurrent, short_state
+
+StateSetter = Callable[[str, str | None, Mapping[str, Any]], AbstractStream]
+
+
+def state_setter(source: Any, config: Mapping[str, Any]) -> StateSetter:
+    """A function that builds one of ``source``'s concurrent streams with a given state."""
+    manager = getattr(source, "_connector_state_manager", None)
+
+    def build(name: str, namespace: str | None, state: Mapping[str, Any]) -> AbstractStream:
+        with _one_build:  # streams synced at once start in several threads
+            if isinstance(manager, ConnectorStateManager):
+                manager.update_state_for_stream(name, namespace, dict(state or {}))
+                streams = source.streams(config)
+            else:
+                with _handed_out(name, namespace, state) as asked:
+                    streams = source.streams(config)
+                if not asked:
+                    raise StateNotApplicable(
+                        f"stream '{name}' belongs to a source that takes its state when it is constructed and did not "
+                        f"ask a ConnectorStateManager for it when its streams were built again, and this sync must start "
+                        f"from {short_state(state)}; construct the source with that state (as its own main does with --state)"
+                    )
+        for stream in streams:
+            if stream.name == name and is_concurrent(stream):
+                return concurrent_stream(stream)
+        raise KeyError(f"the source no longer has a concurrent stream '{name}'")
+
+    return build
+
+
+_one_build = threading.Lock()
+
+
+@contextmanager
+def _handed_out(name: str, namespace: str | None, state: Mapping[str, Any]) -> Iterator[list[bool]]:
+    """While the calling thread builds streams, ``ConnectorStateManager.get_stream_state`` returns
+    ``state`` for the stream ``name`` (other streams and threads get what they always get); the
+    list yielded says whether it was asked."""
+    asked: list[bool] = []
+    original = ConnectorStateManager.get_stream_state
+    thread = threading.get_ident()
+
+    def get_stream_state(manager: ConnectorStateManager, stream_name: str, stream_namespace: str | None) -> MutableMapping[str, Any]:
+        if threading.get_ident() == thread and (stream_name, stream_namespace) == (name, namespace):
+            asked.append(True)
+            return copy.deepcopy(dict(state or {}))
+        return original(manager, stream_name, stream_namespace)
+
+    ConnectorStateManager.get_stream_state = get_stream_state  # type: ignore[method-assign, assignment]
+    try:
+        yield asked
+    finally:
+        ConnectorStateManager.get_stream_state = original  # type: ignore[method-assign]
