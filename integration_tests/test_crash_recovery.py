@@ -5,7 +5,11 @@ read four slices at once, the uninterrupted one a slice at a time.
 Kills land at timed moments (while Spark starts, while reading, inside writes) and at exact
 points reached through ``SOURCE_FRAMEWORK_PAUSE_AT`` (the process pauses there and the test
 kills it): after a commit's files are written, after its checkpoint record, after the commit
-and before its STATE line, right after a STATE line, and while a table is being recovered.
+and before its STATE line, right after a STATE line, while a table is being recovered and
+between the deletions of that clean-up. Between the reads the orchestrator also runs ``state
+reset`` (with and without ``--tables``) and ``state set`` (a cursor back) on its saved states,
+killed at their steps, and starts two reads at once on the same tables: one is refused, the other
+killed. Every one of those ends with the tables of the uninterrupted run.
 """
 
 from __future__ import annotations
@@ -23,78 +27,148 @@ import pytest
 from integration_tests.conftest import API_KEY, MAIN, catalog, config_for, write_json
 from source_framework.demo.api import DemoApi, Faults
 
-pytestmark = pytest.mark.slow  # 34 real processes killed and resumed: bash scripts/test.sh -m "not slow" leaves it out
+pytestmark = pytest.mark.slow  # 36 real processes killed and resumed: bash scripts/test.sh -m "not slow" leaves it out
 
 MODES = {"users": "append", "orders": "append_dedup", "store_orders": "append", "products": "overwrite", "stores": "overwrite"}
 
-# (kind, point or seconds, count): 34 kills spread over the whole recovery.
+# (kind, point or seconds, count): 36 kills spread over the whole recovery. "reset", "reset --tables"
+# and "set" are state commands on users; "two" starts two reads at once and kills the one that runs.
 KILLS: list[tuple[str, object, int]] = [
     ("time", 2.0, 0), ("pause", "commit.done", 1), ("pause", "commit.files_written", 2),
-    ("time", 6.0, 0), ("pause", "recovery.start", 2), ("pause", "commit.record_written", 1),
-    ("pause", "state.printed", 3), ("time", 7.5, 0), ("pause", "commit.done", 3),
+    ("pause", "recovery.removing", 1), ("time", 6.0, 0), ("pause", "recovery.start", 2),
+    ("pause", "commit.record_written", 1), ("pause", "state.printed", 3), ("set", "commit.done", 1),
+    ("time", 7.5, 0), ("pause", "commit.done", 3), ("reset", "state.reset.saved", 1),
     ("pause", "commit.files_written", 1), ("time", 4.0, 0), ("pause", "commit.done", 2),
-    ("pause", "recovery.start", 4), ("time", 8.0, 0), ("pause", "commit.record_written", 3),
-    ("pause", "state.printed", 1), ("time", 5.0, 0), ("pause", "commit.done", 1),
-    ("pause", "commit.files_written", 3), ("time", 9.0, 0), ("pause", "commit.record_written", 2),
-    ("pause", "commit.done", 4), ("time", 3.0, 0), ("pause", "state.printed", 2),
-    ("pause", "recovery.start", 1), ("time", 6.5, 0), ("pause", "commit.done", 2),
-    ("pause", "commit.files_written", 2), ("time", 8.5, 0), ("pause", "commit.record_written", 1),
-    ("pause", "commit.done", 3), ("time", 7.0, 0), ("pause", "state.printed", 4),
-    ("pause", "commit.done", 1),
+    ("pause", "recovery.start", 4), ("two", "commit.done", 2), ("pause", "commit.record_written", 3),
+    ("pause", "state.printed", 1), ("time", 5.0, 0), ("reset --tables", "state.reset.deleting", 3),
+    ("pause", "commit.done", 1), ("pause", "commit.files_written", 3), ("pause", "recovery.removing", 1),
+    ("pause", "commit.record_written", 2), ("set", "state.set.committed", 1), ("pause", "commit.done", 4),
+    ("time", 3.0, 0), ("pause", "state.printed", 2), ("pause", "recovery.start", 1), ("time", 6.5, 0),
+    ("pause", "commit.done", 2), ("pause", "commit.files_written", 2), ("pause", "commit.record_written", 1),
+    ("time", 7.0, 0), ("pause", "state.printed", 4),
 ]
+STATE_COMMANDS = ("reset", "reset --tables", "set")
 
 
 class Orchestrator:
-    """Plays the part of whatever runs the connector: keeps the last STATE per stream it saw."""
+    """Plays the part of whatever runs the connector: keeps the last STATE per stream it saw, and
+    runs the state commands on a file of those states."""
 
     def __init__(self, config: str, catalog_path: str, state_path: str) -> None:
         self.config, self.catalog, self.state_path = config, catalog_path, state_path
         self.states: dict[str, dict] = {}
 
     def run(self, kill: tuple[str, object, int] | None) -> tuple[int | None, str]:
-        args = [sys.executable, MAIN, "read", "--config", self.config, "--catalog", self.catalog, "--quiet"]
+        """One step; returns the exit code of a run that completed (None if killed) and what happened."""
+        if kill and kill[0] in STATE_COMMANDS:
+            return self.state_command(*kill)
+        args = ["read", "--config", self.config, "--catalog", self.catalog, "--quiet"]
         if self.states:
-            with open(self.state_path, "w") as handle:
-                json.dump(list(self.states.values()), handle)
+            self.save_states()
             args += ["--state", self.state_path]
+        pause = f"{kill[1]}:{kill[2]}" if kill and kill[0] in ("pause", "two") else None
+        if kill and kill[0] == "two":
+            return self.two_at_once(args, pause)
+        process = Run(args, pause, self.saw_state)
+        if kill and kill[0] == "time":
+            outcome = process.kill_after(float(kill[1]))
+        else:
+            outcome = process.kill_when_paused() if pause else process.finish()
+        return process.code if outcome == "completed" else None, outcome
+
+    def saw_state(self, message: dict) -> None:
+        self.states[message["state"]["stream"]["stream_descriptor"]["name"]] = message["state"]
+
+    def save_states(self) -> None:
+        with open(self.state_path, "w") as handle:
+            json.dump(list(self.states.values()), handle)
+
+    def state_command(self, command: str, point: object, count: int) -> tuple[int | None, str]:
+        """``state reset|set`` of users on the saved states, killed at ``point``; the saved states
+        are then what the command left in the file."""
+        self.save_states()
+        args = ["state", *command.split(), "--stream", "users", "--state-file", self.state_path, "--config", self.config]
+        if command == "set":
+            args += ["--cursor", self.cursor_back()]
+        outcome = Run(args, f"{point}:{count}").kill_when_paused()
+        with open(self.state_path) as handle:
+            self.states = {m["stream"]["stream_descriptor"]["name"]: m for m in json.load(handle)}
+        return None, f"{command} {outcome}"
+
+    def cursor_back(self) -> str:
+        """Half way back from users' cursor to the start: the set re-reads the second half, once."""
+        from source_framework.streams.cursor import parse_datetime
+
+        start = parse_datetime("2025-01-01T00:00:00Z")
+        users = self.states.get("users", {}).get("stream", {}).get("stream_state") or {}
+        cursor = parse_datetime(users.get("updatedAt", "2025-01-01T00:00:00Z"))
+        return (start + (cursor - start) / 2).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def two_at_once(self, args: list[str], pause: str | None) -> tuple[int | None, str]:
+        """Two reads started together on the same tables: one holds them, the other is refused at
+        once; the one that holds them is killed at ``pause`` (once the other has given up)."""
+        runs = [Run(args, pause, self.saw_state), Run(args, pause, self.saw_state)]
+        while not all(run.paused.is_set() or run.process.poll() is not None for run in runs):
+            time.sleep(0.02)
+        outcomes = [run.kill_when_paused() for run in runs]
+        refused = [run for run in runs if run.code == 1 and b"is being written by process" in run.stderr]
+        assert len(refused) == 1, f"two reads at once: {outcomes}, {[run.stderr[-500:] for run in runs]}"
+        (other,) = [outcome for run, outcome in zip(runs, outcomes, strict=True) if run not in refused]
+        return None, f"two reads: one refused, the other {other}"
+
+
+class Run:
+    """``main.py args`` in a process of its own, paused at ``pause`` (``point:count``) if given;
+    every STATE line it prints goes to ``on_state``."""
+
+    def __init__(self, args: list[str], pause: str | None = None, on_state=lambda message: None) -> None:
         env = dict(os.environ)
-        if kill and kill[0] == "pause":
-            env["SOURCE_FRAMEWORK_PAUSE_AT"] = f"{kill[1]}:{kill[2]}"
-        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        paused = threading.Event()
+        if pause:
+            env["SOURCE_FRAMEWORK_PAUSE_AT"] = pause
+        self.process = subprocess.Popen([sys.executable, MAIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.paused, self.stderr, self.code = threading.Event(), b"", None
+        self.point = pause
 
         def read_stdout() -> None:
-            for line in process.stdout:
+            for line in self.process.stdout:
                 message = json.loads(line)
                 if message["type"] == "STATE":
-                    self.states[message["state"]["stream"]["stream_descriptor"]["name"]] = message["state"]
+                    on_state(message)
 
         def read_stderr() -> None:
-            for line in process.stderr:
+            for line in self.process.stderr:
+                self.stderr += line
                 if line.startswith(b"paused at "):
-                    paused.set()
+                    self.paused.set()
 
-        readers = [threading.Thread(target=read_stdout), threading.Thread(target=read_stderr)]
-        for reader in readers:
+        self.readers = [threading.Thread(target=read_stdout), threading.Thread(target=read_stderr)]
+        for reader in self.readers:
             reader.start()
-        outcome = "completed"
-        if kill and kill[0] == "time":
-            deadline = time.monotonic() + float(kill[1])
-            while time.monotonic() < deadline and process.poll() is None:
-                time.sleep(0.05)
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                outcome = f"killed after {kill[1]}s"
-        elif kill:
-            while not paused.is_set() and process.poll() is None:
-                time.sleep(0.02)
-            if paused.is_set():
-                process.send_signal(signal.SIGKILL)
-                outcome = f"killed at {kill[1]}:{kill[2]}"
-        code = process.wait(timeout=600)
-        for reader in readers:
+
+    def finish(self) -> str:
+        self.code = self.process.wait(timeout=600)
+        for reader in self.readers:
             reader.join()
-        return (None if outcome != "completed" else code), outcome
+        return "completed"
+
+    def kill_when_paused(self) -> str:
+        while not self.paused.is_set() and self.process.poll() is None:
+            time.sleep(0.02)
+        if self.paused.is_set():
+            self.process.send_signal(signal.SIGKILL)
+            self.finish()
+            return f"killed at {self.point}"
+        return self.finish()
+
+    def kill_after(self, seconds: float) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and self.process.poll() is None:
+            time.sleep(0.05)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.finish()
+            return f"killed after {seconds}s"
+        return self.finish()
 
 
 def table_rows(spark, warehouse: str, name: str) -> list[tuple]:
@@ -136,9 +210,11 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path):
         final_code, _ = orchestrator.run(None)
         assert final_code == 0
 
-    kills = [o for o in outcomes if o.startswith("killed")]
-    assert len(kills) >= 30, f"only {len(kills)} kills landed: {outcomes}"
-    for point in ("commit.done", "commit.files_written", "commit.record_written", "state.printed", "recovery.start"):
+    kills = [o for o in outcomes if "killed" in o]
+    assert len(kills) >= 32, f"only {len(kills)} kills landed: {outcomes}"
+    for point in ("commit.done", "commit.files_written", "commit.record_written", "state.printed", "recovery.start",
+                  "recovery.removing", "reset killed at state.reset.saved", "reset --tables killed at state.reset.deleting",
+                  "set killed at commit.done", "set killed at state.set.committed", "two reads: one refused"):
         assert any(point in o for o in kills), f"no kill at {point}: {outcomes}"
 
     for name in MODES:

@@ -14,8 +14,10 @@ import shutil
 import threading
 
 import pytest
+from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, kill_at, write_json
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, kill_at, run_in_process, write_json
+from source_framework import IncrementalHttpStream, Source
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import SCHEMAS, DemoSource, Users
 from source_framework.destinations.spark.layout import table_path
@@ -126,6 +128,39 @@ def test_item_1_a_table_copied_without_its_data_files_is_refused_not_emptied(spa
     assert sorted(os.listdir(broken_table)) == before  # nothing deleted
 
 
+def test_item_1_a_table_whose_log_is_gone_is_refused_not_emptied(spark, api, tmp_path):
+    """Checkpoint records without the log they belong to are no interrupted commit: clean-up used
+    to take every record for one and delete every data file."""
+    warehouse = tmp_path / "warehouse"
+    for _ in range(2):  # two syncs: two commits at least
+        assert sync(settings(api, warehouse), args=["--state-file", str(tmp_path / "state.json")]).returncode == 0
+        api.touch("users", 3)
+    table = users_table(warehouse)
+    shutil.rmtree(os.path.join(table, "_spark_metadata"))  # copied without it, say
+    before = sorted(os.listdir(table))
+    output = sync(settings(api, warehouse), args=["--state-file", str(tmp_path / "state.json")])
+    assert output.returncode == 1
+    (error,) = [m["trace"]["error"]["message"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
+    assert table in error and "are newer than its last committed one" in error and "nothing was deleted" in error
+    assert sorted(os.listdir(table)) == before
+
+
+def test_item_1_state_set_on_a_moved_warehouse_reads_the_table_where_it_is(spark, api, tmp_path):
+    """``state set`` opens the table as ``read`` does: a moved table's log is pointed at its files
+    first (it used to read the files where they had been, and fail)."""
+    before = tmp_path / "before"
+    state_file = str(tmp_path / "state.json")
+    assert sync(settings(api, before), args=["--state-file", state_file]).returncode == 0
+    after = tmp_path / "after"
+    shutil.move(str(before), str(after))
+    config_path = write_json(tmp_path / "config.json", settings(api, after))
+    cursor = sorted(r["updatedAt"] for r in all_records(api, "users"))[120]
+    assert state_command(config_path, "set", "--state-file", state_file, "--stream", "users", "--cursor", cursor) == 0
+    assert len(ids(spark, users_table(after))) == 120
+    assert sync(settings(api, after), args=["--state-file", state_file]).returncode == 0
+    assert rows(spark, users_table(after)) == api_rows(api)
+
+
 # -- 2, 3. state commands: a reset marker applies only to what the reset saved; every command is crash-safe ----
 
 
@@ -143,51 +178,90 @@ def test_item_2_reset_then_set_reads_from_the_cursor_and_loses_nothing(spark, ap
 
 
 @pytest.mark.slow  # a real process, killed
-def test_item_2_a_reset_killed_before_it_saved_the_state_changes_nothing(spark, api, tmp_path):
-    config = settings(api, tmp_path / "warehouse")
-    config_path = write_json(tmp_path / "config.json", config)
-    state_file = str(tmp_path / "state.json")
-    assert sync(config, args=["--state-file", state_file]).returncode == 0
-    before = saved_states(state_file)
-    killed = kill_at("state.reset.marked", "state", "reset", "--state-file", state_file, "--config", config_path, "--stream", "users")
-    assert killed.paused
-    assert saved_states(state_file) == before
-    api.touch("users", 5)
-    again = sync(config, args=["--state-file", state_file])
-    assert again.returncode == 0
-    table = rows(spark, users_table(tmp_path / "warehouse"))
-    assert len(table) == USERS + 5 and set(table) >= set(api_rows(api))  # the old state applied, the marker dropped
-
-
-@pytest.mark.slow  # a real process, killed
-def test_item_3_reset_tables_killed_after_saving_the_state_still_rebuilds_the_table(spark, api, tmp_path):
-    config = settings(api, tmp_path / "warehouse")
-    config_path = write_json(tmp_path / "config.json", config)
-    state_file = str(tmp_path / "state.json")
-    assert sync(config, args=["--state-file", state_file]).returncode == 0
-    killed = kill_at("state.reset.saved", "state", "reset", "--state-file", state_file, "--config", config_path, "--tables")
-    assert killed.paused and "users" not in saved_states(state_file)
-    assert len(ids(spark, users_table(tmp_path / "warehouse"))) == USERS  # not deleted yet
-    api.touch("users", 5)
-    after = sync(config, args=["--state-file", state_file])
-    assert after.returncode == 0
-    assert rows(spark, users_table(tmp_path / "warehouse")) == api_rows(api)  # rebuilt, once
-
-
-@pytest.mark.slow  # a real process, killed
-def test_item_3_state_set_killed_after_the_rewrite_resumes_from_the_new_cursor(spark, api, tmp_path):
-    config = settings(api, tmp_path / "warehouse")
-    config_path = write_json(tmp_path / "config.json", config)
-    state_file = str(tmp_path / "state.json")
-    assert sync(config, args=["--state-file", state_file]).returncode == 0
-    cursor = sorted(r["updatedAt"] for r in all_records(api, "users"))[100]
-    killed = kill_at("state.set.truncated", "state", "set", "--state-file", state_file, "--config", config_path,
+def test_item_2_a_set_after_a_reset_killed_before_it_cleared_the_mark_goes_on_from_the_cursor(spark, api, tmp_path):
+    """The set's commit supersedes the reset: the next read goes on from the cursor set, it does
+    not apply the reset (which would replace the rows the set kept with a new full read)."""
+    case = StateCommandCase(spark, api, tmp_path)
+    assert state_command(case.config_path, "reset", "--state-file", case.state_file, "--stream", "users") == 0
+    cursor = case.cursor()
+    promised = case.after_set(cursor)
+    assert promised != api_rows(api)  # applying the reset would give this instead
+    killed = kill_at("state.set.committed", "state", "set", "--state-file", case.state_file, "--config", case.config_path,
                      "--stream", "users", "--cursor", cursor)
     assert killed.paused, killed.stderr[-2000:]
-    assert saved_states(state_file)["users"] != {"updatedAt": cursor}  # the file was not saved
-    after = sync(config, args=["--state-file", state_file])
-    assert after.returncode == 0
-    assert rows(spark, users_table(tmp_path / "warehouse")) == api_rows(api)
+    assert case.read().returncode == 0
+    assert rows(spark, case.table) == promised
+
+
+class StateCommandCase:
+    """A synced users table and its state file, then 5 users updated in the API: what a state
+    command is run on. ``as_was`` and ``after_*`` are the tables the next read must end with."""
+
+    def __init__(self, spark, api, folder):
+        self.api, self.config = api, settings(api, folder / "warehouse")
+        self.config_path = write_json(folder / "config.json", self.config)
+        self.state_file = str(folder / "state.json")
+        self.table = users_table(folder / "warehouse")
+        assert self.read().returncode == 0
+        self.synced = rows(spark, self.table)
+        self.touched = set(api.touch("users", 5))
+
+    def read(self):
+        return sync(self.config, args=["--state-file", self.state_file])
+
+    def cursor(self):
+        """A cursor with one touched user's old version before it and another's at it: every
+        outcome below then differs from the others."""
+        old = sorted(t for i, t in self.synced if i in self.touched)
+        assert old[0] < old[-1]
+        return old[-1] + "Z"
+
+    def as_was(self):
+        """The table as it was, and the next read from the old state: the updated users added."""
+        return sorted(self.synced + [row for row in api_rows(self.api) if row not in self.synced])
+
+    def after_reset(self):
+        return api_rows(self.api)
+
+    def after_set(self, cursor):
+        """The rows before the cursor kept, every record from it read again, once."""
+        cut = cursor.rstrip("Z")
+        return sorted([r for r in self.synced if r[1] < cut] + [r for r in api_rows(self.api) if r[1] >= cut])
+
+
+# (command, fault point, count, which table the next read must end with)
+STATE_COMMAND_KILLS = [
+    ("reset", "state.reset.saved", 1, "promised"),
+    ("reset --tables", "state.reset.marked", 1, "as was"),
+    ("reset --tables", "state.reset.saved", 1, "promised"),
+    ("reset --tables", "state.reset.deleting", 1, "promised"),  # moved aside, nothing deleted yet
+    ("reset --tables", "state.reset.deleting", 4, "promised"),  # some of its files deleted
+    ("set", "recovery.start", 1, "as was"),
+    ("set", "commit.files_written", 1, "as was"),
+    ("set", "commit.done", 1, "promised"),  # (state.set.committed: the test of item 2 above kills it there)
+    ("set", "state.set.truncated", 1, "promised"),
+]
+
+
+@pytest.mark.slow  # real processes, killed
+@pytest.mark.parametrize("command, point, count, outcome", STATE_COMMAND_KILLS, ids=[f"{c}:{p}:{n}" for c, p, n, _ in STATE_COMMAND_KILLS])
+def test_item_3_a_state_command_killed_at_any_step_leaves_the_promised_table_or_the_old_one(
+    spark, api, tmp_path, command, point, count, outcome
+):
+    case = StateCommandCase(spark, api, tmp_path)
+    args = ["state", *command.split(), "--state-file", case.state_file, "--config", case.config_path, "--stream", "users"]
+    if command == "set":
+        cursor = case.cursor()
+        args += ["--cursor", cursor]
+        promised = case.after_set(cursor)
+    else:
+        promised = case.after_reset()
+    assert promised != case.as_was()
+    killed = kill_at(point, *args, count=count)
+    assert killed.paused, killed.stderr[-2000:]
+    after = case.read()
+    assert after.returncode == 0, after.messages[-3:]
+    assert rows(spark, case.table) == (promised if outcome == "promised" else case.as_was())
 
 
 # -- 4. the state commands find tables as read does, and say when they find none ---------------------------
@@ -214,6 +288,39 @@ def test_item_4_state_commands_take_the_warehouse_flag_and_refuse_to_set_a_curso
     assert state_command(config_path, "set", "--state-file", state_file, "--stream", "users", "--cursor", cursor,
                          "--no-table") == 0  # the table is elsewhere on purpose: only the file changes
     assert saved_states(state_file)["users"] == {"updatedAt": cursor}
+
+
+def test_item_4_a_reset_that_finds_no_table_changes_nothing_and_creates_nothing(spark, api, tmp_path):
+    config_path = write_json(tmp_path / "config.json", settings(api, tmp_path / "configured"))
+    elsewhere, wrong = tmp_path / "elsewhere", tmp_path / "wrong"
+    state_file = str(tmp_path / "state.json")
+    assert sync(settings(api, elsewhere), args=["--state-file", state_file]).returncode == 0
+    with open(state_file) as handle:
+        before = handle.read()
+
+    every_stream = run_in_process("state", "reset", "--state-file", state_file, "--config", config_path)
+    assert every_stream.returncode == 1  # the file has a state for users, and users has no table there
+    assert "'users': no table under" in every_stream.stderr and "--no-table" in every_stream.stderr
+    assert state_command(config_path, "reset", "--state-file", state_file, "--warehouse", str(wrong)) == 1
+    assert state_command(config_path, "reset", "--state-file", state_file, "--stream", "users", "--tables",
+                         "--warehouse", str(wrong)) == 1
+    with open(state_file) as handle:
+        assert handle.read() == before
+    assert not os.path.exists(wrong) and not os.path.exists(tmp_path / "configured")  # not even a lock file
+    assert len(ids(spark, users_table(elsewhere))) == USERS
+
+    assert state_command(config_path, "reset", "--state-file", state_file, "--warehouse", str(elsewhere)) == 0
+    assert saved_states(state_file) == {}
+    assert sync(settings(api, elsewhere), args=["--state-file", state_file]).returncode == 0
+    assert rows(spark, users_table(elsewhere)) == api_rows(api)  # replaced, not appended to
+
+
+def test_item_4_no_table_changes_only_the_state_file(api, tmp_path):
+    config_path = write_json(tmp_path / "config.json", settings(api, tmp_path / "nowhere"))
+    state_file = write_json(tmp_path / "state.json", {"users": {"updatedAt": "2025-03-01T00:00:00Z"}})
+    assert state_command(config_path, "reset", "--state-file", state_file, "--no-table") == 0
+    assert saved_states(state_file) == {}
+    assert not os.path.exists(tmp_path / "nowhere")
 
 
 # -- 5. incremental + overwrite ---------------------------------------------------------------------------------
@@ -331,3 +438,271 @@ def test_item_10_replaced_files_are_deleted_once_the_retention_period_is_over(sp
 def _live_files(table):
     return SparkTable(None, table).live_files()
 
+
+
+# -- 6. an update that kept its cursor value is not taken for the committed record -----------------------------
+
+
+class SecondsApi:
+    """A small HTTP API on 127.0.0.1 with second-granularity timestamps: ``GET /items?since=T``
+    answers the items with ``updatedAt >= T``, oldest first. ``items`` may be changed between syncs."""
+
+    def __init__(self, items):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs, urlparse
+
+        self.items = items
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                since = parse_qs(urlparse(self.path).query).get("since", [""])[0]
+                data = sorted((i for i in api.items if i["updatedAt"] >= since), key=lambda i: (i["updatedAt"], i["id"]))
+                body = json.dumps({"data": data}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Items(IncrementalHttpStream):
+    cursor_field = "updatedAt"
+    primary_key = "id"
+    json_schema = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                                                    "updatedAt": {"type": "string", "format": "date-time"}}}
+
+    def __init__(self, url):
+        super().__init__()
+        self._url = url
+
+    @property
+    def url_base(self):
+        return self._url
+
+    def path(self, **kwargs):
+        return "items"
+
+    def request_params(self, stream_state=None, next_page_token=None, **kwargs):
+        return {"since": (stream_state or {}).get("updatedAt", "2025-01-01T00:00:00Z")}
+
+    def next_page_token(self, response):
+        return None
+
+    def parse_response(self, response, **kwargs):
+        yield from response.json()["data"]
+
+
+class ItemsSource(Source):
+    spec_json = {"connectionSpecification": {"type": "object", "properties": {"url": {"type": "string"}}}}
+
+    def check_connection(self, logger, config):
+        return True, None
+
+    def streams(self, config):
+        return [Items(config["url"])]
+
+
+def items_catalog(mode):
+    stream = {"name": "items", "json_schema": {}, "supported_sync_modes": ["incremental"], "source_defined_cursor": True,
+              "default_cursor_field": ["updatedAt"], "source_defined_primary_key": [["id"]]}
+    return {"streams": [{"stream": stream, "sync_mode": "incremental", "destination_sync_mode": mode,
+                         "cursor_field": ["updatedAt"], "primary_key": [["id"]]}]}
+
+
+def test_item_6_an_update_that_kept_its_cursor_second_ends_in_an_append_dedup_table(spark, tmp_path):
+    last = "2025-03-01T10:00:05Z"  # three items share the newest second: the boundary a resumed sync reads again
+    items = [{"id": i, "name": f"v1 of {i}", "updatedAt": "2025-03-01T10:00:00Z" if i <= 3 else last} for i in range(1, 7)]
+    api = SecondsApi(items)
+    try:
+        config = {"url": api.url, "destination": {"type": "spark", "warehouse": str(tmp_path / "warehouse"), "spark_master": "local[1]"}}
+        first = read(ItemsSource(), config, items_catalog("append_dedup"))
+        assert first.returncode == 0
+        assert first.final_states()["items"]["stream"]["stream_state"] == {"updatedAt": last}
+        api.items[4] = {"id": 5, "name": "v2 of 5", "updatedAt": last}  # changed within the same second
+        resumed = read(ItemsSource(), config, items_catalog("append_dedup"), state=first.final_state_list())
+        assert resumed.returncode == 0
+    finally:
+        api.close()
+    table = spark.read.parquet(table_path(str(tmp_path / "warehouse"), ItemsSource().name, "items"))
+    assert sorted((r["id"], r["name"]) for r in table.collect()) == sorted((i["id"], i["name"]) for i in api.items)
+    # the unchanged items at that second were skipped, not written again: one record in the resumed sync
+    assert sum(int(s["sourceStats"]["recordCount"]) for s in resumed.states()) == 1
+
+
+# -- 10 (decide and document). A state older than the table: resumed from the table, or read as given -----------
+
+
+def test_read_from_state_as_given_reads_again_from_the_given_state_and_otherwise_the_log_names_the_checkpoint(spark, api, tmp_path):
+    config = settings(api, tmp_path / "warehouse") | {"state_checkpoint_interval": 100}
+    config_path = write_json(tmp_path / "config.json", config)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    first = run_in_process("read", "--config", config_path, "--catalog", catalog_path, "--concurrency", "1")
+    assert first.returncode == 0
+    oldest = [m["state"] for m in first.of_type("STATE")][0]  # a STATE the table has committed past
+    given = write_json(tmp_path / "old_state.json", [oldest])
+    newest = SparkTable(None, users_table(tmp_path / "warehouse")).last_checkpoint()
+
+    resumed = run_in_process("read", "--config", config_path, "--catalog", catalog_path, "--state", given)
+    assert resumed.returncode == 0
+    assert f"is older than the table's checkpoint {newest.seq}" in resumed.stderr
+    assert f"resuming from the table's state {json.dumps(newest.state, sort_keys=True)}" in resumed.stderr
+    assert len(ids(spark, users_table(tmp_path / "warehouse"))) == USERS  # nothing read twice
+
+    as_given = run_in_process("read", "--config", config_path, "--catalog", catalog_path, "--state", given, "--from-state-as-given")
+    assert as_given.returncode == 0
+    assert "as given (--from-state-as-given)" in as_given.stderr
+    cursor = oldest["stream"]["stream_state"]["updatedAt"]
+    again = [r for r in all_records(api, "users") if r["updatedAt"] >= cursor]
+    assert 0 < len(again) < USERS
+    assert len(ids(spark, users_table(tmp_path / "warehouse"))) == USERS + len(again)  # an append table: read again, once more
+
+
+# -- 11. one stream's table cannot be opened: that stream fails, the others complete ----------------------------
+
+
+def test_item_11_a_stream_whose_table_cannot_be_opened_fails_alone(spark, api, tmp_path):
+    original, broken = tmp_path / "original", tmp_path / "broken"
+    assert sync(settings(api, original), "users").returncode == 0
+    for folder in ("_spark_metadata", "_checkpoints"):  # the users table copied without its data files
+        shutil.copytree(os.path.join(users_table(original), folder), os.path.join(users_table(broken), folder))
+    shutil.rmtree(original)
+    output = sync(settings(api, broken), "users", "stores", "products")
+    assert output.returncode == 1
+    statuses = {m["trace"]["stream_status"]["stream_descriptor"]["name"]: m["trace"]["stream_status"]["status"]
+                for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "STREAM_STATUS"}
+    assert statuses == {"users": "INCOMPLETE", "stores": "COMPLETE", "products": "COMPLETE"}
+    (error,) = [m["trace"]["error"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
+    assert error["stream_descriptor"]["name"] == "users" and "not in its folder" in error["message"]
+    assert len(ids(spark, table_path(str(broken), "demo", "stores"))) == len(all_records(api, "stores"))
+
+
+# -- 12. a number under a token-like config name is no secret --------------------------------------------------
+
+
+def test_item_12_a_number_under_a_token_like_name_never_fails_a_sync_or_garbles_its_logs(spark, api, tmp_path):
+    config = settings(api, tmp_path / "warehouse") | {"token_ttl_minutes": 5, "secret_rotation_days": 30}
+    config_path = write_json(tmp_path / "config.json", config)
+    output = run_in_process("read", "--config", config_path, "--catalog", write_json(tmp_path / "catalog.json", catalog("users")))
+    assert output.returncode == 0, output.stderr[-2000:]
+    assert any("5" in json.dumps(state) for state in output.states.values())  # states that hold a 5 are emitted
+    assert "****" not in output.stderr and API_KEY not in output.stderr
+
+
+# -- 13. the state commands mask the config's secrets in their errors -----------------------------------------------
+
+
+def test_item_13_state_command_errors_mask_the_configs_secrets(api, tmp_path):
+    config_path = write_json(tmp_path / "config.json", settings(api, tmp_path / "warehouse"))
+    state_file = write_json(tmp_path / "state.json", [])
+    for args in (("--stream", "users", "--cursor", API_KEY), ("--stream", API_KEY, "--cursor", "2025-01-01T00:00:00Z")):
+        output = run_in_process("state", "set", "--state-file", state_file, "--config", config_path, "--no-table", *args)
+        assert output.returncode == 2
+        assert "error: " in output.stderr and "****" in output.stderr and API_KEY not in output.stderr
+
+
+# -- 14. every state a run prints, its state file and the next run accept it --------------------------------------
+
+
+class Halves(Stream, CheckpointMixin):
+    """Three records; the state holds text with a lone surrogate ("\\ud800": valid JSON, not Unicode)."""
+
+    primary_key = "id"
+    cursor_field = "n"
+
+    def __init__(self):
+        self._n, self.started_from = 0, None
+
+    @property
+    def name(self):
+        return "halves"
+
+    @property
+    def state(self):
+        return {"n": self._n, "label": "\ud800 half"}
+
+    @state.setter
+    def state(self, value):
+        self._n, self.started_from = value.get("n", 0), dict(value)
+
+    def get_json_schema(self):
+        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+        for n in range(self._n + 1, 4):
+            self._n = n
+            yield {"id": n, "n": n}
+
+
+class HalvesSource(Source):
+    spec_json = {"connectionSpecification": {"type": "object", "properties": {}}}
+
+    def __init__(self):
+        super().__init__()
+        self.stream = Halves()
+
+    def check_connection(self, logger, config):
+        return True, None
+
+    def streams(self, config):
+        return [self.stream]
+
+
+def test_item_14_a_state_with_a_lone_surrogate_goes_through_the_state_line_the_file_and_the_next_run(tmp_path):
+    catalog_path = write_json(tmp_path / "catalog.json", {"streams": [
+        {"stream": {"name": "halves", "json_schema": {}, "supported_sync_modes": ["incremental"]},
+         "sync_mode": "incremental", "destination_sync_mode": "append", "cursor_field": ["n"]}]})
+    args = ["--config", write_json(tmp_path / "config.json", {}), "--catalog", catalog_path, "--destination", "stdout",
+            "--state-file", str(tmp_path / "state.json")]
+    first = run_in_process("read", *args, source=HalvesSource())
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.states["halves"]["stream"]["stream_state"] == {"n": 3, "label": "\ud800 half"}
+    assert b'"\\ud800 half"' in first.stdout  # the STATE line: the JSON escape
+    assert saved_states(tmp_path / "state.json") == {"halves": {"n": 3, "label": "\ud800 half"}}
+    source = HalvesSource()
+    second = run_in_process("read", *args, source=source)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert source.stream.started_from == {"n": 3, "label": "\ud800 half"} and not second.of_type("RECORD")
+
+
+# -- 18. the state file's name in errors; the state commands leave the connector's API alone --------------------
+
+
+def test_item_18_a_bad_state_file_is_named_in_the_error(api, tmp_path):
+    config_path = write_json(tmp_path / "config.json", settings(api, tmp_path / "warehouse"))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    for name, content in (("wrong_shape.json", {"users": {"cursor": "no such field"}}), ("corrupt.json", "{not json")):
+        path = str(tmp_path / name)
+        with open(path, "w") as handle:
+            handle.write(content if isinstance(content, str) else json.dumps(content))
+        output = run_in_process("read", "--config", config_path, "--catalog", catalog_path, "--state-file", path)
+        assert output.returncode == 2
+        assert f"state file '{path}'" in output.stderr and "'None'" not in output.stderr
+
+
+def test_item_18_the_state_commands_do_not_start_the_connectors_api(spark, api, tmp_path):
+    from source_framework.demo import source as demo
+
+    state_file = str(tmp_path / "state.json")
+    assert sync(settings(api, tmp_path / "warehouse"), args=["--state-file", state_file]).returncode == 0
+    embedded = settings(api, tmp_path / "warehouse") | {"api_url": "embedded", "api_key": "only-for-this-test-6d1f"}
+    config_path = write_json(tmp_path / "embedded.json", embedded)
+    cursor = sorted(r["updatedAt"] for r in all_records(api, "users"))[100]
+    commands = [["show"], ["set", "--config", config_path, "--stream", "users", "--cursor", cursor],
+                ["reset", "--config", config_path, "--stream", "users", "--tables"]]
+    for command in commands:
+        output = run_in_process("state", *command, "--state-file", state_file)
+        assert output.returncode == 0, output.stderr[-2000:]
+    assert not [key for key in demo._embedded_apis if key[0] == "only-for-this-test-6d1f"]  # the demo API never started
+    assert not os.path.exists(users_table(tmp_path / "warehouse"))

@@ -178,35 +178,35 @@ def test_both_syncs_complete_every_stream_but_the_incompatible_ones(synced):
 # -- item 8: schemas evolve -------------------------------------------------------------------------
 
 
-def test_an_added_column_is_visible_to_a_plain_reader_with_old_rows_null(synced):
+def test_item_8_an_added_column_is_visible_to_a_plain_reader_with_old_rows_null(synced):
     seen = synced["seen"]["append_added"]
     assert seen.get("types", {}).get("score") == "double", seen
     assert seen["columns"][:3] == ["id", "name", "score"]
     assert table_rows(synced, "append_added", "id", "score") == [(1, None), (2, 2.5), (3, None)]
 
 
-def test_fields_the_schema_does_not_declare_are_named_in_sf_meta(synced):
+def test_item_8_fields_the_schema_does_not_declare_are_named_in_sf_meta(synced):
     (first,) = [row for row in synced["seen"]["append_added"]["rows"] if row["id"] == 1]
     assert json.loads(first["_sf_meta"])["undeclared"] == ["note", "score"]
     (later,) = [row for row in synced["seen"]["append_added"]["rows"] if row["id"] == 2]
     assert later["_sf_meta"] is None  # declared since: nothing to say
 
 
-def test_a_lone_surrogate_is_replaced_and_noted_and_the_sync_goes_on(synced):
+def test_item_16_a_lone_surrogate_is_replaced_and_noted_and_the_sync_goes_on(synced):
     (row,) = [row for row in synced["seen"]["append_added"]["rows"] if row["id"] == 3]
     assert row["name"] == "\ufffd lone"
     (error,) = json.loads(row["_sf_meta"])["errors"]
     assert error["field"] == "name" and "\\ud800" in error["reason"]
 
 
-def test_a_table_whose_commits_recorded_no_schema_is_compared_by_its_files_schema(synced):
+def test_item_8_a_table_whose_commits_recorded_no_schema_is_compared_by_its_files_schema(synced):
     """Written by the version before this one: the schema comes from a data file's footer."""
     types = synced["seen"]["legacy_changed"].get("types", {})
     assert (types.get("seen"), types.get("n"), types.get("name")) == ("timestamp", "double", "string"), synced["seen"]["legacy_changed"]
     assert table_rows(synced, "legacy_changed", "id", "seen", "n", "name") == [(1, "2024-01-01 00:00:00", 7.0, None), (2, None, 0.5, "b")]
 
 
-def test_widened_columns_are_applied_to_old_rows_too(synced):
+def test_item_8_widened_columns_are_applied_to_old_rows_too(synced):
     types = synced["seen"]["append_widened"].get("types", {})
     assert (types.get("amount"), types.get("flag"), types.get("seen"), types.get("code")) == ("double", "string", "string", "string")
     assert table_rows(synced, "append_widened", "id", "amount", "flag", "seen", "code") == [
@@ -215,7 +215,7 @@ def test_widened_columns_are_applied_to_old_rows_too(synced):
     ]
 
 
-def test_every_commit_records_the_tables_schema(synced):
+def test_item_8_every_commit_records_the_tables_schema(synced):
     table = SparkTable(None, synced["paths"]["append_widened"])
     columns = {c["name"]: c["type"] for c in table.last_checkpoint().schema["columns"]}
     assert (columns["amount"], columns["flag"], columns["_sf_meta"]) == ("double", "string", "string")
@@ -227,7 +227,7 @@ def test_every_commit_records_the_tables_schema(synced):
     ("append_incompatible", "amount", "string", "bigint"),
     ("dedup_incompatible", "flag", "boolean", "bigint"),
 ])  # fmt: skip
-def test_an_incompatible_change_fails_the_stream_before_anything_is_written(synced, name, column, old, new):
+def test_item_8_an_incompatible_change_fails_the_stream_before_anything_is_written(synced, name, column, old, new):
     message = errors(synced["second"])[name]
     assert f"'{column}'" in message and old in message and new in message, message
     assert f"state reset --stream {name} --tables" in message
@@ -235,7 +235,7 @@ def test_an_incompatible_change_fails_the_stream_before_anything_is_written(sync
     assert synced["seen"][name]["types"][column] == old  # still readable, as before
 
 
-def test_dedup_tables_take_added_and_widened_columns(synced):
+def test_item_8_dedup_tables_take_added_and_widened_columns(synced):
     assert synced["seen"]["dedup_added"].get("types", {}).get("score") == "double"
     assert table_rows(synced, "dedup_added", "id", "name", "score") == [(1, "a", None), (2, "b2", 9.5), (3, "c", 1.0)]
     assert synced["seen"]["dedup_widened"].get("types", {}).get("amount") == "double"
@@ -245,27 +245,27 @@ def test_dedup_tables_take_added_and_widened_columns(synced):
 # -- item 17: append_dedup keys ---------------------------------------------------------------------
 
 
-def test_rows_with_a_null_key_are_each_kept(synced):
+def test_item_17_rows_with_a_null_key_are_each_kept(synced):
     assert table_rows(synced, "null_keys", "id", "v") == [(1, 5), (None, 1), (None, 2), (None, 4)]
 
 
-def test_a_nested_key_is_read_out_of_its_json_column(synced):
+def test_item_17_a_nested_key_is_read_out_of_its_json_column(synced):
     rows = table_rows(synced, "nested_keys", "user", "v")
     assert sorted(v for _, v in rows) == [2, 3, 4]  # user 1 merged, user 2 kept, the row without an id kept
     assert {json.loads(user).get("id") for user, v in rows if v == 3} == {1}
 
 
-def test_a_key_column_with_a_dot_in_its_name(synced):
+def test_item_17_a_key_column_with_a_dot_in_its_name(synced):
     assert table_rows(synced, "dotted_keys", "a.b", "v") == [(1, 3), (2, 2)]
 
 
 # -- the counts behind the end-of-run summary ---------------------------------------------------------
 
 
-def test_the_sink_counts_undeclared_fields_for_the_summary(spark, tmp_path):
+def test_item_8_the_sink_counts_undeclared_fields_for_the_summary(spark, tmp_path):
     destination = SparkDestination(str(tmp_path), default_namespace="counts", master="local[1]")
     target = StreamTarget("counted", None, {"properties": {"id": INTEGER}}, incremental=False)
-    destination.reserve([(None, "counted")])
+    destination.reserve([(None, "counted", "append")])
     try:
         sink = destination.open_stream(target)
         for record in ({"id": 1, "a": 1}, {"id": 2, "a": 2, "b": None}, {"id": 3}):

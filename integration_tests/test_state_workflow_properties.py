@@ -1,27 +1,36 @@
-"""The state workflow as a property (Hypothesis): whatever sequence of syncs, crashes, API updates,
-resets and cursor moves a user goes through, the next clean sync leaves a table that holds every
-record the API serves now, and no record version twice.
+"""The state workflow as a property (Hypothesis): whatever sequence of syncs, kills, API updates,
+resets, cursor moves and schema changes a user goes through, the table ends holding exactly the
+rows a model of the workflow says it must, row for row, in ``append`` and in ``append_dedup``.
 
-Each step runs in this process on the test run's one Spark session; a crash is a
-``SimulatedCrash`` raised at one of the runtime's fault points (``helpers/faults.py``), which
-escapes the runtime as a kill would (the table's locks are released, queued commits of other
-streams may land: states a run never printed, as after a real kill between a commit and its
-STATE). The real SIGKILLs are in ``test_crash_recovery.py`` and ``test_data_safety.py``.
+The model (``Model``) knows only the API's records and the steps taken: what each sync reads
+(from the state file's cursor, or from the table's newest commit when the table is ahead of it),
+what a reset and a set promise, and, for a kill, which commit it landed after. That last fact is
+the one thing it observes (the table's newest committed cursor, before and after): where a kill
+lands depends on timing (checkpoints that queue behind a commit are merged into one), what the
+table must then hold does not. The API's timestamps are distinct and its pages sorted, so a
+commit's cursor says exactly which records it covers.
+
+Each step runs in this process on the test run's one Spark session. A kill is a ``SimulatedCrash``
+raised at one of the runtime's fault points (``helpers/faults.py``); from then on every fault point
+raises it too, so commits still queued are abandoned as a SIGKILL would abandon them, and one in
+progress stops at its next point. The real SIGKILLs are in ``test_crash_recovery.py`` and
+``test_data_safety.py``.
 """
 
 from __future__ import annotations
 
-import collections
-import os
+from collections import Counter
+from contextlib import nullcontext
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from integration_tests.conftest import API_KEY, all_records, catalog, config_for, write_json
 from source_framework.demo.api import DemoApi
-from source_framework.demo.source import DemoSource
+from source_framework.demo.source import DemoSource, Users
 from source_framework.destinations.spark.layout import table_path
+from source_framework.destinations.spark.table import SparkTable
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.streams.cursor import parse_datetime
@@ -29,99 +38,249 @@ from source_framework.testing import read
 
 pytestmark = pytest.mark.slow
 
-COMMIT_POINTS = ["commit.record_written", "commit.files_written", "commit.done", "state.printed", "recovery.start"]
+READ_KILLS = ["commit.start", "commit.record_written", "commit.files_written", "commit.done", "state.printed",
+              "recovery.start", "recovery.removing"]
+RESET_KILLS = [None, "state.reset.marked", "state.reset.saved", "state.reset.deleting"]
+SET_KILLS = [None, "recovery.start", "commit.files_written", "commit.done", "state.set.committed", "state.set.truncated"]
+#: kills of a read that stop it before it changed anything (the table is only being cleaned up)
+BEFORE_ANYTHING = {"recovery.start", "recovery.removing"}
 
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("read")),
-        st.tuples(st.just("crash"), st.sampled_from(COMMIT_POINTS), st.integers(1, 3)),
+        st.tuples(st.just("kill"), st.sampled_from(READ_KILLS), st.integers(1, 3)),
         st.tuples(st.just("touch"), st.integers(1, 6)),
-        st.tuples(st.just("reset"), st.booleans(), st.sampled_from([None, "state.reset.marked", "state.reset.saved"])),
-        st.tuples(st.just("set"), st.integers(0, 59), st.sampled_from([None, "state.set.truncated"])),
+        st.tuples(st.just("reset"), st.booleans(), st.sampled_from(RESET_KILLS)),
+        st.tuples(st.just("set"), st.integers(0, 59), st.sampled_from(SET_KILLS)),
+        st.tuples(st.just("schema"), st.sampled_from(["add", "widen", "incompatible"])),
     ),
     min_size=1,
     max_size=6,
 )
 
 
-class Workflow:
-    """One user's warehouse, state file and API, driven step by step."""
+# -- the connector, its schema changed between syncs -------------------------------------------------
 
-    def __init__(self, api, folder, mode):
-        self.api = api
+
+class EvolvingUsers(Users):
+    """The demo's users under a schema with ``changes`` applied: ``add`` a nullable column,
+    ``widen`` a date-time column to text, make a text column an ``incompatible`` integer."""
+
+    changes: frozenset = frozenset()
+
+    @property
+    def name(self):
+        return "users"
+
+    def get_json_schema(self):
+        schema = super().get_json_schema()
+        properties = schema["properties"]
+        if "add" in self.changes:
+            properties["nickname"] = {"type": ["null", "string"]}
+        if "widen" in self.changes:
+            properties["createdAt"] = {"type": ["null", "string"]}
+        if "incompatible" in self.changes:
+            properties["job"] = {"type": ["null", "integer"]}
+        return schema
+
+
+class EvolvingSource(DemoSource):
+    def __init__(self, changes):
+        super().__init__()
+        self.changes = frozenset(changes)
+
+    def streams(self, config):
+        streams = super().streams(config)
+        users = EvolvingUsers(config)
+        users.changes = self.changes
+        return [users if stream.name == "users" else stream for stream in streams]
+
+
+# -- the model ---------------------------------------------------------------------------------------
+
+#: the state file holds some state the table committed (which one does not matter any more)
+SOME_COMMITTED = "some committed state"
+
+
+class Model:
+    """What the users table must hold: ``rows`` ((id, updatedAt) versions, duplicates counted, or
+    one per id for ``append_dedup``), None while the table has no commit. ``newest``: the cursor of
+    its newest commit; ``marker``: a reset is pending; ``file_state``: the state file's cursor (None:
+    no state)."""
+
+    def __init__(self, mode):
+        self.dedup = mode == "append_dedup"
+        self.rows: Counter | None = None
+        self.newest = None
+        self.marker = False
+        self.file_state = None
+
+    def _with(self, rows, added):
+        if not self.dedup:
+            return rows + Counter(added)
+        latest = dict(rows.elements())  # one version per id: the latest cursor wins
+        for key, version in added:
+            latest[key] = max(version, latest.get(key, version))
+        return Counter(latest.items())
+
+    def read(self, served, landed="completed"):
+        """A sync. ``landed``: "completed", the cursor of the last commit a killed sync landed, None
+        (killed before its first commit), or "before" (killed while cleaning up the table)."""
+        if landed == "before":
+            return
+        rebuild = self.marker and self.file_state is None
+        self.marker = self.marker and rebuild  # given a state, the sync drops the mark
+        if landed is None:
+            return
+        start = None if rebuild else (self.newest if self.newest is not None else self.file_state)
+        old = Counter() if rebuild or self.rows is None else self.rows
+        reading = sorted((r for r in served if start is None or r[1] >= start), key=lambda r: r[1])
+        if not rebuild and self.newest is not None:  # the records at the cursor the table committed are skipped
+            reading = [r for r in reading if not (r[1] == start and old[r])]
+        upto = landed if landed != "completed" else max([start, *(r[1] for r in reading)], key=lambda t: (t is not None, t))
+        self.rows = self._with(old, [r for r in reading if r[1] <= upto])
+        self.newest = upto
+        self.marker = False
+        self.file_state = upto if landed == "completed" else SOME_COMMITTED
+
+    def reset(self, tables, killed_at, no_table):
+        if killed_at == "state.reset.marked":
+            self.marker = self.marker or (self.newest is not None and not no_table)
+            return
+        if not no_table:
+            self.marker = self.newest is not None
+        self.file_state = None
+        if tables and not no_table and killed_at != "state.reset.saved":
+            self.rows, self.newest, self.marker = None, None, False
+
+    def set(self, cursor, committed, saved):
+        """``committed``: the set's rewrite of the table landed; ``saved``: its state file too."""
+        if committed:
+            kept = [(key, version) for key, version in self.rows.elements() if version < cursor]
+            self.rows, self.newest, self.marker = Counter(kept), cursor, False
+        if saved:
+            self.file_state = cursor
+
+
+# -- the user's warehouse, state file and API, driven step by step --------------------------------------------
+
+
+class Workflow:
+    def __init__(self, spark, api, folder, mode):
+        self.spark, self.api = spark, api
         self.config = config_for(api, folder / "warehouse", page_size=20, state_checkpoint_interval=15,
                                  destination={"type": "spark", "warehouse": str(folder / "warehouse"), "spark_master": "local[1]"})
         self.config_path = write_json(folder / "config.json", self.config)
         self.state_file = str(folder / "state.json")
         self.catalog = catalog("users", overrides={"users": {"destination_sync_mode": mode}})
-        #: record versions a ``state set`` told the sync to skip (cursor before the one set)
-        self.skipped_on_purpose: set = set()
+        self.table = table_path(self.config["destination"]["warehouse"], "demo", "users")
+        self.changes: set[str] = set()
+        self.model = Model(mode)
+
+    def source(self, *extra):
+        return EvolvingSource(self.changes | set(extra))
+
+    def served(self):
+        return [(r["id"], parse_datetime(r["updatedAt"]).replace(tzinfo=None)) for r in all_records(self.api, "users")]
+
+    def newest(self):
+        """(seq, cursor) of the table's newest commit, or None: where a kill landed."""
+        record = SparkTable(None, self.table).last_checkpoint()
+        if record is None:
+            return None
+        cursor = (record.state or {}).get("updatedAt")
+        return record.seq, parse_datetime(cursor).replace(tzinfo=None) if cursor else None
+
+    def table_rows(self):
+        frame = self.spark.read.parquet(self.table)
+        return Counter((r["id"], r["updatedAt"]) for r in frame.select("id", "updatedAt").collect())
+
+    def sync(self, *extra_changes):
+        return read(self.source(*extra_changes), self.config, self.catalog, args=["--state-file", self.state_file])
 
     def read(self):
-        output = read(DemoSource(), self.config, self.catalog, args=["--state-file", self.state_file])
+        served = self.served()
+        output = self.sync()
         assert output.returncode == 0, [m for m in output.messages if m["type"] == "TRACE"][-3:]
+        self.model.read(served)
 
-    def crash(self, point, count):
+    def kill(self, point, count):
+        served, before = self.served(), self.newest()
         with crash_at(point, count):
             try:
-                read(DemoSource(), self.config, self.catalog, args=["--state-file", self.state_file])
+                output = self.sync()
             except SimulatedCrash:
-                pass
+                after = self.newest()
+                if point in BEFORE_ANYTHING:
+                    assert after == before
+                    self.model.read(served, "before")
+                else:
+                    self.model.read(served, after[1] if after != before else None)
+                return
+        assert output.returncode == 0  # the point was not reached that often: the sync completed
+        self.model.read(served)
 
-    def state(self, *args, crash=None):
-        argv = ["state", *args, "--config", self.config_path, "--state-file", self.state_file]
-        if not self.has_table():
-            argv.append("--no-table")  # before the first sync there is no table to change
+    def state(self, *args, kill=None, no_table=False):
+        """A state command, killed at ``kill``; True if it was killed. ``no_table``: the table has
+        no commit yet, so the command is told to change only the state file."""
+        argv = ["state", *args, "--config", self.config_path, "--state-file", self.state_file, *(["--no-table"] if no_table else [])]
         parsed = build_parser().parse_args(argv)
-        if crash is None:
-            assert run_command(DemoSource(), parsed) == 0
-            return
-        with crash_at(crash):
+        with crash_at(kill) if kill else nullcontext():
             try:
-                run_command(DemoSource(), parsed)
+                assert run_command(self.source(), parsed) == 0
             except SimulatedCrash:
-                pass
+                return True
+        return False
 
-    def has_table(self):
-        return os.path.isdir(table_path(self.config["destination"]["warehouse"], "demo", "users"))
+    def reset(self, tables, kill):
+        no_table = self.newest() is None
+        assert no_table == (self.model.newest is None)
+        killed = self.state("reset", "--stream", "users", *(["--tables"] if tables else []), kill=kill, no_table=no_table)
+        self.model.reset(tables, kill if killed else None, no_table)
+
+    def set(self, index, kill):
+        cursors = sorted(r["updatedAt"] for r in all_records(self.api, "users"))
+        cursor = cursors[index % len(cursors)]
+        before = self.newest()
+        killed = self.state("set", "--stream", "users", "--cursor", cursor, kill=kill, no_table=before is None)
+        committed = before is not None and self.newest() != before
+        if killed and kill in ("commit.done", "state.set.committed", "state.set.truncated"):
+            assert committed, f"the set was killed at {kill}, after its commit, yet the table did not move"
+        self.model.set(parse_datetime(cursor).replace(tzinfo=None), committed, saved=not killed)
+
+    def schema(self, change):
+        if change != "incompatible":
+            self.changes.add(change)
+            return
+        if self.model.newest is None or (self.model.marker and self.model.file_state is None):
+            return  # no table is kept: nothing to be incompatible with
+        output = self.sync("incompatible")
+        assert output.returncode == 1
+        (error,) = [m["trace"]["error"]["message"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
+        assert "'job'" in error and "state reset --stream users --tables" in error, error
+        assert self.table_rows() == self.model.rows  # nothing written
 
     def run(self, step):
-        kind = step[0]
-        if kind == "read":
-            self.read()
-        elif kind == "crash":
-            self.crash(step[1], step[2])
-        elif kind == "touch":
-            self.api.touch("users", step[1])
-        elif kind == "reset":
-            self.state("reset", "--stream", "users", *(["--tables"] if step[1] else []), crash=step[2])
-        elif kind == "set":
-            cursors = sorted(r["updatedAt"] for r in all_records(self.api, "users"))
-            cursor = cursors[step[1] % len(cursors)]
-            # Moving the cursor forward skips what lies before it, on purpose; that is not a loss.
-            self.skipped_on_purpose |= {(i, t) for i, t in served(self.api) if t < parse_datetime(cursor)}
-            self.state("set", "--stream", "users", "--cursor", cursor, crash=step[2])
-
-
-def served(api):
-    return {(r["id"], parse_datetime(r["updatedAt"])) for r in all_records(api, "users")}
+        kind, *args = step
+        if kind == "touch":
+            self.api.touch("users", args[0])
+        else:
+            getattr(self, kind)(*args)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=steps, mode=st.sampled_from(["append", "append_dedup"]))
-def test_any_sequence_of_operations_ends_with_every_record_exactly_once(spark, tmp_path_factory, steps, mode):
+# a set after a reset, killed after its commit: the next sync goes on from the set's cursor
+@example(steps=[("read",), ("touch", 4), ("reset", False, None), ("set", 20, "commit.done")], mode="append")
+# a kill that abandons queued commits, a schema the table takes, one it refuses, a set it rewrites to
+@example(steps=[("kill", "state.printed", 1), ("schema", "widen"), ("touch", 3), ("schema", "incompatible"),
+                ("set", 40, "state.set.truncated"), ("kill", "commit.files_written", 1)], mode="append_dedup")
+def test_any_sequence_of_operations_ends_with_exactly_the_rows_the_model_says(spark, tmp_path_factory, steps, mode):
     folder = tmp_path_factory.mktemp("workflow")
     with DemoApi(records=60, api_key=API_KEY, seed=5).start() as api:
-        workflow = Workflow(api, folder, mode)
+        workflow = Workflow(spark, api, folder, mode)
         for step in steps:
             workflow.run(step)
         workflow.read()  # the clean sync that must leave the table right
-        frame = spark.read.parquet(table_path(workflow.config["destination"]["warehouse"], "demo", "users"))
-        rows = [(r["id"], r["updatedAt"]) for r in frame.select("id", "updatedAt").collect()]
-        versions = collections.Counter((i, t.replace(tzinfo=None)) for i, t in rows)
-        now = {(i, t.replace(tzinfo=None)) for i, t in served(api)}
-        expected = now - {(i, t.replace(tzinfo=None)) for i, t in workflow.skipped_on_purpose}
-        assert expected <= set(versions), f"lost: {sorted(expected - set(versions))[:5]} after {steps}"
-        assert max(versions.values()) == 1, f"written twice: {[v for v, n in versions.items() if n > 1][:5]} after {steps}"
-        if mode == "append_dedup":
-            assert set(versions) <= now and len(rows) == len(set(versions)), f"stale rows after {steps}"
+        assert workflow.table_rows() == workflow.model.rows, f"after {steps}"
+        assert workflow.newest()[1] == workflow.model.newest

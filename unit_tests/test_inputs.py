@@ -9,10 +9,12 @@ import pytest
 from source_framework.runtime.inputs import (
     MAX_STATE_BYTES,
     InputError,
+    compact_state_size,
     load_catalog,
     load_config,
     load_state,
 )
+from source_framework.runtime.state_file import StateFile
 
 
 def write(tmp_path, name, content):
@@ -164,3 +166,23 @@ def test_non_ascii_state_is_measured_in_utf8_bytes_as_the_state_line_is(tmp_path
     path = write(tmp_path, "state.json", json.dumps(state, ensure_ascii=True))
     assert (tmp_path / "state.json").stat().st_size > 2 * MAX_STATE_BYTES
     assert load_state(path) == state
+
+
+# -- a lone surrogate: valid JSON ("\ud800"), not valid Unicode text (issue 11, item 14) -----------
+
+
+LONE = {"n": "abc", "note": "\ud800 half of a pair", "tag": "é\udfff"}
+
+
+def test_a_state_with_a_lone_surrogate_is_measured_as_its_state_line_carries_it():
+    from source_framework.runtime.output import to_json
+
+    assert compact_state_size(LONE) == len(to_json(LONE))
+
+
+def test_a_state_with_a_lone_surrogate_is_saved_and_read_back_whole(tmp_path):
+    path = str(tmp_path / "state.json")
+    StateFile(path).update("texts", None, LONE)  # what --state-file does after the STATE line
+    assert load_state(path) == {"texts": LONE}
+    assert StateFile(path).states == {"texts": LONE}
+    json.loads((tmp_path / "state.json").read_bytes().decode("utf-8"))  # a valid UTF-8 JSON file

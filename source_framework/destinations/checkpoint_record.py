@@ -64,7 +64,7 @@ class CheckpointRecord:
     #: written before deltas existed always held the full boundary, so it reads as True
     boundary_full: bool = True
     merged_states: tuple[dict[str, Any], ...] = ()
-    #: a ``state reset`` this commit applied (the table was rebuilt from it)
+    #: a ``state reset`` this commit applied (the table was rebuilt from it), or superseded (``state set``)
     reset_id: str | None = None
     #: the table's schema after this commit (``destinations.spark.table_schema``)
     schema: dict[str, Any] | None = None

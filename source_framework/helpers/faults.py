@@ -6,15 +6,22 @@ With ``SOURCE_FRAMEWORK_PAUSE_AT=name:N`` in the environment, the N-th time that
 reached the process writes ``paused at name:N`` to stderr and sleeps until it is killed.
 Without the variable a fault point costs one dict lookup.
 
-Points: ``commit.record_written`` (checkpoint record written, data files not yet in the table),
-``commit.files_written`` (data files in place, not yet published), ``commit.done`` (published,
-STATE not yet printed), ``state.printed`` (just after a STATE line), ``recovery.start`` (cleaning
-up a table), ``state.reset.marked`` / ``state.reset.saved`` (``state reset``: tables marked /
-state file saved, tables not yet deleted), ``state.set.truncated`` (``state set``: table
-rewritten, state file not yet saved).
+Points: ``commit.start`` (a commit begins, nothing written yet), ``commit.record_written``
+(checkpoint record written, data files not yet in the table), ``commit.files_written`` (data
+files in place, not yet published), ``commit.done`` (published, STATE not yet printed),
+``state.printed`` (just after a STATE line), ``recovery.start`` (cleaning up a table),
+``recovery.removing`` (after each file of an interrupted commit is deleted, before its record),
+``state.reset.marked`` / ``state.reset.saved`` (``state reset``: tables marked / state file
+saved, tables not yet deleted), ``state.reset.deleting`` (``--tables``: after the table was moved
+aside, and after each of its files is deleted), ``state.set.committed`` (``state set``: the
+table's rewrite committed, a pending reset not yet cleared), ``state.set.truncated`` (``state
+set``: table rewritten, state file not yet saved).
 
 In-process tests (``crash_at``) make a point raise ``SimulatedCrash`` instead: a
-``BaseException``, so it escapes the runtime's per-stream error handling as a kill would.
+``BaseException``, so it escapes the runtime's per-stream error handling as a kill would. As after
+a kill, nothing runs on: from then on until the block ends, every fault point any thread reaches
+raises it too, so the commits still queued die at ``commit.start`` with nothing written, and one
+in progress dies at its next point, leaving what a kill there would leave.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ _counts: dict[str, int] = {}
 _count_lock = threading.Lock()
 _crash: tuple[str, int] | None = None
 _crash_counts: dict[str, int] = {}
+#: a simulated crash happened in the current ``crash_at`` block: the "process" is dead
+_crashed = threading.Event()
 
 
 class SimulatedCrash(BaseException):
@@ -49,22 +58,28 @@ class SimulatedCrash(BaseException):
 @contextmanager
 def crash_at(name: str, count: int = 1) -> Iterator[None]:
     """Within the block, the ``count``-th time fault point ``name`` is reached it raises
-    ``SimulatedCrash``."""
+    ``SimulatedCrash``, and so does every fault point reached after it."""
     global _crash
     _crash, _crash_counts[name] = (name, count), 0
+    _crashed.clear()
     try:
         yield
     finally:
         _crash = None
+        _crashed.clear()
 
 
 def fault_point(name: str) -> None:
-    if _crash is not None and _crash[0] == name:
-        with _count_lock:  # streams read in several threads pass the same points
-            _crash_counts[name] = _crash_counts.get(name, 0) + 1
-            reached = _crash_counts[name] == _crash[1]
-        if reached:
-            raise SimulatedCrash(f"simulated crash at {name}:{_crash[1]}")
+    if _crash is not None:
+        if _crashed.is_set():
+            raise SimulatedCrash(f"simulated crash: {name} reached after the crash")
+        if _crash[0] == name:
+            with _count_lock:  # streams read in several threads pass the same points
+                _crash_counts[name] = _crash_counts.get(name, 0) + 1
+                reached = _crash_counts[name] == _crash[1]
+            if reached:
+                _crashed.set()
+                raise SimulatedCrash(f"simulated crash at {name}:{_crash[1]}")
     if _TARGET is None or _TARGET[0] != name:
         return
     with _count_lock:

@@ -199,11 +199,14 @@ class Boundary:
         """A new highest cursor value for the partition: its records start over."""
         if sort_key is not None and (self.highest is None or (sort_key[0] == self.highest[0] and sort_key > self.highest)):
             self.highest = sort_key
-        old = self._current
-        if old is not None:
-            self._kept -= len(old.records)
-        entry = _Entry(value, sort_key, {})
-        self._current = self._entries[self._partition] = entry
+        entry = self._current
+        if entry is not None:
+            # Most records of a sorted stream raise the cursor: the entry is reused, not rebuilt.
+            self._kept -= len(entry.records)
+            entry.cursor, entry.sort_key, entry.overflow = value, sort_key, False
+            entry.records = {}
+        else:
+            entry = self._current = self._entries[self._partition] = _Entry(value, sort_key, {})
         if self._kept >= MAX_KEYS:
             self._overflow(entry)
             return
@@ -213,16 +216,19 @@ class Boundary:
 
     def _overflow(self, entry: _Entry) -> None:
         """Stop keeping the partition's boundary at this cursor value (it would exceed MAX_KEYS)."""
+        at_cursor = len(entry.records) + 1  # with the record that overflowed it
         self._kept -= len(entry.records)
         entry.records, entry.overflow = {}, True
         self._mark()
         if not self._warned:
             self._warned = True
             logger.warning(
-                "stream %s: more than %d records sit at the highest cursor values of its partitions (partition %s "
-                "at %r); the boundary of the partitions over that limit is not kept, so on resume their records at "
-                "that cursor may be written again (append_dedup tables keep one row per key)",
-                self.stream, MAX_KEYS, self._partition or '""', entry.cursor,
+                "stream %s: more than %d records sit at the highest cursor values of its partitions, more than a "
+                "checkpoint keeps: partition %s keeps none at cursor %r. A sync that starts from that cursor (the next "
+                "one, or one resumed after a crash) reads the records there again and they are written again: in an "
+                "append table the %d record(s) read at that cursor so far, and any more that share it, will be there "
+                "twice; append_dedup tables keep one row per key",
+                self.stream, MAX_KEYS, self._partition or '""', entry.cursor, at_cursor,
             )
 
     def _mark(self) -> None:

@@ -70,13 +70,16 @@ def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
 
 
 def compact_state_size(state: Any) -> int:
-    """Bytes of ``state`` as compact UTF-8 JSON: what the size limit is measured on, in and out.
-    orjson writes the STATE lines (and ``runtime.read`` measures them with it); the standard
-    library measures what orjson refuses (integers beyond 64 bits, nesting beyond 254 levels)."""
+    """Bytes of ``state`` as its STATE line carries it: what the size limit is measured on, in and
+    out (``runtime.read`` measures a state it prints the same way). That is orjson's compact JSON,
+    or, for what orjson refuses (integers beyond 64 bits, nesting beyond 254 levels, text with a
+    lone surrogate), the same text written without those limits (``runtime.output.to_json``)."""
     try:
         return len(orjson.dumps(state))
     except orjson.JSONEncodeError:
-        return len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        from source_framework.runtime.output import to_json
+
+        return len(to_json(state))
 
 
 def load_state(path: str | None) -> dict[str, Any]:

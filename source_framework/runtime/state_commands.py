@@ -9,19 +9,24 @@
   the new state: the next sync re-reads exactly those rows, once.
 
 Each command finds the tables as ``read`` does (the config's ``destination`` section, or
-``--warehouse``), holds each table's lock while it works, and is crash-safe: killed at any step,
-the next ``read`` ends with the table the command promised or with the table as it was before,
-never with a mix. The order of the steps is what makes that so:
+``--warehouse``; ``set`` opens the table as ``read`` does, so a moved table is recovered first),
+holds each table's lock while it works, and is crash-safe: killed at any step, the next ``read``
+ends with the table the command promised or with the table as it was before, never with a mix.
+The order of the steps is what makes that so:
 
 - ``reset``: mark the table (a marker that applies only to a sync from an empty state), then
-  save the state file without the stream, then (``--tables``) delete the table's data. Killed
-  before the state file is saved, the old state still applies and the marker is dropped; after
-  it, the next sync starts over and replaces the table.
-- ``set``: rewrite the table as a checkpoint of the new state, then save the state file. Killed
+  save the state file without the stream, then (``--tables``) delete the table: moved aside in
+  one rename, then removed. Killed before the state file is saved, the old state still applies
+  and the marker is dropped; after it, the next sync starts over and replaces the table (or,
+  once it is moved aside, builds a new one).
+- ``set``: rewrite the table as a checkpoint of the new state (recording the old state as the
+  one it started from, and superseding a reset still pending), then save the state file. Killed
   in between, the old state is one the table has moved past, so ``read`` resumes from the new one.
 
-A command that finds no table for a stream says so and exits 1, unless ``--no-table`` says the
-table is elsewhere on purpose (then only the state file changes).
+A command that finds no table for a stream it changes (the one named, or any the state file has
+a state for) says so and exits 1 before it changes or creates anything, unless ``--no-table``
+says the table is elsewhere on purpose (then only the state file changes). Errors are printed
+with the config's secrets masked.
 """
 
 from __future__ import annotations
@@ -31,9 +36,13 @@ import logging
 import sys
 from typing import Any
 
+from source_framework.destinations.spark.layout import UnsafeTableName
+from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.helpers.faults import fault_point
 from source_framework.runtime.inputs import InputError, load_config
+from source_framework.runtime.output import to_json
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from source_framework.runtime.secrets import SecretFilter, find_secrets
 from source_framework.runtime.state_file import StateFile
 
 logger = logging.getLogger("source_framework.state")
@@ -66,11 +75,16 @@ def add_state_commands(commands: Any, add_table_flags: Any) -> None:
 
 
 def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination: Any) -> int:
+    """One ``state`` command. Every error is printed with the config's secrets masked (a path or a
+    cursor in it may hold one). The connector's API is never started: only its streams' names,
+    namespaces and cursors are used."""
+    secrets = SecretFilter(())
     try:
         state_file = StateFile(parsed.state_file)
         if parsed.action == "show":
             return _show(state_file)
         config = load_config(parsed.config)
+        secrets = SecretFilter(find_secrets(config, source.spec(logger).connectionSpecification))
         streams = {stream.name: stream for stream in source.streams(config)}
         destination = spark_destination(source, config, parsed)
         try:
@@ -80,20 +94,30 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
         finally:
             destination.close()
     except InputError as error:
-        sys.stderr.write(f"error: {error}\n")
-        return EXIT_BAD_INPUT
-    except NoTable as error:
-        sys.stderr.write(f"error: {error}\n")
-        return EXIT_FAILED
+        return _fail(secrets, error, EXIT_BAD_INPUT)
+    except _refusals() as error:
+        return _fail(secrets, error, EXIT_FAILED)
+
+
+def _refusals() -> tuple[type[Exception], ...]:
+    """Why a command changed nothing on a table: no table, or one it must not touch. (Imported only
+    when an error is matched: ``state show`` should not pay for pyarrow.)"""
+    from source_framework.destinations.spark.table import InconsistentTable, TableMoved
+
+    return NoTable, TableLocked, UnsafeTableName, TableMoved, InconsistentTable
+
+
+def _fail(secrets: SecretFilter, error: Exception, code: int) -> int:
+    sys.stderr.write(f"error: {secrets.mask(str(error))}\n")
+    return code
 
 
 def _show(state_file: StateFile) -> int:
-    import orjson
-
     for message in state_file.messages():
-        sys.stdout.write(orjson.dumps({"type": "STATE", "state": message}).decode() + "\n")
+        sys.stdout.buffer.write(to_json({"type": "STATE", "state": message}) + b"\n")
+    sys.stdout.flush()
     for name, value in sorted(state_file.states.items()):
-        sys.stderr.write(f"{name:<20} {orjson.dumps(value).decode()[:200]}\n")
+        sys.stderr.write(f"{name:<20} {to_json(value).decode()[:200]}\n")
     if not state_file.states:
         sys.stderr.write(f"{state_file.path}: no state\n")
     return EXIT_OK
@@ -105,28 +129,38 @@ def _streams_named(streams: dict[str, Any], name: str) -> Any:
     return streams[name]
 
 
+def _no_table(names: list[str], destination: Any) -> NoTable:
+    which = ", ".join(f"'{name}'" for name in names)
+    return NoTable(
+        f"stream(s) {which}: no table under {destination.warehouse}, where read would write it; nothing was changed. "
+        f"If the table is elsewhere, pass --warehouse (or the config's destination section); to change only the "
+        f"state file, pass --no-table"
+    )
+
+
 def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
     names: list[str] = [parsed.stream] if parsed.stream else sorted(streams)
     targets = [_streams_named(streams, name) for name in names]
-    found = {}
-    for stream in targets:
+    # Look first, lock after: a look in the wrong warehouse leaves nothing there, not even a lock file.
+    # The streams a reset changes need their table: the one named, and every one the file has a state for.
+    tables = {} if parsed.no_table else {s.name: destination.has_table(s.namespace, s.name) for s in targets}
+    missing = [s.name for s in targets if not parsed.no_table and not tables[s.name] and (parsed.stream or s.name in state_file.states)]
+    if missing:
+        raise _no_table(missing, destination)
+    found = [stream for stream in targets if tables.get(stream.name)]
+    for stream in found:
         destination.lock(stream.namespace, stream.name, purpose="state reset")
-        found[stream.name] = destination.request_reset(stream.namespace, stream.name)
+    for stream in found:
+        destination.request_reset(stream.namespace, stream.name)
     fault_point("state.reset.marked")
-    missing = [name for name, reset_id in found.items() if reset_id is None]
-    if missing and parsed.stream and not parsed.no_table:
-        raise NoTable(
-            f"stream '{parsed.stream}' has no table under {destination.warehouse}; nothing was changed. If its table "
-            f"is elsewhere, pass --warehouse; to change only the state file, pass --no-table"
-        )
     for stream in targets:
         state_file.remove(stream.name)
     state_file.save()
     fault_point("state.reset.saved")
     for stream in targets:
         path = destination.table_path(stream.namespace, stream.name)
-        if found[stream.name] is None:
-            logger.info("%s: state forgotten (no table at %s)", stream.name, path)
+        if stream not in found:
+            logger.info("%s: state forgotten (%s)", stream.name, "--no-table" if parsed.no_table else f"no table at {path}")
         elif parsed.tables:
             destination.delete_table(stream.namespace, stream.name)
             logger.info("%s: state forgotten, table %s deleted", stream.name, path)
@@ -153,14 +187,13 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
         stream.state = new_state  # the stream's own check of the value
     except Exception as error:
         raise InputError(f"--cursor {parsed.cursor!r}: {error}") from None
-    path = destination.lock(stream.namespace, stream.name, purpose="state set")
     if not parsed.no_table:
-        kept = destination.truncate_from(stream.namespace, stream.name, field, parsed.cursor, new_state)
+        path = destination.table_path(stream.namespace, stream.name)
+        if not destination.has_table(stream.namespace, stream.name):
+            raise _no_table([stream.name], destination)
+        kept = destination.truncate_from(stream.namespace, stream.name, field, parsed.cursor, new_state, current)
         if kept is None:
-            raise NoTable(
-                f"stream '{stream.name}' has no table at {path}; nothing was changed. If its table is elsewhere, pass "
-                f"--warehouse; to change only the state file, pass --no-table"
-            )
+            raise NoTable(f"stream '{stream.name}': its table {path} has no commit yet; nothing was changed")
         logger.info("%s: table %s rewritten with the %d rows before %s", stream.name, path, kept, parsed.cursor)
         fault_point("state.set.truncated")
     state_file.states[stream.name] = new_state

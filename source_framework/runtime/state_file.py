@@ -23,12 +23,16 @@ from source_framework.runtime.inputs import load_state
 
 def write_json_atomically(path: str, content: Any) -> None:
     """Write ``content`` as compact JSON (one line): the size limit is on each stream's compact
-    state (``inputs.load_state``), so a file written any wider could be refused by the next run."""
+    state (``inputs.load_state``), so a file written any wider could be refused by the next run.
+
+    Text is written as UTF-8, except a lone surrogate (``"\\ud800"``: valid JSON, but no character
+    UTF-8 can hold), which stays the JSON escape it came as; JSON text holds such a character only
+    inside a string, where the escape reads back as the same string."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace") as file:
             # dumps, not dump: dump encodes in pure Python, seconds for a state of a few MB
             file.write(json.dumps(content, separators=(",", ":"), sort_keys=True, ensure_ascii=False) + "\n")
             file.flush()

@@ -94,9 +94,14 @@ def short_state(state: Mapping[str, Any] | None, limit: int = 60) -> str:
                 text += f", max {key}={max(cursor[key] for cursor in cursors)}"
             except (TypeError, KeyError):  # mixed or missing values: the count alone
                 pass
-        return text
+        return _printable(text)
     text = ", ".join(f"{key}={value}" for key, value in state.items())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return _printable(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _printable(text: str) -> str:
+    """A lone surrogate (``"\\ud800"``, valid in a JSON state) cannot be written as text: escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def human_seconds(seconds: float) -> str:

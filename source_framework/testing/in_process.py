@@ -53,8 +53,17 @@ def read(
         started = time.monotonic()
         returncode = run_read(source, parsed, protocol_out=buffer)
         seconds = time.monotonic() - started
-    messages = [orjson.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
+    messages = [_message(line) for line in buffer.getvalue().splitlines() if line.strip()]
     return ReadOutput(argv, returncode, messages, stderr="", seconds=seconds, label="read (in process)")
+
+
+def _message(line: bytes) -> Any:
+    """One protocol line. orjson refuses a lone surrogate escape (``"\\ud800"``, valid JSON that
+    a state may carry); the standard library reads it."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return json.loads(line)
 
 
 def _catalog_dict(catalog: Any) -> Any:

@@ -6,7 +6,7 @@ Modules, one job each:
 * ``session``          - ``get_spark()``: a configured SparkSession that keeps stdout clean.
 * ``table``            - ``SparkTable``: all-or-nothing commits of Arrow tables.
 * ``file_sink_log``    - Spark's ``_spark_metadata`` log format and read rules.
-* ``checkpoint_records`` - our per-commit records (state, files, rows).
+* ``checkpoint_folder`` - our per-commit records (state, files, rows).
 * ``atomic_files``     - crash-safe small-file writes.
 * ``destination``      - ``SparkDestination``: one table per stream; layout, locks, reset, truncate.
 * ``buffer``, ``table_writer``, ``committer`` - records -> Arrow batches -> commit jobs -> commits.

@@ -6,7 +6,7 @@ records -> Arrow batches -> commit jobs) and a ``TableWriter`` (the committer th
 -> Spark -> the table's log), with one ``BackgroundCommitter`` thread between them::
 
     destination = SparkDestination("./warehouse", default_namespace="demo")
-    destination.reserve([(None, "users")])       # the tables' locks: one writer per table
+    destination.reserve([(None, "users", "append")])   # the tables' locks: one writer per table
     sink = destination.open_stream(target)         # -> ./warehouse/demo/users
     ...
     destination.close()                            # waits for the commits, releases the locks
@@ -14,8 +14,16 @@ records -> Arrow batches -> commit jobs) and a ``TableWriter`` (the committer th
 The same object answers the ``state`` commands (``reset``, ``delete``, ``truncate``), so the
 table layout and the rules for changing a table live here only.
 
-Spark starts in a background thread once ``reserve`` holds the tables' locks, so the JVM's
-start-up overlaps the first HTTP requests (and a sync that cannot run starts no JVM).
+Who writes a commit's Parquet file (``writer``): with a local master, this process, with Arrow's
+Parquet writer, the same file Spark's writer makes of the rows (``SparkTable.arrow_writes``);
+with a cluster or a Spark Connect server, Spark. Measured on 1,000,000 records on 2 cores, handing
+each commit to Spark (``createDataFrame``, a Spark job, Hadoop's ``chmod`` forks) cost more CPU
+than reading the records, and no STATE could leave before the JVM had started. Spark still runs
+what needs it: ``append_dedup`` merges, the rewrite a widened column needs, ``state set``.
+
+Spark starts in a background thread when a sync will need it (``writer`` "spark", or a stream
+that merges or rewrites), once ``reserve`` holds the tables' locks, so the JVM's start-up
+overlaps the first HTTP requests; a sync that needs no Spark starts no JVM.
 """
 
 from __future__ import annotations
@@ -23,22 +31,23 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
-from source_framework.destinations.base import Destination, StreamSink, StreamTarget
-from source_framework.destinations.checkpoint_record import ResumeNotes
-from source_framework.destinations.spark.arrow_conversion import arrow_schema
+from source_framework.destinations.base import APPEND_DEDUP, Destination, StreamSink, StreamTarget
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.spark.arrow_conversion import arrow_schema, warm_up
+from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.layout import table_path
 from source_framework.destinations.spark.session import get_spark
-from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, RESET_MARKER, SparkTable
+from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock
 from source_framework.destinations.spark.table_writer import TableWriter
+from source_framework.helpers.faults import fault_point
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -46,6 +55,18 @@ logger = logging.getLogger("source_framework.spark")
 def new_sync_id() -> str:
     """Sortable and unique: ``20261123T101500Z-1a2b3c4d``."""
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+class CommittedTable(Protocol):
+    """A table as its readers see it: the committed checkpoints and rows, and no way to change them."""
+
+    path: str
+
+    def last_checkpoint(self) -> CheckpointRecord | None: ...
+
+    def committed_checkpoints(self) -> Iterator[CheckpointRecord]: ...
+
+    def read(self) -> Any: ...
 
 
 class SparkDestination(Destination):
@@ -62,6 +83,7 @@ class SparkDestination(Destination):
         stage_rows: int = STAGE_ROWS,
         retention_seconds: float = DEFAULT_RETENTION_SECONDS,
         wait_for_lock: bool = False,
+        writer: str = "auto",
     ) -> None:
         self.warehouse = os.path.realpath(warehouse)
         self.default_namespace = default_namespace
@@ -69,6 +91,10 @@ class SparkDestination(Destination):
         self.stage_rows = max(1, stage_rows)
         self.retention_seconds = retention_seconds
         self.wait_for_lock = wait_for_lock
+        if writer not in WRITERS:
+            raise ValueError(f"writer must be one of {', '.join(WRITERS)}, not {writer!r}")
+        #: commits of Arrow tables are written by this process (``writer``, see the module docstring)
+        self.arrow_writes = writer == "arrow" or (writer == "auto" and (master == "local" or master.startswith("local[")))
         self.sync_id = new_sync_id()
         self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
@@ -99,15 +125,26 @@ class SparkDestination(Destination):
         return table_path(self.warehouse, namespace or self.default_namespace, stream)
 
     def table(self, namespace: str | None, stream: str) -> SparkTable:
-        return SparkTable(lambda: self.spark, self.table_path(namespace, stream))
+        return SparkTable(lambda: self.spark, self.table_path(namespace, stream), arrow_writes=self.arrow_writes)
+
+    def committed_table(self, namespace: str | None, stream: str, spark: Any = None) -> CommittedTable:
+        """A table to look at, for the tools (compare, the acceptance checks, the demo): no lock is
+        taken and nothing in the folder changes; Spark starts only for ``read()``, the caller's
+        ``spark`` session if given, else this destination's."""
+        return SparkTable(spark if spark is not None else (lambda: self.spark), self.table_path(namespace, stream))
 
     # -- read -----------------------------------------------------------------------------------
 
-    def reserve(self, streams: Iterable[tuple[str | None, str]]) -> None:
-        """Lock every table the sync writes, then start Spark while the first pages are read."""
-        for namespace, stream in streams:
+    def reserve(self, streams: Iterable[tuple[str | None, str, str]]) -> None:
+        """Lock every table the sync writes, then start Spark while the first pages are read, if
+        Spark writes the tables or merges one (``open_stream`` starts it for a rewrite)."""
+        merges = False
+        for namespace, stream, mode in streams:
             self.lock(namespace, stream, purpose="read")
-        self.start_spark()
+            merges = merges or mode == APPEND_DEDUP
+        if merges or not self.arrow_writes:
+            self.start_spark()
+        threading.Thread(target=warm_up, name="arrow-warm-up", daemon=True).start()
 
     def start_spark(self) -> None:
         """Start Spark in the background (once); ``spark`` waits for it."""
@@ -122,20 +159,31 @@ class SparkDestination(Destination):
         return path
 
     def open_stream(self, target: StreamTarget) -> StreamSink:
-        path = self.lock(target.namespace, target.name, purpose="read")
-        self.start_spark()
-        table = SparkTable(lambda: self.spark, path)
-        removed = table.recover()
-        if removed:
-            logger.info("%s: removed %d file(s) an interrupted run of ours left", target.name, len(removed))
-        reclaimed = table.reclaim(self.retention_seconds)
-        if reclaimed:
-            logger.info("%s: deleted %d file(s) no reader needs any more", target.name, len(reclaimed))
+        table = self.open_table(target.namespace, target.name, purpose="read")
         writer = TableWriter(table, target, arrow_schema(dict(target.json_schema)), recorded_schema=table.recorded_schema())
+        if writer.needs_spark:
+            self.start_spark()  # in the background, while the stream's first pages are read
         if table.pending_reset() is None:
             # A pending reset may yet replace the table: then the sync decides (discard_reset checks).
             writer.check_schema()  # before anything is written: an incompatible change fails this stream
         return StreamBuffer(writer, self.committer, self.sync_id, self.stage_rows)
+
+    def open_table(self, namespace: str | None, stream: str, purpose: str) -> SparkTable:
+        """The stream's table, locked and made whole for writing: what an interrupted run of ours
+        left is deleted, a moved table's log points here, what no reader needs is reclaimed. ``read``
+        and ``state set`` open tables this one way, so they find and see a table alike."""
+        path = self.lock(namespace, stream, purpose=purpose)
+        if not self.arrow_writes:
+            self.start_spark()
+        _remove_deleted_leftovers(path)
+        table = SparkTable(lambda: self.spark, path, arrow_writes=self.arrow_writes)
+        removed = table.recover()
+        if removed:
+            logger.info("%s: removed %d file(s) an interrupted run of ours left", stream, len(removed))
+        reclaimed = table.reclaim(self.retention_seconds)
+        if reclaimed:
+            logger.info("%s: deleted %d file(s) no reader needs any more", stream, len(reclaimed))
+        return table
 
     def describe(self) -> str:
         return f"Spark tables under {self.warehouse} (master {self.master})"
@@ -152,44 +200,95 @@ class SparkDestination(Destination):
 
     # -- the state commands -----------------------------------------------------------------------
 
+    def has_table(self, namespace: str | None, stream: str) -> bool:
+        """The stream's table folder is where ``read`` would write it. Creates nothing (not even a
+        lock file): the ``state`` commands look before they lock."""
+        return os.path.isdir(self.table_path(namespace, stream))
+
     def request_reset(self, namespace: str | None, stream: str) -> str | None:
         """Mark the table so that the stream's next sync from an empty state replaces it; None
-        when there is no table."""
+        when the table has no commit to replace."""
         table = self.table(namespace, stream)
         if table.last_checkpoint() is None:
             return None
         return table.request_reset()
 
     def delete_table(self, namespace: str | None, stream: str) -> bool:
-        """Delete the table folder. The log goes first (the table is then empty to every reader)
-        and the reset marker last, so a deletion cut short still has the next sync rebuild it."""
+        """Delete the table folder: first moved aside in one rename, so readers and the next sync
+        see the whole table or none, then removed file by file. A deletion cut short leaves a
+        hidden folder beside the table that the next ``open_table`` or ``delete_table`` removes."""
         path = self.table_path(namespace, stream)
+        _remove_deleted_leftovers(path)
         if not os.path.isdir(path):
             return False
-        for name in sorted(os.listdir(path), key=lambda n: n != "_spark_metadata"):
-            if name != RESET_MARKER:
-                target = os.path.join(path, name)
-                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
-        shutil.rmtree(path)
+        aside = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{_DELETED}{uuid.uuid4().hex}")
+        os.rename(path, aside)
+        fsync_directory(os.path.dirname(path))
+        fault_point("state.reset.deleting")
+        _remove_tree(aside)
         return True
 
     def truncate_from(
-        self, namespace: str | None, stream: str, cursor_field: str, cursor: str, new_state: Mapping[str, Any]
+        self,
+        namespace: str | None,
+        stream: str,
+        cursor_field: str,
+        cursor: str,
+        new_state: Mapping[str, Any],
+        old_state: Mapping[str, Any],
     ) -> int | None:
         """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of
         ``new_state``, so the stream's next sync from ``new_state`` reads the rest exactly once.
-        Returns the rows kept, or None when there is no table."""
+        Returns the rows kept, or None when the table has no commit.
+
+        ``old_state``: the stream's state before (what the state file holds now). The commit records
+        it as the state it started from, so a ``read`` still given it (the command was killed before
+        it saved the file) sees that the table moved on, and goes on from ``new_state``. A reset
+        still pending is superseded by this commit, as a commit that applied it would: no later sync
+        applies it (it would re-read everything into the table this commit kept)."""
         from pyspark.sql import functions as F
 
-        table = self.table(namespace, stream)
+        table = self.open_table(namespace, stream, purpose="state set")
         last = table.last_checkpoint()
         if last is None:
             return None
         frame = table.read()
         column = frame[cursor_field]
         kept = frame.where(column.isNull() | (column < F.lit(cursor).cast(frame.schema[cursor_field].dataType)))
-        notes = ResumeNotes(start_state=dict(new_state), boundary={})
-        info = table.commit(kept, dict(new_state), last.seq + 1, replace=True, notes=notes, schema=last.schema)
-        table.clear_reset()  # a reset before this is superseded: the next sync starts from new_state
+        notes = ResumeNotes(start_state=dict(old_state), boundary={})
+        info = table.commit(
+            kept, dict(new_state), last.seq + 1, replace=True, notes=notes, schema=last.schema, reset_id=table.pending_reset(),
+        )
+        fault_point("state.set.committed")
+        table.clear_reset()
         return info.rows
 
+
+#: the ``writer`` settings: "auto" is "arrow" for a local master (``local``, ``local[N]``), "spark"
+#: for any other (a cluster, ``local-cluster[...]``, Spark Connect)
+WRITERS = ("auto", "arrow", "spark")
+
+#: ``.<table folder>.deleted-<uuid>``: a table ``delete_table`` moved aside, being deleted
+_DELETED = ".deleted-"
+
+
+def _remove_deleted_leftovers(path: str) -> None:
+    """Finish deletions of this table that were cut short (their folders are ours: named so by
+    ``delete_table``, never a table, which never starts with a dot)."""
+    parent, prefix = os.path.dirname(path), f".{os.path.basename(path)}{_DELETED}"
+    if os.path.isdir(parent):
+        for name in sorted(os.listdir(parent)):
+            if name.startswith(prefix):
+                _remove_tree(os.path.join(parent, name))
+
+
+def _remove_tree(folder: str) -> None:
+    """``shutil.rmtree`` with a fault point after each file, so fault tests can kill a deletion
+    half done."""
+    for current, folders, files in os.walk(folder, topdown=False):
+        for name in files:
+            os.remove(os.path.join(current, name))
+            fault_point("state.reset.deleting")
+        for name in folders:
+            os.rmdir(os.path.join(current, name))
+    os.rmdir(folder)

@@ -38,9 +38,12 @@ One commit, in order:
 
 A crash before step 4 leaves only leftovers no reader sees, each of which :meth:`recover` can
 prove an interrupted commit of ours wrote: the staging folder, and a record whose batch was
-never written, with the files it names. Nothing else in the folder is ever deleted as a
-leftover: a table that was moved, copied or reached through a symlink keeps its data (its log
-is pointed at the files where they now are). A crash after step 4 loses nothing:
+never written, with the files it names. Commits are sequential, so that record can only be the
+newest, one past the last committed, naming the batch the log takes next; records that are
+anything else (a log lost or older than the records) are no interrupted commit, and the table
+is refused with nothing deleted (``InconsistentTable``). Nothing else in the folder is ever
+deleted as a leftover: a table that was moved, copied or reached through a symlink keeps its
+data (its log is pointed at the files where they now are). A crash after step 4 loses nothing:
 :meth:`last_checkpoint` returns the committed state, which the runtime resumes from.
 
 Files a replace made invisible (``overwrite``, ``append_dedup``, ``state set``) are kept for
@@ -94,9 +97,10 @@ from source_framework.destinations.spark.atomic_files import (
     is_temp_file,
     write_atomically,
 )
-from source_framework.destinations.spark.checkpoint_records import CheckpointRecords
+from source_framework.destinations.spark.checkpoint_folder import CHECKPOINTS_DIR, CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import (
     DEFAULT_COMPACT_INTERVAL,
+    METADATA_DIR,
     FileSinkLog,
     SinkFileStatus,
 )
@@ -114,10 +118,24 @@ RESET_MARKER = "_sf_reset.json"
 DEFAULT_RETENTION_SECONDS = 6 * 3600
 #: Checkpoint records kept however old (``runtime.resume`` looks back through them).
 KEEP_RECORDS = 1000
+#: How this process writes a commit's Parquet file when it writes it itself (``arrow_writes``):
+#: the file Spark's own writer makes of the same rows (snappy; timestamps as UTC-adjusted
+#: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both.
+ARROW_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us", "allow_truncated_timestamps": False}
+_NOT_OURS = (
+    f": its log and its {CHECKPOINTS_DIR}/ do not belong together (copied or restored in part?), so nothing was "
+    f"deleted. Restore the table's folder whole, or rebuild the table: 'state reset --tables' for the stream, then "
+    f"sync it again"
+)
 
 
 class TableMoved(RuntimeError):
-    """The table's log names data files that are not in its folder (moved or copied without them)."""
+    """The table's log names data files that are not in its folder (moved or copied without them,
+    or deleted)."""
+
+
+class InconsistentTable(RuntimeError):
+    """The table's checkpoint records and its log do not tell one interrupted commit apart."""
 
 
 @dataclass(frozen=True)
@@ -148,14 +166,17 @@ class SparkTable:
         path: str,
         *,
         compact_interval: int = DEFAULT_COMPACT_INTERVAL,
+        arrow_writes: bool = False,
     ):
-        # A function is called on the first write, so reading checkpoints or cleaning up
-        # need not wait for Spark to start.
+        # A function is called on the first use, so reading checkpoints, cleaning up (and, with
+        # ``arrow_writes``, appending) need not wait for Spark to start.
         self._spark = spark
+        #: Arrow tables are written to Parquet by this process (see ``ARROW_PARQUET_OPTIONS``)
+        self.arrow_writes = arrow_writes
         # One spelling of the folder, whatever symlink led here: the log's paths use it.
         self.path = os.path.realpath(path)
         self._log = FileSinkLog(self.path, compact_interval)
-        self._checkpoints = CheckpointRecords(self.path)
+        self._checkpoints = CheckpointFolder(self.path)
         self._lock = threading.Lock()
 
     @property
@@ -191,11 +212,12 @@ class SparkTable:
         started = time.perf_counter()
         state = dict(state) if state is not None else None
         json.dumps(state)  # fail before writing anything if the state is not JSON
+        fault_point("commit.start")
         with self._lock:
             last = self.last_checkpoint()
             if seq < 0 or (last is not None and seq <= last.seq):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
-            parts, folders = self._spark_write(data, seq, staged)
+            parts, folders = self._write_parts(data, seq, staged)
             commit_id = uuid.uuid4().hex
             names = _data_file_names(seq, len(parts), commit_id, leads_schema=_leads_schema(schema, replace, last))
             rows = sum(pq.read_metadata(part).num_rows for part in parts)
@@ -227,19 +249,18 @@ class SparkTable:
         to readers; a run that dies before the commit leaves them to the next run's clean-up.
         """
         staging = os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
-        arrow_frame(self.spark, data).coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
+        self._write_parquet(data, staging)
         return StagedFiles(staging, data.num_rows)
 
-    def _spark_write(
+    def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles]
     ) -> tuple[list[str], list[str]]:
-        """Let Spark write ``data`` to a private staging folder; return the Parquet files to
-        publish (with those staged before) and the folders holding them."""
+        """Write ``data`` to a private staging folder; return the Parquet files to publish (with
+        those staged before) and the folders holding them."""
         folders = [item.folder for item in staged]
         if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
             staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{uuid.uuid4().hex}")
-            frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
-            frame.coalesce(1).write.mode("overwrite").parquet(spark_path(staging))
+            self._write_parquet(data, staging)
             folders.append(staging)
         parts = [
             os.path.join(folder, name)
@@ -250,6 +271,17 @@ class SparkTable:
         if not parts:
             raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
         return parts, folders
+
+    def _write_parquet(self, data: pa.Table | DataFrame, folder: str) -> None:
+        """One Parquet file of ``data`` in ``folder``: an Arrow table written by this process
+        (``arrow_writes``), anything else by Spark (a merge, a rewrite, or every write when Spark
+        is the writer)."""
+        if isinstance(data, pa.Table) and self.arrow_writes:
+            os.makedirs(folder, exist_ok=True)
+            pq.write_table(data, os.path.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"), **ARROW_PARQUET_OPTIONS)
+            return
+        frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
+        frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
 
     def _move_in(self, parts: list[str], names: list[str]) -> list[SinkFileStatus]:
         moved = []
@@ -353,30 +385,91 @@ class SparkTable:
     # --- housekeeping ------------------------------------------------------------
 
     def recover(self) -> list[str]:
-        """Before writing: point a moved table's log at its files, and delete what interrupted
-        commits of ours left. Returns the removed paths. Call it only while no commit on this
-        table is in progress (the table's lock is held: ``table_lock.py``)."""
+        """Before writing: delete what an interrupted commit of ours left, and point a moved
+        table's log at its files. Returns the removed paths. Call it only while no commit on this
+        table is in progress (the table's lock is held: ``table_lock.py``).
+
+        Everything is checked before anything is deleted: a table whose records and log do not
+        tell one interrupted commit apart (``InconsistentTable``) or whose log names files that
+        are not here (``TableMoved``) is refused as it is."""
         with self._lock:
             fault_point("recovery.start")
+            interrupted = self._interrupted_commit()
+            self._check_files_present()
+            removed = self._remove_commit(interrupted) if interrupted is not None else []
             self._adopt_moved_files()
-            return self._remove_uncommitted_commits() + self._remove_staging_and_temp_files()
+            return removed + self._remove_staging_and_temp_files()
+
+    def _interrupted_commit(self) -> CheckpointRecord | None:
+        """The record of the commit a killed run left unpublished, if there is one.
+
+        Commits are sequential (one writer, and an interrupted one is removed before the next), so
+        at most one record can be newer than the last committed one, and its batch is the one the
+        log would take next. Anything else (a log missing or older than the records, records
+        copied from another table) is no interrupted commit: deleting the files those records
+        name could empty a table, so the table is refused instead."""
+        last = self.last_checkpoint()
+        newer = [seq for seq in self._checkpoints.seqs_newest_first() if last is None or seq > last.seq]
+        if not newer:
+            return None
+        where = (
+            f"its log ({METADATA_DIR}/) is missing" if self._log.latest_batch_id() is None
+            else f"its log ({METADATA_DIR}/) ends at batch {self._log.latest_batch_id()}"
+        )
+        committed = f"the last committed is {last.seq}" if last is not None else "none is committed"
+        if len(newer) > 1:
+            raise InconsistentTable(
+                f"table {self.path}: {len(newer)} checkpoint records ({min(newer)} to {max(newer)}) are newer than its "
+                f"last committed one ({committed}; {where}), but an interrupted run leaves at most one" + _NOT_OURS
+            )
+        record = self._checkpoints.read(newer[0])
+        if record is None:
+            return None
+        expected = self._log.next_batch_id(replace=record.replace)
+        if record.batch_id != expected:
+            raise InconsistentTable(
+                f"table {self.path}: checkpoint record {record.seq} is not committed ({committed}; {where}) and names "
+                f"log batch {record.batch_id}, not the one its log takes next ({expected})" + _NOT_OURS
+            )
+        return record
+
+    def _remove_commit(self, record: CheckpointRecord) -> list[str]:
+        """Delete an interrupted commit: the data files its record names (they may already be in the
+        table folder, never in its log), then the record. Killed in between, the record is still
+        there to name what is left."""
+        removed = []
+        for name in record.files:
+            path = os.path.join(self.path, name)
+            if os.path.exists(path):
+                removed.append(_remove(path))
+                fault_point("recovery.removing")
+        removed.append(_remove(self._checkpoints.path(record.seq)))
+        return removed
+
+    def _check_files_present(self) -> None:
+        """A table whose log names data files that are not in its folder (moved or copied without
+        them, or deleted) is refused: its readers already fail, and emptying it would lose the
+        data that is left."""
+        live = self._log.live_files()
+        if not live:
+            return
+        present = set(os.listdir(self.path))
+        missing = [status.path for status in live if file_name(status.path) not in present]
+        if missing:
+            raise TableMoved(
+                f"table {self.path}: its log lists {len(missing)} data file(s) that are not in its folder "
+                f"(e.g. {missing[0]}); it was moved or copied without them, or they were deleted. Put the files "
+                f"back, or rebuild the table: 'state reset --tables' for the stream, then sync it again"
+            )
 
     def _adopt_moved_files(self) -> None:
         """A table moved, copied or reached by another path still logs its files where they were
-        written. If every live file is here, the log is pointed here (readers see the same rows);
-        if some are not, the table is refused: emptying it would lose the data."""
+        written; every one of them is here (``_check_files_present``), so the log is pointed here
+        and readers see the same rows."""
         live = self._log.live_files()
         elsewhere = [status for status in live if os.path.dirname(_local_path(status.path)) != self.path]
         if not elsewhere:
             return
-        present = set(os.listdir(self.path))
-        missing = [status.path for status in elsewhere if file_name(status.path) not in present]
-        if missing:
-            raise TableMoved(
-                f"table {self.path}: its log lists {len(missing)} data file(s) that are not in its folder "
-                f"(e.g. {missing[0]}); it was moved or copied without them. Put the files back, or rebuild the "
-                f"table: 'state reset --tables' for the stream, then sync it again"
-            )
         here = [SinkFileStatus.for_local_file(os.path.join(self.path, file_name(status.path))) for status in live]
         batch_id = self._log.next_batch_id(replace=True)
         self._log.write_batch(batch_id, here, replace=True)
@@ -384,22 +477,6 @@ class SparkTable:
             "table %s was moved or copied (its log named %s): its %d file(s) are now read where they are",
             self.path, os.path.dirname(_local_path(elsewhere[0].path)), len(here),
         )
-
-    def _remove_uncommitted_commits(self) -> list[str]:
-        """A record newer than the last committed one is an interrupted commit: delete it and the
-        data files it names (they may already be in the table folder, never in its log)."""
-        last = self.last_checkpoint()
-        removed = []
-        for seq in self._checkpoints.seqs_newest_first():
-            if last is not None and seq <= last.seq:
-                break
-            record = self._checkpoints.read(seq)
-            for name in record.files if record is not None else ():
-                path = os.path.join(self.path, name)
-                if os.path.exists(path):
-                    removed.append(_remove(path))
-            removed.append(_remove(self._checkpoints.path(seq)))
-        return removed
 
     def _remove_staging_and_temp_files(self) -> list[str]:
         removed = []

@@ -1,4 +1,4 @@
-"""Our own per-commit records: ``<table>/_checkpoints/<seq:08d>.json``.
+"""The folder of our per-commit records: ``<table>/_checkpoints/<seq:08d>.json``.
 
 Why: Spark's metadata log says *which files* are visible, but not *which source state*
 they cover. Each commit therefore also leaves a small JSON record (the caller's state,
@@ -9,10 +9,10 @@ that); a record without its batch is the trace of a commit that never happened.
 Each file holds one ``CheckpointRecord`` (``destinations/checkpoint_record.py``: the format,
 its version and its fields are there)::
 
-    records = CheckpointRecords("/warehouse/demo/users")
-    records.write(CheckpointRecord(seq=3, batch_id=2, state={...}, files=("c00000003-0-ab.parquet",), rows=1000))
-    for seq in records.seqs_newest_first():
-        print(records.read(seq))
+    folder = CheckpointFolder("/warehouse/demo/users")
+    folder.write(CheckpointRecord(seq=3, batch_id=2, state={...}, files=("c00000003-0-ab.parquet",), rows=1000))
+    for seq in folder.seqs_newest_first():
+        print(folder.read(seq))
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ CHECKPOINTS_DIR = "_checkpoints"
 _SUFFIX = ".json"
 
 
-class CheckpointRecords:
+class CheckpointFolder:
     """The ``_checkpoints`` folder of one table."""
 
     def __init__(self, table_dir: str):

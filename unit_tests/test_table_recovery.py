@@ -1,0 +1,138 @@
+"""``SparkTable.recover``: clean-up deletes only what it can prove an interrupted commit of ours
+left (issue 11, item 1).
+
+Tables are built by hand here, file by file, as commits leave them (a data file, its checkpoint
+record, its log batch); ``recover`` reads no Parquet and starts no Spark. The same rules on real
+Spark tables are in ``integration_tests/test_data_safety.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from source_framework.destinations.checkpoint_record import CheckpointRecord
+from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
+from source_framework.destinations.spark.file_sink_log import FileSinkLog, SinkFileStatus
+from source_framework.destinations.spark.table import InconsistentTable, SparkTable, TableMoved
+from source_framework.helpers.faults import SimulatedCrash, crash_at
+
+
+def data_file(table: str, seq: int, part: int = 0) -> str:
+    name = f"c{seq:08d}-{part}-x.parquet"
+    with open(os.path.join(table, name), "wb") as handle:
+        handle.write(b"rows of commit %d" % seq)
+    return name
+
+
+def commit(table: str, seq: int, files: int = 1, publish: bool = True) -> list[str]:
+    """One commit as ``SparkTable.commit`` leaves it; ``publish=False``: killed before its batch."""
+    os.makedirs(table, exist_ok=True)
+    log = FileSinkLog(table)
+    names = [data_file(table, seq, part) for part in range(files)]
+    batch_id = log.next_batch_id(replace=False)
+    CheckpointFolder(table).write(CheckpointRecord(seq=seq, batch_id=batch_id, state={"n": seq}, files=tuple(names), rows=files))
+    if publish:
+        log.write_batch(batch_id, [SinkFileStatus.for_local_file(os.path.join(table, n)) for n in names], replace=False)
+    return names
+
+
+def listing(table: str) -> list[str]:
+    return sorted(os.path.relpath(os.path.join(folder, name), table) for folder, _, names in os.walk(table) for name in names)
+
+
+def test_the_newest_record_one_past_the_last_commit_is_an_interrupted_commit_and_goes(tmp_path):
+    table = str(tmp_path / "users")
+    kept = commit(table, 0) + commit(table, 1)
+    left = commit(table, 2, files=2, publish=False)
+    removed = SparkTable(None, table).recover()
+    assert sorted(os.path.basename(path) for path in removed) == sorted([*left, "00000002.json"])
+    assert sorted(name for name in os.listdir(table) if name.endswith(".parquet")) == sorted(kept)
+    assert SparkTable(None, table).last_checkpoint().seq == 1
+
+
+def test_a_first_commit_killed_before_its_batch_goes_too(tmp_path):
+    table = str(tmp_path / "users")
+    commit(table, 0, publish=False)
+    SparkTable(None, table).recover()
+    assert listing(table) == []
+
+
+def test_records_without_a_log_are_refused_and_nothing_is_deleted(tmp_path):
+    table = str(tmp_path / "users")
+    for seq in range(3):
+        commit(table, seq)
+    shutil.rmtree(os.path.join(table, "_spark_metadata"))  # a copy that left the log behind
+    before = listing(table)
+    with pytest.raises(InconsistentTable) as refused:
+        SparkTable(None, table).recover()
+    assert table in str(refused.value) and "3 checkpoint records (0 to 2)" in str(refused.value)
+    assert "log (_spark_metadata/) is missing" in str(refused.value) and "nothing was deleted" in str(refused.value)
+    assert listing(table) == before
+
+
+def test_a_log_older_than_several_records_is_refused_and_nothing_is_deleted(tmp_path):
+    table = str(tmp_path / "users")
+    for seq in range(4):
+        commit(table, seq)
+    log = FileSinkLog(table)
+    for batch_id in (2, 3):  # a log restored from an older backup
+        os.remove(log.batch_path(batch_id))
+    before = listing(table)
+    with pytest.raises(InconsistentTable) as refused:
+        SparkTable(None, table).recover()
+    assert "2 checkpoint records (2 to 3)" in str(refused.value) and "the last committed is 1" in str(refused.value)
+    assert listing(table) == before
+
+
+def test_one_uncommitted_record_that_names_another_batch_is_refused(tmp_path):
+    table = str(tmp_path / "users")
+    for seq in range(3):
+        commit(table, seq)
+    os.remove(FileSinkLog(table).batch_path(2))
+    os.remove(FileSinkLog(table).batch_path(1))
+    os.remove(CheckpointFolder(table).path(1))  # record 2 is the only newer one, but its batch is not next
+    before = listing(table)
+    with pytest.raises(InconsistentTable, match="names log batch 2, not the one its log takes next \\(1\\)"):
+        SparkTable(None, table).recover()
+    assert listing(table) == before
+
+
+def test_a_recovery_killed_between_its_deletions_is_finished_by_the_next(tmp_path):
+    table = str(tmp_path / "users")
+    kept = commit(table, 0)
+    commit(table, 1, files=3, publish=False)
+    with crash_at("recovery.removing", 2), pytest.raises(SimulatedCrash):
+        SparkTable(None, table).recover()
+    assert os.path.exists(CheckpointFolder(table).path(1))  # the record still names what is left
+    SparkTable(None, table).recover()
+    assert sorted(name for name in os.listdir(table) if name.endswith(".parquet")) == kept
+    assert [r.seq for r in SparkTable(None, table).committed_checkpoints()] == [0]
+
+
+def test_a_table_missing_its_files_is_refused_before_an_interrupted_commit_is_touched(tmp_path):
+    original = str(tmp_path / "original" / "users")
+    commit(original, 0)
+    copy = str(tmp_path / "copy" / "users")
+    shutil.copytree(original, copy)
+    for name in os.listdir(copy):
+        if name.endswith(".parquet"):
+            os.remove(os.path.join(copy, name))  # copied without its data files
+    commit(copy, 1, publish=False)
+    before = listing(copy)
+    with pytest.raises(TableMoved):
+        SparkTable(None, copy).recover()
+    assert listing(copy) == before
+
+
+def test_a_table_whose_files_were_deleted_in_place_is_refused(tmp_path):
+    table = str(tmp_path / "users")
+    (name,) = commit(table, 0)
+    commit(table, 1)
+    os.remove(os.path.join(table, name))
+    before = listing(table)
+    with pytest.raises(TableMoved, match="1 data file"):
+        SparkTable(None, table).recover()
+    assert listing(table) == before
