@@ -31,6 +31,9 @@ setup(
         # and the style and type checks scripts/test.sh runs first (pinned: new rules land in minors).
         "tests": [
             "pytest>=8,<10",
+            # Two test processes share the 2-core machine: the suite waits on processes, the JVM and
+            # the network more than it computes (one Spark session per worker, not per test).
+            "pytest-xdist>=3.6,<4",
             "matplotlib>=3.8,<4",
             "hypothesis>=6.100",
             "ruff>=0.17,<0.18",

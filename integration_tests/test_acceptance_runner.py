@@ -42,6 +42,7 @@ from source_framework.testing.record_checks import (
 from source_framework.testing.table_checks import (
     check_rerun_adds_no_rows,
     check_tables_equal_records,
+    read_tables,
     record_rows,
 )
 
@@ -197,6 +198,26 @@ def test_table_rows_compare_by_value_through_the_schema():
         check_tables_equal_records({"orders": Counter()}, read, streams)
     with pytest.raises(AssertionError, match="added 1"):
         check_rerun_adds_no_rows({"orders": Counter([row])}, {"orders": Counter([row, row])})
+
+
+def test_the_spark_checks_read_the_table_the_destination_names_not_a_namesake(spark, tmp_path):
+    """A stream without a namespace is its source's table: another source's table of the same
+    name in the warehouse is never read in its place (the checks used to glob ``<warehouse>/*/<stream>``)."""
+    import pyarrow as pa
+
+    from source_framework.destinations.spark.destination import SparkDestination
+    from source_framework.destinations.spark.table import SparkTable
+
+    streams = stream_infos(_catalog("items", "id", {"properties": {"id": {"type": "integer"}}}))
+    theirs = SparkDestination(str(tmp_path), default_namespace="another_source")
+    ours = SparkDestination(str(tmp_path), default_namespace="our_source")
+    try:
+        SparkTable(spark, theirs.table_path(None, "items")).commit(pa.table({"id": pa.array([1, 2], pa.int64())}), {}, 1)
+        assert read_tables(spark, ours, streams) == {"items": None}
+        assert read_tables(spark, theirs, streams) == {"items": Counter([(("id", 1),), (("id", 2),)])}
+    finally:
+        theirs.close()
+        ours.close()
 
 
 def test_strictness_high_needs_expected_records_and_a_future_state(tmp_path):

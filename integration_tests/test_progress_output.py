@@ -141,7 +141,8 @@ def run_on_terminal(args: list[str], stdout_too: bool, tmp_path) -> tuple[int, b
             stdin=subprocess.DEVNULL,
             stdout=slave if stdout_too else stdout_file,
             stderr=slave,
-            env={**os.environ, "TERM": "xterm-256color"},
+            # The terminal's size is the pty's: COLUMNS/LINES (a test runner's worker sets them) would win.
+            env={**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, "TERM": "xterm-256color"},
         )
     os.close(slave)
     chunks: list[bytes] = []
@@ -167,9 +168,17 @@ def run_on_terminal(args: list[str], stdout_too: bool, tmp_path) -> tuple[int, b
 
 
 @pytest.fixture
-def stdout_read_args(demo_api, tmp_path):
+def slow_api():
+    """The demo API waiting 40 ms before each page: a sync of it lasts over a second, so the live
+    table (redrawn four times a second) is drawn several times however fast the machine reads."""
+    with DemoApi(records=1500, api_key=API_KEY, seed=7, faults=Faults(delay_ms=40)).start() as api:
+        yield api
+
+
+@pytest.fixture
+def stdout_read_args(slow_api, tmp_path):
     # Records through stdout (no JVM): what is tested here is the display, not the table.
-    config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "warehouse", state_checkpoint_interval=100))
+    config = write_json(tmp_path / "config.json", config_for(slow_api, tmp_path / "warehouse", state_checkpoint_interval=100))
     catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "orders", "stores"))
     return ["read", "--config", config, "--catalog", catalog_path, "--destination", "stdout"]
 

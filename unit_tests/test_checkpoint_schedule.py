@@ -2,57 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pytest
-from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from unit_tests.conftest import sync
-
-
-class ListStream(Stream, CheckpointMixin):
-    """A stream over in-memory slices of cursor values; state is the highest value seen."""
-
-    primary_key = "id"
-    cursor_field = "n"
-
-    def __init__(self, slices: list[list[int]], interval: int | None = None, name: str = "numbers") -> None:
-        self._slices = slices
-        self._interval = interval
-        self._name = name
-        self._cursor: int | None = None
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def state_checkpoint_interval(self) -> int | None:
-        return self._interval
-
-    @property
-    def state(self) -> Mapping[str, Any]:
-        return {"n": self._cursor} if self._cursor is not None else {}
-
-    @state.setter
-    def state(self, value: Mapping[str, Any]) -> None:
-        self._cursor = value.get("n")
-
-    def get_json_schema(self) -> Mapping[str, Any]:
-        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
-
-    def stream_slices(self, **kwargs: Any) -> Iterable[Mapping[str, Any] | None]:
-        for index in range(len(self._slices)):
-            yield {"index": index}
-
-    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
-        for value in self._slices[stream_slice["index"]]:
-            self._cursor = max(self._cursor or 0, value)
-            yield {"id": value, "n": value}
+from unit_tests.conftest import CursorStream, sync
 
 
-def run(stream: ListStream, input_state: dict | None = None, **sink_options: Any):
+def run(stream: CursorStream, input_state: dict | None = None, **sink_options: Any):
     result, out, destination = sync(stream, input_state=input_state, **sink_options)
     return result, out.states, destination, out
 
@@ -66,47 +23,47 @@ def counts(states: list[dict]) -> list[int]:
 
 
 def test_slices_only_checkpoint_after_each_slice():
-    _, states, _, _ = run(ListStream([[1, 2, 3], [4, 5], [6]]))
+    _, states, _, _ = run(CursorStream([[1, 2, 3], [4, 5], [6]]))
     assert cursors(states) == [3, 5, 6]
     assert counts(states) == [3, 2, 1]
 
 
 def test_interval_only_checkpoints_every_n_records_then_at_the_end():
-    _, states, _, _ = run(ListStream([list(range(1, 11))], interval=3))
+    _, states, _, _ = run(CursorStream([list(range(1, 11))], interval=3))
     assert cursors(states) == [3, 6, 9, 10]
     assert counts(states) == [3, 3, 3, 1]
 
 
 def test_interval_counter_restarts_with_each_slice():
-    _, states, _, _ = run(ListStream([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]], interval=2))
+    _, states, _, _ = run(CursorStream([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]], interval=2))
     # CDK 7 counts across the stream and would checkpoint at 6 and 8 in the second slice.
     assert cursors(states) == [2, 4, 5, 7, 9, 10]
     assert sum(counts(states)) == 10
 
 
 def test_interval_equal_to_slice_size_gives_no_duplicate_state():
-    _, states, _, _ = run(ListStream([[1, 2, 3, 4], [5, 6, 7, 8]], interval=4))
+    _, states, _, _ = run(CursorStream([[1, 2, 3, 4], [5, 6, 7, 8]], interval=4))
     assert cursors(states) == [4, 8]
     assert all(a != b for a, b in zip(states, states[1:], strict=False))
 
 
 def test_empty_slices_emit_nothing_but_the_stream_still_ends_with_a_state():
-    _, states, _, _ = run(ListStream([[], [1, 2], [], []]))
+    _, states, _, _ = run(CursorStream([[], [1, 2], [], []]))
     assert cursors(states) == [2]
-    _, states, _, _ = run(ListStream([[], []]), input_state={"n": 99})
+    _, states, _, _ = run(CursorStream([[], []]), input_state={"n": 99})
     assert cursors(states) == [99]
     assert counts(states) == [0]
 
 
 def test_no_two_consecutive_identical_states_when_cursor_ties():
-    _, states, destination, _ = run(ListStream([[1, 1, 1, 1], [1, 1]], interval=2))
+    _, states, destination, _ = run(CursorStream([[1, 1, 1, 1], [1, 1]], interval=2))
     assert cursors(states) == [1]
     # the tied records still reached the table, covered by the one state
     assert len(destination.sinks["numbers"].landed) == 6
 
 
 def test_state_waits_for_its_commit_and_states_keep_their_order():
-    _, states, destination, _ = run(ListStream([[1, 2, 3], [4, 5, 6], [7]], interval=2), hold=True)
+    _, states, destination, _ = run(CursorStream([[1, 2, 3], [4, 5, 6], [7]], interval=2), hold=True)
     log = destination.events.log
     assert [entry for entry in log if entry[0] == "STATE"] == [("STATE", {"n": n}) for n in (2, 3, 5, 6, 7)]
     for index, (kind, state) in enumerate(log):
@@ -115,7 +72,7 @@ def test_state_waits_for_its_commit_and_states_keep_their_order():
 
 
 def test_failed_commit_prints_no_state_and_marks_stream_incomplete():
-    result, states, _, out = run(ListStream([[1, 2], [3, 4], [5]]), fail_at=2)
+    result, states, _, out = run(CursorStream([[1, 2], [3, 4], [5]]), fail_at=2)
     assert cursors(states) == [2]
     assert result.failed and "disk full" in str(result.failed[0].error)
     statuses = [m["trace"]["stream_status"]["status"] for m in out.lines if m["type"] == "TRACE" and m["trace"]["type"] == "STREAM_STATUS"]
@@ -125,7 +82,7 @@ def test_failed_commit_prints_no_state_and_marks_stream_incomplete():
 
 
 def test_every_record_is_covered_by_the_final_state():
-    result, states, destination, _ = run(ListStream([[1, 2, 3], [4], [5, 6, 7, 8, 9]], interval=2))
+    result, states, destination, _ = run(CursorStream([[1, 2, 3], [4], [5, 6, 7, 8, 9]], interval=2))
     assert result.streams[0].records == 9
     assert len(destination.sinks["numbers"].landed) == 9
     assert sum(counts(states)) == 9
@@ -134,21 +91,12 @@ def test_every_record_is_covered_by_the_final_state():
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5])
 def test_a_bad_interval_fails_the_stream_with_a_clear_error(bad):
-    result, states, _, _ = run(ListStream([[1]], interval=bad))
+    result, states, _, _ = run(CursorStream([[1]], interval=bad))
     assert result.failed and "state_checkpoint_interval" in str(result.failed[0].error)
 
 
-class TextCursorStream(ListStream):
-    """Cursor values are strings: lets a test produce huge or secret-bearing states."""
-
-    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
-        for value in self._slices[stream_slice["index"]]:
-            self._cursor = value
-            yield {"id": 1, "n": value}
-
-
 def run_text(values, secrets=()):
-    result, out, _ = sync(TextCursorStream([values]), secrets=tuple(secrets))
+    result, out, _ = sync(CursorStream([values]), secrets=tuple(secrets))  # string cursors: the state is the last value
     return result, out.of_type("STATE")
 
 

@@ -1,14 +1,18 @@
 """Background commits: order, merging of queued checkpoints, back-pressure, failures."""
 
+import sys
 import threading
-import time
 
 import pytest
 
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
+from unit_tests.conftest import ConditionWaits
 
 
 class Writer:
+    """Stands for a stream's ``TableWriter``: the committer uses only its identity (jobs of one
+    writer merge) and its name, so no shared fake sink applies."""
+
     name = "fake"
 
 
@@ -57,23 +61,33 @@ def test_jobs_of_different_streams_are_not_merged_and_keep_their_order():
     ids=["records", "bytes"],
 )
 def test_back_pressure_blocks_the_reader_while_too_much_waits(bounds, size):
-    gate = threading.Event()
-    committer = BackgroundCommitter(lambda jobs: [gate.wait(5)] * len(jobs), **bounds)
+    gate, holding = threading.Event(), threading.Event()
+
+    def commit(jobs):
+        holding.set()
+        gate.wait(10)
+        return [True] * len(jobs)
+
+    committer = BackgroundCommitter(commit, **bounds)
     writer = Writer()
     committer.submit(job(writer, size, 1))
-    time.sleep(0.05)  # the worker holds job 1
+    assert holding.wait(10)  # the worker holds job 1
     committer.submit(job(writer, size, 2))  # queued
-    blocked = threading.Event()
+    waits, accepted = ConditionWaits(), threading.Event()
 
     def third():
-        committer.submit(job(writer, size, 3))  # over the bound: must wait
-        blocked.set()
+        sys.setprofile(waits)  # the one wait in submit is back-pressure's
+        try:
+            committer.submit(job(writer, size, 3))  # over the bound: must wait
+        finally:
+            sys.setprofile(None)
+        accepted.set()
 
     thread = threading.Thread(target=third)
     thread.start()
-    assert not blocked.wait(0.3), "submit should block while the queue is over its bound"
-    gate.set()
-    assert blocked.wait(5)
+    assert waits.entered.wait(10) and not accepted.is_set(), "submit should block while the queue is over its bound"
+    gate.set()  # the worker finishes job 1: the queue is under its bound again
+    assert accepted.wait(10)
     thread.join()
     committer.close()
 

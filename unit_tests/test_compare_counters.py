@@ -3,11 +3,12 @@
 import multiprocessing
 import os
 import signal
-from concurrent.futures import Future
+import time
 
 from source_framework.compare.counters import ReadCounters
 from source_framework.compare.probe import CountingDestination
-from source_framework.destinations.base import Destination, StreamSink, StreamTarget, done
+from source_framework.destinations.base import CommitReceipt, StreamTarget
+from unit_tests.conftest import RecordingDestination
 
 
 def test_counts_written_by_one_mapping_are_read_by_another(tmp_path):
@@ -22,6 +23,20 @@ def test_counts_written_by_one_mapping_are_read_by_another(tmp_path):
     assert parent.total() == 8 and parent.read("nope") == 0
     child.close()
     parent.close()
+
+
+def test_the_first_checkpoint_asked_is_noted_once(tmp_path):
+    path = str(tmp_path / "c")
+    parent = ReadCounters.create(path, ["orders"])
+    child = ReadCounters.open(path, ["orders"])
+    assert parent.first_checkpoint_at() is None
+    before = time.time()
+    child.mark_first_checkpoint()
+    first = parent.first_checkpoint_at()
+    assert first is not None and before - 0.001 <= first <= time.time() + 0.001
+    child.add(0, 5)
+    child.mark_first_checkpoint()  # later checkpoints leave the first one's time
+    assert parent.first_checkpoint_at() == first and parent.read("orders") == 5
 
 
 def _count_then_die(path):
@@ -41,45 +56,20 @@ def test_counts_survive_a_sigkill_of_the_writer(tmp_path):
     assert counters.read("orders") == 1234
 
 
-class ListSink(StreamSink):
-    def __init__(self):
-        self.records, self.finished = [], None
-
-    def write(self, record):
-        self.records.append(record)
-
-    def commit(self, state, notes=None) -> Future:
-        return done(("commit", state, notes))
-
-    def finish(self, state, notes=None) -> Future:
-        self.finished = (state, notes)
-        return done("finished")
-
-
-class ListDestination(Destination):
-    def __init__(self):
-        self.sinks, self.closed = {}, False
-        self.spark = "the session"
-
-    def open_stream(self, target):
-        self.sinks[target.name] = ListSink()
-        return self.sinks[target.name]
-
-    def close(self):
-        self.closed = True
-
-
 def test_the_counting_destination_passes_everything_through_and_counts_writes(tmp_path):
     counters = ReadCounters.create(str(tmp_path / "c"), ["users"])
-    inner = ListDestination()
+    inner = RecordingDestination()
+    inner.spark = "the session"
     destination = CountingDestination(inner, counters)
     sink = destination.open_stream(StreamTarget(name="users", namespace=None, json_schema={}, incremental=True))
     for i in range(3):
         sink.write({"id": i})
-    assert sink.commit({"c": 1}, {"n": 1}).result() == ("commit", {"c": 1}, {"n": 1})
-    assert sink.finish({"c": 1}, notes={"n": 2}).result() == "finished"
+    assert counters.first_checkpoint_at() is None
+    assert sink.commit({"c": 1}, {"n": 1}).result() == CommitReceipt(rows_through=3, writes=1)  # the inner sink's
+    assert counters.first_checkpoint_at() is not None
+    assert sink.finish({"c": 1}, notes={"n": 2}).result() == CommitReceipt(rows_through=3, writes=1)
     destination.close()
-    assert inner.sinks["users"].records == [{"id": 0}, {"id": 1}, {"id": 2}]
-    assert inner.sinks["users"].finished == ({"c": 1}, {"n": 2})
+    assert inner.sinks["users"].landed == [{"id": 0}, {"id": 1}, {"id": 2}]
+    assert inner.sinks["users"].calls == [("commit", {"c": 1}, {"n": 1}), ("finish", {"c": 1}, {"n": 2})]
     assert inner.closed and destination.spark == "the session"
     assert counters.read("users") == 3

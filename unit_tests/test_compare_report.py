@@ -2,21 +2,23 @@
 
 import json
 
+from source_framework.compare.commits import CommitStats
 from source_framework.compare.experiment import CrashResult, SettingResult
 from source_framework.compare.plot import plot_comparison
 from source_framework.compare.report import CRASH_COLUMNS, RUN_COLUMNS, Report
 from source_framework.compare.runner import RunResult
 from source_framework.compare.settings import Setting
-from source_framework.compare.tables import CommitStats, Diff
+from source_framework.compare.table_diff import Diff
 
 
-def run(name, records, states, seconds, at_risk, killed=False, repeated=0, first_state=None):
+def run(name, records, states, seconds, at_risk, killed=False, repeated=0, first_state=None, first_commit=None):
     return RunResult(name, [], None if killed else 0, killed, seconds, records, states, repeated, at_risk,
-                     at_risk if killed else 0, records - (at_risk if killed else 0), first_state_seconds=first_state)
+                     at_risk if killed else 0, records - (at_risk if killed else 0), first_state_seconds=first_state,
+                     first_commit_seconds=first_commit)
 
 
 def results():
-    none = SettingResult(Setting(None), run("clean", 20000, 13, 4.0, 9000, first_state=2.25), CommitStats(5, 5, 20000),
+    none = SettingResult(Setting(None), run("clean", 20000, 13, 4.0, 9000, first_state=2.25, first_commit=0.314), CommitStats(5, 5, 20000),
                          cdk=run("cdk", 20000, 20, 1.0, 1700, repeated=6))
     none.crash = CrashResult(10000, run("crash", 10400, 5, 2.0, 2400, killed=True), run("resume", 12000, 9, 3.0, 3000),
                              read_again=2400, diff=Diff(20000, 20000, 0, 0))
@@ -34,9 +36,9 @@ def test_text_has_a_row_per_run_and_per_crash_with_aligned_columns():
     header = next(line for line in lines if line.startswith("interval  run"))
     assert all(column in header for column in RUN_COLUMNS)
     ours_none = next(line for line in lines if line.startswith("none") and " ours " in line)
-    assert ours_none.split()[2:] == ["13", "0", "5", "5", "4.0", "2.2", "5,000", "9,000"]
+    assert ours_none.split()[2:] == ["13", "0", "5", "5", "4.0", "2.2", "0.31", "5,000", "9,000"]
     cdk_100 = next(line for line in lines if line.startswith("100") and "airbyte-cdk read" in line)
-    assert cdk_100.split()[3:] == ["220", "6", "-", "-", "1.1", "-", "18,182", "100"]
+    assert cdk_100.split()[3:] == ["220", "6", "-", "-", "1.1", "-", "-", "18,182", "100"]
     crash = next(line for line in lines[lines.index("Crash and resume"):] if line.startswith("none"))
     assert crash.split() == ["none", "10,400", "5", "2,400", "2,400", "3.0", "20,000", "0", "0"]
     widths = {len(line) for line in lines[lines.index("Runs") + 1: lines.index("Runs") + 7]}
@@ -47,8 +49,8 @@ def test_markdown_tables():
     markdown = Report(results(), ["orders"], 0.5).markdown()
     assert "| " + " | ".join(RUN_COLUMNS) + " |" in markdown
     assert "| " + " | ".join(CRASH_COLUMNS) + " |" in markdown
-    assert "| none | ours | 13 | 0 | 5 | 5 | 4.0 | 2.2 | 5,000 | 9,000 |" in markdown
-    assert "| 100 | airbyte-cdk read | 220 | 6 | - | - | 1.1 | - | 18,182 | 100 |" in markdown
+    assert "| none | ours | 13 | 0 | 5 | 5 | 4.0 | 2.2 | 0.31 | 5,000 | 9,000 |" in markdown
+    assert "| 100 | airbyte-cdk read | 220 | 6 | - | - | 1.1 | - | - | 18,182 | 100 |" in markdown
 
 
 def test_json_holds_every_measure():
@@ -57,6 +59,7 @@ def test_json_holds_every_measure():
     assert none["interval"] is None and hundred["interval"] == 100
     assert none["ours"]["spark_commits"] == 5 and hundred["ours"]["data_files"] == 61
     assert none["ours"]["records_per_second"] == 5000.0 and none["ours"]["max_records_at_risk"] == 9000
+    assert none["ours"]["first_commit_seconds"] == 0.314 and none["airbyte_cdk"]["first_commit_seconds"] is None
     assert none["airbyte_cdk"]["repeated_states"] == 6
     assert none["crash"]["records_read_again"] == 2400 and none["crash"]["records_at_risk_at_kill"] == 2400
     assert none["crash"]["final_table"] == {"rows": 20000, "reference_rows": 20000, "duplicates": 0, "missing": 0}

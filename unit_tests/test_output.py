@@ -15,11 +15,13 @@ import pytest
 from airbyte_cdk.models import ConnectorSpecification
 from airbyte_cdk.sources import AbstractSource
 from airbyte_cdk.sources.streams import Stream
+from airbyte_cdk.test.catalog_builder import CatalogBuilder
 
 from source_framework.runtime.entrypoint import EXIT_OK
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.secrets import SecretFilter
 from source_framework.testing import read
+from unit_tests.conftest import stream_builder
 
 
 def nested(depth: int, leaf: Any = 1) -> Any:
@@ -128,15 +130,7 @@ class DeepSource(AbstractSource):
 
 
 def test_destination_stdout_prints_a_deep_record_and_the_sync_succeeds():
-    catalog = {
-        "streams": [
-            {
-                "stream": {"name": "deep", "json_schema": {}, "supported_sync_modes": ["full_refresh"]},
-                "sync_mode": "full_refresh",
-                "destination_sync_mode": "overwrite",
-            }
-        ]
-    }
+    catalog = CatalogBuilder().with_stream(stream_builder("deep", "full_refresh", "overwrite")).build()
     output = read(DeepSource(), {}, catalog, args=["--destination", "stdout", "--quiet"])
     assert output.returncode == EXIT_OK
     assert output.records("deep") == [{"id": 1, "tree": None}, {"id": 2, "tree": nested(300)}, {"id": 3, "tree": None}]

@@ -6,24 +6,15 @@ import io
 import logging
 import os
 import pty
+import sys
 import threading
-import time
-from collections.abc import Iterable, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
-from airbyte_cdk.sources.streams import CheckpointMixin, Stream
+from airbyte_cdk.sources.streams import Stream
 from rich.console import Console
 
-from source_framework.destinations.base import (
-    CommitReceipt,
-    Destination,
-    StreamSink,
-    StreamTarget,
-    done,
-)
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.progress import (
     LineProgress,
@@ -36,35 +27,30 @@ from source_framework.runtime.read import read_streams
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.stream_adapters import adapt
 from source_framework.runtime.summary import format_summary, human_seconds, short_state
+from unit_tests.conftest import CursorStream, RecordingDestination, catalog_of, configured
 
 
 class Clock:
+    """Time that moves only when the test moves it. It also counts the live table's redraw
+    attempts on its own thread (each reads the clock once), so a test waits for those attempts
+    instead of sleeping."""
+
     def __init__(self, now: float = 100.0) -> None:
         self.now = now
+        self._attempts = threading.Semaphore(0)
 
     def __call__(self) -> float:
+        if threading.current_thread().name == "progress" and sys._getframe(1).f_code.co_name == "refresh":
+            self._attempts.release()
         return self.now
 
+    def wait_for_attempts(self, count: int) -> None:
+        for _ in range(count):
+            assert self._attempts.acquire(timeout=10), "the live table's own thread stopped redrawing"
 
-class CountingSink(StreamSink):
-    location = "/warehouse/demo/users"
-
-    def __init__(self) -> None:
-        self.commits = 0
-        self.rows = 0
-        self._pending = 0
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        self._pending += 1
-
-    def commit(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future[Any]:
-        self.commits += 1
-        self.rows += self._pending
-        self._pending = 0
-        return done(CommitReceipt(self.rows, self.commits))
-
-    def finish(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future[Any]:
-        return self.commit(state) if self._pending else done(CommitReceipt(self.rows, self.commits))
+    def wait_until(self, condition: Callable[[], bool]) -> None:
+        while not condition():
+            self.wait_for_attempts(1)
 
 
 def terminal_console(width: int = 160) -> Console:
@@ -192,17 +178,26 @@ def test_redraws_are_throttled_to_the_refresh_rate():
 
 def test_the_live_table_redraws_on_its_own_at_most_four_times_a_second():
     console = terminal_console()
-    progress = LiveProgress(console, refresh_per_second=4)
+    clock = Clock()
+    progress = LiveProgress(console, refresh_per_second=4, clock=clock)
     result = StreamResult(name="users")
     with progress:
-        progress.stream_started(result)
+        progress.stream_started(result)  # the first draw
         for _ in range(200_000):  # what the read loop does per record: an integer increment
             result.records += 1
-        time.sleep(1.2)
         assert progress.showing
+        clock.now += 0.125
+        clock.wait_for_attempts(1)
+        assert progress.draws == 1  # asked again under a quarter second after the last draw: not drawn
+        clock.now += 0.125
+        clock.wait_until(lambda: progress.draws == 2)  # a quarter second on: the table redraws on its own
+        assert "200,000" in console.file.getvalue()  # drawn from the read loop's counter
+        clock.now += 1.0  # a whole second at once: one draw, not a burst to catch up
+        clock.wait_until(lambda: progress.draws == 3)
+        clock.wait_for_attempts(1)
+        assert progress.draws == 3
     assert not progress.showing
-    assert 3 <= progress.draws <= 7
-    assert "users" in console.file.getvalue() and "200,000" in console.file.getvalue()
+    assert "users" in console.file.getvalue()
 
 
 # -- where -----------------------------------------------------------------------------------
@@ -297,72 +292,21 @@ def test_protocol_lines_on_the_same_terminal_print_above_the_table_whole():
 # -- the read loop feeds it ------------------------------------------------------------------
 
 
-class Numbers(Stream, CheckpointMixin):
-    primary_key = "id"
-    cursor_field = "n"
-    state_checkpoint_interval = 2
+class OneSlice(CursorStream):
+    """airbyte-cdk's default slicing, one ``None`` slice: the shared stream always names its slices."""
 
-    def __init__(self, slices: list[list[int]], as_list: bool) -> None:
-        self._slices, self._as_list, self._cursor = slices, as_list, None
-
-    @property
-    def state(self) -> Mapping[str, Any]:
-        return {"n": self._cursor} if self._cursor is not None else {}
-
-    @state.setter
-    def state(self, value: Mapping[str, Any]) -> None:
-        self._cursor = value.get("n")
-
-    def get_json_schema(self) -> Mapping[str, Any]:
-        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
-
-    def stream_slices(self, **kwargs: Any) -> Iterable[Mapping[str, Any] | None]:
-        slices = [{"index": i} for i in range(len(self._slices))]
-        return slices if self._as_list else iter(slices)
-
-    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
-        for value in self._slices[stream_slice["index"]]:
-            self._cursor = max(self._cursor or 0, value)
-            yield {"id": value, "n": value}
-
-
-class OneSlice(Numbers):
-    stream_slices = Stream.stream_slices  # the CDK's default: one slice
+    stream_slices = Stream.stream_slices
 
     def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
         yield from super().read_records(sync_mode, cursor_field, {"index": 0}, stream_state)
 
 
-class Sinks(Destination):
-    def __init__(self) -> None:
-        self.sinks: dict = {}
-
-    def open_stream(self, target: StreamTarget) -> StreamSink:
-        self.sinks[target.name] = CountingSink()
-        return self.sinks[target.name]
-
-
-def _catalog(name: str) -> Any:
-    return ConfiguredAirbyteCatalogSerializer.load(
-        {
-            "streams": [
-                {
-                    "stream": {"name": name, "json_schema": {}, "supported_sync_modes": ["incremental"]},
-                    "sync_mode": "incremental",
-                    "destination_sync_mode": "append",
-                    "cursor_field": ["n"],
-                }
-            ]
-        }
-    )
-
-
 @pytest.mark.parametrize(
     "stream, total",
     [
-        (Numbers([[1, 2, 3], [4, 5]], as_list=True), 2),
-        (Numbers([[1, 2, 3], [4, 5]], as_list=False), None),
-        (OneSlice([[1, 2, 3]], as_list=False), 1),
+        (CursorStream([[1, 2, 3], [4, 5]], interval=2, slices_as_list=True), 2),
+        (CursorStream([[1, 2, 3], [4, 5]], interval=2), None),
+        (OneSlice([[1, 2, 3]], interval=2), 1),
     ],
     ids=["list", "generator", "default-single-slice"],
 )
@@ -371,9 +315,9 @@ def test_read_streams_feeds_the_progress(stream, total, caplog):
     progress = LineProgress()
     output.add_state_listener(progress.checkpoint_committed)
     with caplog.at_level(logging.INFO, logger="source_framework.progress"):
-        catalog = _catalog(stream.name)
-        sinks = Sinks()
-        result = read_streams({stream.name: adapt(stream, catalog.streams[0])}, catalog, {}, sinks, output, progress=progress)
+        entry = configured(stream.name, cursor_field=["n"])
+        sinks = RecordingDestination(location="/warehouse/demo/users")
+        result = read_streams({stream.name: adapt(stream, entry)}, catalog_of(entry), {}, sinks, output, progress=progress)
     (stream_result,) = result.streams
     assert stream_result.slices_total == total
     assert stream_result.duration > 0

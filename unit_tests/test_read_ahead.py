@@ -10,6 +10,7 @@ import pytest
 
 from source_framework.runtime.concurrency import CHUNK, ReadStopped, read_ahead, run_in_order
 from source_framework.runtime.stream_adapters import SliceRead
+from unit_tests.conftest import ConditionWaits
 
 
 class ListSlice(SliceRead):
@@ -125,12 +126,14 @@ def test_a_slice_read_ahead_holds_at_most_its_capacity():
 
     first = ListSlice("first", lambda: iter(()))
     big = ListSlice("big", endless)
-    slices = read_ahead([first, big], workers=2, capacity=1000)
-    head = next(slices)
-    before = -1
-    while before != len(produced):  # the worker ran until the channel was full, then waits
-        before = len(produced)
-        time.sleep(0.2)
+    waits = ConditionWaits()
+    threading.setprofile(waits)  # for the workers, which the first next() starts
+    try:
+        slices = read_ahead([first, big], workers=2, capacity=1000)
+        head = next(slices)
+    finally:
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert waits.entered.wait(10)  # the worker ran until the channel was full, then waits (its only wait)
     assert 1000 <= len(produced) <= 1000 + 2 * CHUNK  # a full channel, and the chunk in the worker's hands
     list(head.items())
     assert list(next(slices).items()) == list(range(100_000))

@@ -113,7 +113,8 @@ def test_records_gone_before_a_full_one_leave_their_partitions_unskipped():
 
 class StoreOrders(Stream, CheckpointMixin):
     """Orders per store (one partition each); the state holds each store's highest ``t``; the API
-    filters with ``t >= state``, so a resumed run reads each store's last records again."""
+    filters with ``t >= state``, so a resumed run reads each store's last records again. (Not the
+    shared ``CursorStream``: partitions, and records that change between runs, are the point here.)"""
 
     name = "orders"
     primary_key = "id"
@@ -149,7 +150,8 @@ class StoreOrders(Stream, CheckpointMixin):
 class Table(StreamSink):
     """A table as ``spark/table_writer.py`` keeps it: one checkpoint record per write; checkpoints
     queued behind a write merge into the next one, which keeps the last one's notes. Here the
-    queued commits are written together once ``merge`` of them wait (and at the end)."""
+    queued commits are written together once ``merge`` of them wait (and at the end). (Not the
+    shared ``RecordingSink``: that keeps no checkpoint records for a later run to resume from.)"""
 
     def __init__(self, records: list[CheckpointRecord], merge: int) -> None:
         self.records, self.merge = records, merge

@@ -12,14 +12,15 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 import pytest
-from airbyte_cdk.models import ConnectorSpecification
+from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer, ConnectorSpecification
 from airbyte_cdk.sources import AbstractSource
-from airbyte_cdk.sources.streams import CheckpointMixin, Stream
+from airbyte_cdk.sources.streams import Stream
+from airbyte_cdk.test.catalog_builder import CatalogBuilder
 
 from source_framework.runtime.entrypoint import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, build_parser, run_read
 from source_framework.runtime.secrets import (
@@ -30,6 +31,7 @@ from source_framework.runtime.secrets import (
     is_secret_name,
 )
 from source_framework.testing import read
+from unit_tests.conftest import CursorStream, stream_builder
 
 LONG_SECRET = "s3cr3t-key-0f9a7c"
 SECRET_STRING = {"type": "string", "airbyte_secret": True}
@@ -40,38 +42,10 @@ API_KEY_SPEC = {
 }
 
 
-class ValuesStream(Stream, CheckpointMixin):
-    """One record per value; the state is the last value read (a number or a string)."""
-
-    primary_key = "id"
-    cursor_field = "n"
-
-    def __init__(self, values: list[Any]) -> None:
-        self._values = values
-        self._cursor: Any | None = None
-
-    @property
-    def name(self) -> str:
-        return "values"
-
-    @property
-    def state(self) -> Mapping[str, Any]:
-        return {"n": self._cursor} if self._cursor is not None else {}
-
-    @state.setter
-    def state(self, value: Mapping[str, Any]) -> None:
-        self._cursor = value.get("n")
-
-    def get_json_schema(self) -> Mapping[str, Any]:
-        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {}}}
-
-    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None) -> Iterable[Mapping[str, Any]]:
-        for index, value in enumerate(self._values):
-            self._cursor = value
-            yield {"id": index, "n": value}
-
-
 class ValuesSource(AbstractSource):
+    """One stream, ``values``, of the config's ``values`` (the state keeps the last one), under the
+    spec a test gives: a source of its own, since what is secret comes from the spec."""
+
     def __init__(self, connection_specification: Mapping[str, Any]) -> None:
         self._specification = connection_specification
 
@@ -82,18 +56,10 @@ class ValuesSource(AbstractSource):
         return True, None
 
     def streams(self, config: Mapping[str, Any]) -> list[Stream]:
-        return [ValuesStream(config.get("values", []))]
+        return [CursorStream([config.get("values", [])], name="values")]
 
 
-CATALOG = {
-    "streams": [
-        {
-            "stream": {"name": "values", "json_schema": {}, "supported_sync_modes": ["incremental"]},
-            "sync_mode": "incremental",
-            "destination_sync_mode": "append",
-        }
-    ]
-}
+CATALOG = CatalogBuilder().with_stream(stream_builder("values")).build()
 
 
 def spec_with_api_key(**constraints: Any) -> Mapping[str, Any]:
@@ -322,7 +288,7 @@ def test_a_config_error_quoting_a_whole_oneof_object_does_not_show_its_secret(ca
 
 def test_a_config_file_that_cannot_be_loaded_does_not_show_its_secret(tmp_path, capsys):
     """Before the config is loaded no secret is known: the errors of ``load_config`` must not quote it."""
-    (tmp_path / "catalog.json").write_text(json.dumps(CATALOG))
+    (tmp_path / "catalog.json").write_text(json.dumps(ConfiguredAirbyteCatalogSerializer.dump(CATALOG)))
     for content in (f'{{"api_key": "{LONG_SECRET}", }}', f'["{LONG_SECRET}"]', f'{{"api_key": "{LONG_SECRET}"\xff}}'):
         (tmp_path / "config.json").write_bytes(content.encode("latin-1"))
         parsed = build_parser().parse_args(

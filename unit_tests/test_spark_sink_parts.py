@@ -57,9 +57,9 @@ class FakeTable:
         return None
 
 
-def target(mode: str = APPEND) -> StreamTarget:
+def target(mode: str = APPEND, rebuild: bool = False) -> StreamTarget:
     return StreamTarget("numbers", None, JSON_SCHEMA, incremental=True, destination_sync_mode=mode,
-                        primary_key=[["id"]], cursor_field=["n"])
+                        primary_key=[["id"]], cursor_field=["n"], rebuild=rebuild)
 
 
 def batch(ids) -> pa.Table:
@@ -146,3 +146,20 @@ def test_the_buffer_turns_records_into_jobs_and_returns_their_futures(committer)
     assert table.commits[0]["rows"] == 25
     # nothing left to write: finish answers with the last commit's receipt, no empty commit
     assert buffer.finish({"n": 24}).result(5).rows_through == 25 and len(table.commits) == 1
+
+
+def test_a_rebuild_replaces_the_table_once_even_with_nothing_to_write(committer):
+    """The buffer knows on its own thread whether the run's first commit replaces the table: a
+    rebuild with no records still replaces it at the end; after a replacing commit, nothing more."""
+    empty = FakeTable()
+    buffer = StreamBuffer(TableWriter(empty, target(rebuild=True), SCHEMA), committer, "sync-1")
+    assert list(buffer.committed()) == []  # a rebuild starts over: nothing in the table counts
+    buffer.finish({"n": 0}).result(5)
+    assert [(c["replace"], c["rows"]) for c in empty.commits] == [(True, 0)]
+
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(rebuild=True), SCHEMA), committer, "sync-1")
+    buffer.write({"id": 1, "n": 1})
+    buffer.commit({"n": 1}).result(5)
+    buffer.finish({"n": 1}).result(5)
+    assert [(c["replace"], c["rows"]) for c in table.commits] == [(True, 1)]

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 import orjson
 import pytest
-from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
 from source_framework.runtime.inputs import MAX_STATE_BYTES, InputError, load_state
 from source_framework.runtime.state_file import StateFile
-from unit_tests.conftest import sync
+from unit_tests.conftest import CursorStream, sync
 
 
 def partitioned_state(partitions: int) -> dict:
@@ -60,45 +57,15 @@ def test_several_streams_each_under_the_limit_make_a_file_the_next_run_reads(tmp
     assert StateFile(path).states == {"users": big, "orders": big}
 
 
-class TextCursorStream(Stream, CheckpointMixin):
-    """One record per value; the state is the last value, so a test sets its size to the byte."""
-
-    primary_key = "id"
-    cursor_field = "n"
-
-    def __init__(self, values: list[str]) -> None:
-        self._values = values
-        self._cursor: str | None = None
-
-    @property
-    def name(self) -> str:
-        return "texts"
-
-    @property
-    def state(self) -> Mapping[str, Any]:
-        return {"n": self._cursor} if self._cursor is not None else {}
-
-    @state.setter
-    def state(self, value: Mapping[str, Any]) -> None:
-        self._cursor = value.get("n")
-
-    def get_json_schema(self) -> Mapping[str, Any]:
-        return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "string"}}}
-
-    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None) -> Iterable[Mapping[str, Any]]:
-        for index, value in enumerate(self._values):
-            self._cursor = value
-            yield {"id": index, "n": value}
-
-
 def state_of_size(compact_bytes: int) -> dict:
+    """A state of ``compact_bytes`` as compact JSON: a string cursor ``CursorStream`` keeps whole."""
     return {"n": "x" * (compact_bytes - len('{"n":""}'))}
 
 
 @pytest.mark.parametrize("size, accepted", [(MAX_STATE_BYTES, True), (MAX_STATE_BYTES + 1, False)])
 def test_read_emits_exactly_the_states_the_next_run_accepts(tmp_path, size, accepted):
     state = state_of_size(size)
-    result, out, _ = sync(TextCursorStream([state["n"]]))
+    result, out, _ = sync(CursorStream([[state["n"]]], name="texts"))
     emitted = [message["stream"]["stream_state"] for message in out.states]
     assert emitted == ([state] if accepted else [])
 

@@ -303,6 +303,15 @@ def test_a_misspelled_framework_attribute_is_caught_when_the_class_is_defined(ty
     type("Fine", (Users,), {"my_own_setting": 1, "state_checkpoint_interval": 100})  # no false alarm
 
 
+def test_the_misspelling_check_knows_only_attributes_a_base_declares():
+    """Every name the check guards is declared on a base (``page_size`` on airbyte-cdk's
+    ``HttpStream``): a name no base declares is a connector's own, and a near miss of it would be
+    refused for nothing."""
+    bases = (IncrementalHttpStream, DateWindowStream, PartitionedIncrementalStream)
+    undeclared = [name for name in IncrementalHttpStream.FRAMEWORK_ATTRIBUTES if not any(hasattr(b, name) for b in bases)]
+    assert undeclared == []
+
+
 def test_the_framework_keeps_the_cursor_of_partitioned_streams_through_its_own_read_records():
     assert "read_records" not in vars(PartitionedIncrementalStream)
     assert getattr(IncrementalHttpStream.read_records, "__final__", False)

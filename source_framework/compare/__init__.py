@@ -17,6 +17,7 @@ Modules, one job each:
 * ``counters``   - the shared, crash-proof per-stream record counters.
 * ``cdk_read``   - a connector script under airbyte-cdk's entrypoint (``python -m ...cdk_read``).
 * ``risk``       - STATEs, repeated STATEs and records at risk of one run.
-* ``tables``     - commits and files from the tables' records; rows checked with Spark.
+* ``commits``    - commits, files and rows from the tables' checkpoint records (no Spark).
+* ``table_diff`` - rows, duplicates and missing rows of a crashed-and-resumed table, with Spark.
 * ``report``, ``plot`` - text, Markdown, JSON; the PNG chart.
 """

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import sys
 
+from source_framework.runtime.process import EXIT_BAD_INPUT
+
 
 def main(argv: list[str]) -> None:
     if not argv or argv[0].startswith("-"):
         sys.stderr.write("usage: python -m source_framework.compare.cdk_read SCRIPT read --config C --catalog K\n")
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
     from airbyte_cdk.entrypoint import launch as cdk_launch
 
     from source_framework.runtime.entrypoint import run_script

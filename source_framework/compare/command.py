@@ -29,7 +29,7 @@ from typing import Any
 from source_framework.compare.settings import parse_intervals, with_concurrency
 from source_framework.runtime.entrypoint import run_script
 from source_framework.runtime.inputs import InputError, load_catalog, load_config
-from source_framework.runtime.process import log_to_stderr
+from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr
 
 DEFAULT_INTERVALS = "none,10000,1000,100"
 logger = logging.getLogger("source_framework.compare")
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         import matplotlib  # noqa: F401  (the chart; checked before any sync runs)
     except ImportError:
         sys.stderr.write("error: the compare tool needs matplotlib: pip install 'source_framework[compare]'\n")
-        return 2
+        return EXIT_BAD_INPUT
     from source_framework.compare.experiment import Experiment, RunFailed
     from source_framework.compare.plot import plot_comparison
     from source_framework.compare.report import Report
@@ -82,17 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         source = connector_source(script)
     except (InputError, ValueError) as error:
         sys.stderr.write(f"error: {error}\n")
-        return 2
+        return EXIT_BAD_INPUT
 
-    tables = stream_tables(source, catalog)
+    tables = stream_tables(catalog)
     workdir = os.path.abspath(parsed.workdir)
-    experiment = Experiment(workdir, script, config, parsed.catalog, tables,
+    experiment = Experiment(workdir, script, source, config, parsed.catalog, tables,
                             spark_master=parsed.spark_master, with_cdk=not parsed.no_cdk)
     try:
         results = [experiment.run_setting(setting, crash_at) for setting in settings]
     except RunFailed as error:
         sys.stderr.write(f"error: {error}\n")
-        return 1
+        return EXIT_FAILED
     if crash_at is not None:
         logger.info("checking the crash-and-resume tables against the uninterrupted ones with Spark")
         _check_tables(experiment, results, parsed.spark_master or (config.get("destination") or {}).get("spark_master"))
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(report.to_json(), handle, indent=2)
     plot_path = plot_comparison(results, parsed.plot or os.path.join(workdir, "compare.png"), title=", ".join(names))
     sys.stderr.write(f"results: {json_path}\nchart:   {plot_path}\n")
-    return 0
+    return EXIT_OK
 
 
 def parse_fraction(text: str) -> float:
@@ -138,19 +138,17 @@ def connector_source(script: str) -> Any:
     return captured[0]
 
 
-def stream_tables(source: Any, catalog: Any) -> list[Any]:
-    """Each configured stream's table folder (as the Spark destination names it) and key."""
+def stream_tables(catalog: Any) -> list[Any]:
+    """Each configured stream's name, namespace (the Spark destination places its table) and key."""
     from source_framework.compare.experiment import StreamTable
-    from source_framework.destinations.spark.layout import encode_name
 
     tables = []
     for configured in catalog.streams:
         stream = configured.stream
-        namespace = stream.namespace or getattr(source, "name", "") or "default"
         keys = configured.primary_key or stream.source_defined_primary_key or []
         # Nested key paths are stored inside JSON-string columns; then compare whole rows instead.
         key = [path[0] for path in keys] if keys and all(len(path) == 1 for path in keys) else []
-        tables.append(StreamTable(stream.name, os.path.join(encode_name(namespace), encode_name(stream.name)), key))
+        tables.append(StreamTable(stream.name, stream.namespace, key))
     return tables
 
 

@@ -12,13 +12,20 @@ Usage::
     child = ReadCounters.open("/tmp/run.counters", ["users", "orders"])        # child
     slot = child.slot("orders")
     child.add(slot)                                                           # once per record
+    child.mark_first_checkpoint()                                             # at the first commit asked
     counters.read("orders"), counters.total()                                  # parent, any time
+    counters.first_checkpoint_at()                                             # time.time() of that, or None
+
+One slot past the streams' holds when the sync first asked for a checkpoint (microseconds since
+the epoch): the end of its first slice, with slice checkpoints. The parent compares it with the
+time the STATE of that checkpoint reached it, which is what the sync's first commit costs.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import time
 from collections.abc import Sequence
 
 SLOT_BYTES = 8
@@ -34,19 +41,21 @@ class ReadCounters:
         self._map = handle
         self._view = memoryview(handle).cast("q")
         self._local = [0] * len(self.streams)  # the writer's own copies: no read-modify-write on the map
+        self._first_checkpoint = len(self.streams)  # the slot after the streams'
+        self._marked = False
 
     @classmethod
     def create(cls, path: str, streams: Sequence[str]) -> ReadCounters:
         """A fresh file of zeroed counters (replacing any older one)."""
         with open(path, "wb") as handle:
-            handle.write(b"\0" * (SLOT_BYTES * max(1, len(streams))))
+            handle.write(b"\0" * (SLOT_BYTES * _slots(streams)))
         return cls.open(path, streams)
 
     @classmethod
     def open(cls, path: str, streams: Sequence[str]) -> ReadCounters:
         fd = os.open(path, os.O_RDWR)
         try:
-            handle = mmap.mmap(fd, SLOT_BYTES * max(1, len(streams)))
+            handle = mmap.mmap(fd, SLOT_BYTES * _slots(streams))
         finally:
             os.close(fd)
         return cls(path, streams, handle)
@@ -62,6 +71,17 @@ class ReadCounters:
             self._local[slot] = value
             self._view[slot] = value
 
+    def mark_first_checkpoint(self) -> None:
+        """Writer side: the sync asks for a checkpoint; the first time only, note when."""
+        if not self._marked:
+            self._marked = True
+            self._view[self._first_checkpoint] = int(time.time() * 1_000_000)
+
+    def first_checkpoint_at(self) -> float | None:
+        """When the sync first asked for a checkpoint (``time.time()``), or None if it did not."""
+        value = int(self._view[self._first_checkpoint])
+        return value / 1_000_000 if value else None
+
     def read(self, stream: str) -> int:
         slot = self.slot(stream)
         return int(self._view[slot]) if slot >= 0 else 0
@@ -75,3 +95,7 @@ class ReadCounters:
     def close(self) -> None:
         self._view.release()
         self._map.close()
+
+
+def _slots(streams: Sequence[str]) -> int:
+    return len(streams) + 1  # and the first checkpoint's time

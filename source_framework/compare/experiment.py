@@ -13,13 +13,14 @@ Per setting, in its own folder ``<workdir>/<setting>/``:
    repeated ones) and its records at risk (RECORD lines since the stream's last STATE).
 
 Rows, duplicates and missing rows of ``crash/`` against ``clean/`` are checked afterwards with
-Spark (``tables.TableDiff``), once all children are done, so no JVM of ours competes with the
-measured runs.
+Spark (``table_diff``), once all children are done, so no JVM of ours competes with the
+measured runs. Where a stream's table is, the Spark destination says: the one the children's
+``read`` built from the same arguments (``runtime.entrypoint.spark_destination``).
 
 Usage::
 
-    experiment = Experiment(workdir, script="main.py", config=config, catalog_path=k,
-                            streams=["users", "orders"], namespace="demo")
+    experiment = Experiment(workdir, script="main.py", source=source, config=config, catalog_path=k,
+                            tables=[StreamTable("users", None, ["id"]), StreamTable("orders", None, ["id"])])
     results = [experiment.run_setting(s, crash_at=0.5) for s in parse_intervals("none,1000")]
     experiment.check_tables(results, spark)
 """
@@ -31,12 +32,16 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
+from source_framework.compare.commits import CommitStats, commit_stats
 from source_framework.compare.runner import RunResult, SyncRunner
 from source_framework.compare.settings import Setting
-from source_framework.compare.tables import CommitStats, Diff, TableDiff, commit_stats
+from source_framework.compare.table_diff import Diff, diff_tables
+from source_framework.runtime.entrypoint import build_parser, spark_destination
+from source_framework.runtime.process import EXIT_OK
 
 logger = logging.getLogger("source_framework.compare")
 
@@ -67,10 +72,10 @@ class SettingResult:
 
 @dataclass
 class StreamTable:
-    """Where one configured stream's table is, and its key for the row check."""
+    """One configured stream as the destination knows it, and its key for the row check."""
 
     name: str
-    folder: str  # <namespace>/<name> under a warehouse
+    namespace: str | None  # the catalog's; None: the destination's default (the source's name)
     key: list[str]
 
 
@@ -81,6 +86,7 @@ class Experiment:
         self,
         workdir: str,
         script: str,
+        source: Any,
         config: Mapping[str, Any],
         catalog_path: str,
         tables: Sequence[StreamTable],
@@ -89,6 +95,7 @@ class Experiment:
     ) -> None:
         self.workdir = os.path.abspath(workdir)
         self.script = script
+        self.source = source
         self.config = dict(config)
         self.catalog_path = os.path.abspath(catalog_path)
         self.tables = list(tables)
@@ -104,7 +111,10 @@ class Experiment:
         try:
             logger.info("setting %s: uninterrupted sync", setting.label)
             clean = _completed(runner.run_ours("clean", self._read_args(config_path, folder, "clean")))
-            commits = sum((commit_stats(self._table(folder, "clean", t)) for t in self.tables), CommitStats())
+            with closing(self.read_destination(setting, folder, "clean")) as destination:
+                commits = sum(
+                    (commit_stats(destination.committed_table(t.namespace, t.name)) for t in self.tables), CommitStats()
+                )
             result = SettingResult(setting, clean, commits, folder=folder)
             if crash_at is not None and clean.records > 0:
                 result.crash = self._crash_and_resume(runner, config_path, folder, clean, crash_at)
@@ -132,21 +142,24 @@ class Experiment:
 
     def check_tables(self, results: Sequence[SettingResult], spark: Any) -> None:
         """Rows, duplicates and missing rows of each crash-and-resume table against the clean one."""
-        differ = TableDiff(spark)
         for result in results:
             if result.crash is None:
                 continue
-            for table in self.tables:
-                result.per_stream_diff[table.name] = differ.compare(
-                    self._table(result.folder, "clean", table), self._table(result.folder, "crash", table), table.key
-                )
+            with closing(self.read_destination(result.setting, result.folder, "clean")) as clean, \
+                    closing(self.read_destination(result.setting, result.folder, "crash")) as crash:
+                for table in self.tables:
+                    result.per_stream_diff[table.name] = diff_tables(
+                        clean.committed_table(table.namespace, table.name, spark),
+                        crash.committed_table(table.namespace, table.name, spark),
+                        table.key,
+                    )
             result.crash.diff = sum(result.per_stream_diff.values(), Diff(0, 0, 0, 0))
 
     # --- helpers ------------------------------------------------------------------------------
 
     def _write_config(self, folder: str, setting: Setting) -> str:
         os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, "config.json")
+        path = _config_path(folder)
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # secrets: owner only
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(setting.apply(self.config), handle)
@@ -159,13 +172,19 @@ class Experiment:
             args += ["--spark-master", self.spark_master]
         return args
 
-    @staticmethod
-    def _table(folder: str, warehouse: str, table: StreamTable) -> str:
-        return os.path.join(folder, warehouse, table.folder)
+    def read_destination(self, setting: Setting, folder: str, warehouse: str) -> Any:
+        """The Spark destination the children's ``read`` into ``<folder>/<warehouse>`` wrote to: built
+        by the same function from the same arguments, so it finds the tables where they are."""
+        parsed = build_parser().parse_args(self._read_args(_config_path(folder), folder, warehouse))
+        return spark_destination(self.source, setting.apply(self.config), parsed)
+
+
+def _config_path(folder: str) -> str:
+    return os.path.join(folder, "config.json")
 
 
 def _completed(run: RunResult) -> RunResult:
-    if run.returncode != 0 and not run.killed:
+    if run.returncode != EXIT_OK and not run.killed:
         raise RunFailed(
             f"the '{run.name}' run exited with code {run.returncode}; the end of its stderr "
             f"({run.stderr_path}):\n{run.stderr_tail()}"

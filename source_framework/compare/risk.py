@@ -41,6 +41,7 @@ class ScheduleTracker:
         self.last_states: dict[str, dict[str, Any]] = {}  # stream -> the STATE message's "state" object
         self._last_value: dict[str, Any] = {}
         self.first_state_at: float | None = None  # time.perf_counter() when the first STATE arrived
+        self.first_state_wall: float | None = None  # time.time() then (compared with the child's clock)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -58,7 +59,7 @@ class ScheduleTracker:
         """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen)."""
         self.sample(reads)
         if self.first_state_at is None:
-            self.first_state_at = time.perf_counter()
+            self.first_state_at, self.first_state_wall = time.perf_counter(), time.time()
         self.states += 1
         value = (state.get("stream") or {}).get("stream_state")
         if stream in self._last_value and self._last_value[stream] == value:

@@ -35,6 +35,7 @@ import orjson
 
 from source_framework.compare.counters import ReadCounters
 from source_framework.compare.risk import ScheduleTracker
+from source_framework.runtime.process import EXIT_OK
 
 KILL_POLL_SECONDS = 0.002  # how often the counters are checked while a kill is pending
 _RECORD_PREFIX = b'{"type":"RECORD","record":{"stream":"'
@@ -58,10 +59,14 @@ class RunResult:
     last_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     stderr_path: str = ""
     first_state_seconds: float | None = None  # from the process's start to its first STATE line
+    #: from the moment the sync first asked for a checkpoint (its first slice's end, at slice
+    #: checkpoints) to that STATE line: what the first commit costs (ours only)
+    first_commit_seconds: float | None = None
+    first_state_wall: float | None = None  # time.time() when the first STATE line arrived
 
     @property
     def ok(self) -> bool:
-        return self.killed or self.returncode == 0
+        return self.killed or self.returncode == EXIT_OK
 
     @property
     def records_per_second(self) -> float:
@@ -95,7 +100,11 @@ class SyncRunner:
             self.script, *read_args,
         ]
         try:
-            return self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after)
+            run = self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after)
+            asked = counters.first_checkpoint_at()
+            if asked is not None and run.first_state_wall is not None:
+                run.first_commit_seconds = max(0.0, run.first_state_wall - asked)
+            return run
         finally:
             counters.close()
 
@@ -158,6 +167,7 @@ class SyncRunner:
             last_states=tracker.last_states,
             stderr_path=stderr_path,
             first_state_seconds=None if tracker.first_state_at is None else tracker.first_state_at - started,
+            first_state_wall=tracker.first_state_wall,
         )
 
 

@@ -4,6 +4,8 @@ Runs ``main.py read`` twice as a user would (separate processes, the embedded de
 each), saving the last STATE per stream in between. Before the second sync the demo API's data
 moves on one generation (some users, orders and products are updated), so the incremental sync
 has something to find. Then it prints where the tables are, their row counts and the state.
+Where a table is, and how one is deleted, only the Spark destination says: the walkthrough asks
+the one ``read`` builds from the same arguments.
 
     python -m source_framework.demo.walkthrough [--records 20000] [--warehouse ./warehouse]
 """
@@ -13,13 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
+from contextlib import closing
 from typing import Any
 
 from source_framework.demo.source import DemoSource
+from source_framework.runtime.process import EXIT_OK
 
 
 def configured_catalog() -> dict[str, Any]:
@@ -76,22 +79,39 @@ def _main_py() -> str:
     return candidate if os.path.exists(candidate) else os.path.join(here, "__main__.py")
 
 
-def table_summary(warehouse: str, streams: list[str]) -> list[dict[str, Any]]:
-    from source_framework.destinations.spark.layout import table_path
+def read_destination(config_path: str, catalog_path: str) -> Any:
+    """The Spark destination ``main.py read --config <config_path> --catalog <catalog_path>`` writes
+    with, built by ``read``'s own function. Close it after use."""
+    from source_framework.runtime.entrypoint import build_parser, spark_destination
+
+    with open(config_path) as handle:
+        config = json.load(handle)
+    return spark_destination(DemoSource(), config, build_parser().parse_args(["read", "--config", config_path, "--catalog", catalog_path]))
+
+
+def delete_tables(destination: Any, streams: list[str]) -> None:
+    """A demo starts from nothing: each stream's table deleted as ``state reset --tables`` deletes it,
+    under the table's lock (a sync still writing it stops this) and the log first."""
+    for name in streams:
+        destination.lock(None, name, purpose="demo walkthrough")
+        destination.delete_table(None, name)
+
+
+def table_summary(destination: Any, streams: list[str]) -> list[dict[str, Any]]:
     from source_framework.destinations.spark.session import get_spark
 
     spark = get_spark("local[2]")
     rows = []
     for name in streams:
-        path = table_path(warehouse, "demo", name)
-        frame = spark.read.parquet(path)
+        table = destination.committed_table(None, name, spark)
+        frame = table.read()
         rows.append(
             {
                 "stream": name,
                 "rows": frame.count(),
                 "distinct ids": frame.select("id").distinct().count(),
                 "syncs": frame.select("_sf_sync_id").distinct().count(),
-                "path": path,
+                "path": table.path,
             }
         )
     spark.stop()
@@ -109,7 +129,6 @@ def main(argv: list[str] | None = None) -> int:
     workdir = os.path.abspath(options.workdir)
     warehouse = os.path.abspath(options.warehouse)
     os.makedirs(workdir, exist_ok=True)
-    shutil.rmtree(os.path.join(warehouse, "demo"), ignore_errors=True)  # a demo starts from nothing
 
     def config(generation: int) -> str:
         path = os.path.join(workdir, f"config_generation{generation}.json")
@@ -134,29 +153,34 @@ def main(argv: list[str] | None = None) -> int:
     with open(catalog_path, "w") as handle:
         json.dump(catalog, handle, indent=2)
     state_path = os.path.join(workdir, "state.json")
+    streams = [entry["stream"]["name"] for entry in catalog["streams"]]
+    first_config, second_config = config(0), config(1)
+    with closing(read_destination(first_config, catalog_path)) as destination:
+        delete_tables(destination, streams)
 
-    first = run_sync("full sync", ["--config", config(0), "--catalog", catalog_path, "--quiet"], workdir)
+    first = run_sync("full sync", ["--config", first_config, "--catalog", catalog_path, "--quiet"], workdir)
     with open(state_path, "w") as handle:
         json.dump(list(first.values()), handle, indent=2)
     second = run_sync(
         "incremental sync (the API has updated some records since)",
-        ["--config", config(1), "--catalog", catalog_path, "--state", state_path, "--quiet"],
+        ["--config", second_config, "--catalog", catalog_path, "--state", state_path, "--quiet"],
         workdir,
     )
     final = {**first, **second}
     with open(state_path, "w") as handle:
         json.dump(list(final.values()), handle, indent=2)
 
-    streams = [entry["stream"]["name"] for entry in catalog["streams"]]
-    print(f"\n== tables under {warehouse}/demo")
+    print(f"\n== tables under {warehouse}")
     print(f"   {'stream':<14} {'rows':>8} {'distinct ids':>13} {'syncs':>6}  path")
-    for row in table_summary(warehouse, streams):
+    with closing(read_destination(second_config, catalog_path)) as destination:
+        summary = table_summary(destination, streams)
+    for row in summary:
         print(f"   {row['stream']:<14} {row['rows']:>8} {row['distinct ids']:>13} {row['syncs']:>6}  {row['path']}")
     print(f"\n== final state ({state_path})")
     for name, state in final.items():
         print(f"   {name:<14} {json.dumps(state['stream']['stream_state'])[:100]}")
     print(f"\nmain job finished in {time.monotonic() - started:.1f}s")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

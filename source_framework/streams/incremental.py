@@ -93,8 +93,9 @@ class IncrementalHttpStream(HttpStream, ABC):
     json_schema: Mapping[str, Any] | None = None
     concurrency_safe: bool = True
 
-    #: What the runtime and these bases read from a stream class; a new attribute close to one of
-    #: these is taken for a misspelling.
+    #: What the runtime and these bases read from a stream class, and airbyte-cdk's ``HttpStream``
+    #: declares for it (``page_size``, ``url_base``); a new attribute close to one of these is taken
+    #: for a misspelling.
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
         "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",

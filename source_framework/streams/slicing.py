@@ -34,6 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import (
     Any,
+    final,
 )
 
 from airbyte_cdk.models import SyncMode
@@ -84,6 +85,7 @@ class DateWindowStream(IncrementalHttpStream, ABC):
         self.start_date = parse_datetime(start_date)
         self.end_date = parse_datetime(end_date) if end_date else None
 
+    @final
     def stream_slices(
         self,
         *,
@@ -92,7 +94,9 @@ class DateWindowStream(IncrementalHttpStream, ABC):
         stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[Mapping[str, Any] | None]:
         """A list, not a generator: windows cost no I/O, and a list tells the runtime how many
-        slices to expect (the progress display shows "slice 3/12")."""
+        slices to expect (the progress display shows "slice 3/12"). The framework's (``@final``):
+        the windows start from the committed cursor, which is what makes a resume exact; set
+        ``window_step``, ``lookback`` and ``start_date`` instead of overriding it."""
         start = self.start_date
         if sync_mode == SyncMode.incremental and self.cursor_value is not None:
             start = max(start, parse_datetime(str(self.cursor_value)) - self.lookback)
@@ -115,6 +119,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     def partitions(self) -> Iterable[Mapping[str, Any]]:
         """Yield one mapping per partition, e.g. ``{"store_id": 7}``."""
 
+    @final
     def stream_slices(
         self,
         *,
@@ -122,20 +127,31 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         cursor_field: list[str] | None = None,
         stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[Mapping[str, Any] | None]:
+        """One slice per partition, carrying the partition and where its cursor stands. The
+        framework's (``@final``): the runtime keys each checkpoint's boundary by the slice's
+        ``partition``; implement ``partitions()`` instead."""
         for partition in self.partitions():
             entry = self._cursors.get(partition_identity(partition))
             yield {"partition": dict(partition), "cursor_start": entry["value"] if entry else None}
 
+    @final
     def cursor_for(self, stream_slice: Mapping[str, Any] | None) -> Any:
         """Where the slice's partition starts: its cursor when the slice began (``None`` if none).
 
         Fixed for the whole slice, so offset or page-number pagination stays consistent while
-        the partition's cursor moves on with the records read.
+        the partition's cursor moves on with the records read. The framework's (``@final``):
+        call it from the request methods; do not override it.
         """
         return (stream_slice or {}).get("cursor_start")
 
-    @property
+    # mypy takes a final property for a read-only one and so objects to it over the base's
+    # writable ``state``; it still refuses a subclass's override of the pair, which is the point.
+    @property  # type: ignore[misc]
+    @final
     def state(self) -> MutableMapping[str, Any]:
+        """``{"states": [{"partition", "cursor"}]}``, airbyte-cdk's per-partition shape. The
+        framework's (``@final``, the setter with it): the runtime's state commands and resume
+        read and write this shape."""
         if not self._cursors:
             return {}
         return {

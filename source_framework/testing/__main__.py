@@ -19,13 +19,15 @@ import importlib.util
 import os
 import sys
 
+from source_framework.runtime.process import EXIT_BAD_INPUT
+
 
 def main(argv: list[str] | None = None) -> int:
     try:
         import pytest
     except ImportError:
         sys.stderr.write("error: the acceptance suites run with pytest: pip install 'source_framework[testing]'\n")
-        return 2
+        return EXIT_BAD_INPUT
     argv = list(sys.argv[1:] if argv is None else argv)
     pytest_args: list[str] = []
     if "--" in argv:

@@ -7,6 +7,7 @@
     reads.incremental_first(entry), reads.incremental_second(entry)
     reads.from_state(entry, state_list), reads.future_state(entry)
     reads.spark_first(entry, snapshot), reads.spark_rerun(entry, snapshot)  # (ReadOutput, snapshot)
+    reads.spark_destination(entry)       # the destination those two wrote with: where each table is
 
 Reads with ``--destination stdout`` answer questions about records and states; the two Spark
 reads (a first sync into a fresh warehouse, then a rerun from its final STATE) are the only
@@ -18,8 +19,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from typing import Any
 
+from source_framework.runtime.process import EXIT_OK
 from source_framework.testing.acceptance_config import (
     AcceptanceConfig,
     IncrementalEntry,
@@ -119,34 +122,35 @@ class AcceptanceReads:
 
     # --- Spark reads ------------------------------------------------------------------------
 
-    def _spark_read(self, tag: str, entry: IncrementalEntry, warehouse: str, state: list[Any] | None) -> ReadOutput:
+    def _spark_flags(self, entry: IncrementalEntry) -> list[str]:
+        """What the Spark reads of ``entry`` add to ``read``: the destination and where its tables go."""
+        extra = ["--spark-master", self.spark_master] if self.spark_master else []
+        return ["--destination", "spark", "--warehouse", self.spark_warehouse(entry), *extra]
+
+    def _spark_read(self, tag: str, entry: IncrementalEntry, state: list[Any] | None) -> ReadOutput:
         """A sync into Spark tables. In this process when a Spark session already runs here (the
         suite's ``spark`` fixture) and the connector needs no environment of its own: the same
         command line and runtime, without starting a JVM per sync; else as a subprocess."""
-        extra = ["--spark-master", self.spark_master] if self.spark_master else []
         catalog = self.catalog(entry)
         if _spark_runs_here() and not self.runner.env:
-            return self._spark_read_in_process(tag, entry, catalog, warehouse, state, extra)
+            return self._spark_read_in_process(tag, entry, catalog, state)
         args = ["read", "--config", entry.config_path, "--catalog", self.runner.write_json("catalog", catalog)]
         if state is not None:
             args += ["--state", self.runner.write_json("state", state)]
-        args += ["--destination", "spark", "--warehouse", warehouse, *extra]
+        args += self._spark_flags(entry)
         return self.runner.run(args, timeout=entry.timeout_seconds, label=f"{tag} ({entry.id})")
 
     def _spark_read_in_process(
-        self, tag: str, entry: IncrementalEntry, catalog: Mapping[str, Any], warehouse: str, state: list[Any] | None,
-        extra: list[str],
+        self, tag: str, entry: IncrementalEntry, catalog: Mapping[str, Any], state: list[Any] | None
     ) -> ReadOutput:
         from source_framework.testing.in_process import read
 
-        with open(entry.config_path, encoding="utf-8") as handle:
-            config = json.load(handle)
         output = read(
-            self.runner.connector.load_source(), config, catalog, state,
-            args=["--destination", "spark", "--warehouse", warehouse, *extra], workdir=self.runner.workdir,
+            self.runner.connector.load_source(), _load_json(entry.config_path), catalog, state,
+            args=self._spark_flags(entry), workdir=self.runner.workdir,
         )
         output.label = f"{tag} ({entry.id}, in this process)"
-        if output.returncode != 0:
+        if output.returncode != EXIT_OK:
             errors = [m["trace"]["error"].get("message") for m in output.messages
                       if m.get("type") == "TRACE" and m.get("trace", {}).get("type") == "ERROR"]
             raise ConnectorRunError(f"{output.label} exited with {output.returncode}: {errors}")
@@ -155,30 +159,46 @@ class AcceptanceReads:
     def spark_warehouse(self, entry: IncrementalEntry) -> str:
         return os.path.join(self.runner.workdir, "warehouse-" + entry.id.replace(":", "-").replace(".", "-"))
 
-    def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> tuple[ReadOutput, Any]:
-        """The first sync into a fresh warehouse, and ``snapshot(warehouse)`` taken right after it."""
-        warehouse = self.spark_warehouse(entry)
+    def spark_destination(self, entry: IncrementalEntry) -> Any:
+        """The Spark destination the Spark reads of ``entry`` write with, built by ``read``'s own
+        function (``runtime.entrypoint.spark_destination``) from the same config and flags: it alone
+        says where a stream's table is. Close it after use."""
+        from source_framework.runtime.entrypoint import build_parser, spark_destination
+
+        # The catalog does not place tables; read's parser wants one all the same.
+        argv = ["read", "--config", entry.config_path, "--catalog", os.devnull, *self._spark_flags(entry)]
+        source = self.runner.connector.load_source()
+        return spark_destination(source, _load_json(entry.config_path), build_parser().parse_args(argv))
+
+    def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
+        """The first sync into a fresh warehouse, and ``snapshot(destination)`` taken right after it."""
 
         def run() -> tuple[ReadOutput, Any]:
-            output = self._spark_read("first sync into Spark", entry, warehouse, None)
-            return output, snapshot(warehouse)
+            output = self._spark_read("first sync into Spark", entry, None)
+            with closing(self.spark_destination(entry)) as destination:
+                return output, snapshot(destination)
 
         return self._once(("spark first", entry.id), run)
 
-    def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[str], Any]) -> tuple[ReadOutput, Any]:
+    def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
         """A rerun from the first sync's final STATEs into the same warehouse, and its snapshot."""
-        warehouse = self.spark_warehouse(entry)
         first, _ = self.spark_first(entry, snapshot)
 
         def run() -> tuple[ReadOutput, Any]:
-            output = self._spark_read("rerun into Spark", entry, warehouse, first.final_state_list())
-            return output, snapshot(warehouse)
+            output = self._spark_read("rerun into Spark", entry, first.final_state_list())
+            with closing(self.spark_destination(entry)) as destination:
+                return output, snapshot(destination)
 
         return self._once(("spark rerun", entry.id), run)
 
     def cached(self, key: tuple[Any, ...], make: Any) -> Any:
         """Remember any other value (e.g. table snapshots) for the test class."""
         return self._once(key, make)
+
+
+def _load_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def _spark_runs_here() -> bool:

@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from source_framework.runtime.process import EXIT_BAD_INPUT
+
 
 @dataclass(frozen=True)
 class ConnectorReference:
@@ -106,7 +108,7 @@ def main(argv: list[str]) -> None:
 
     if not argv or ":" not in argv[0]:
         sys.stderr.write("usage: python -m source_framework.testing.connector_reference module:Class <command> [args]\n")
-        sys.exit(2)
+        sys.exit(EXIT_BAD_INPUT)
     launch(_load_class(argv[0])(), argv[1:])
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
+from source_framework.runtime.process import EXIT_OK
 from source_framework.testing.connector_reference import ConnectorReference
 
 STDERR_TAIL_LINES = 40
@@ -140,7 +141,7 @@ class ConnectorRunner:
                 ) from None
             messages.append(message)
         output = ReadOutput(list(command), process.returncode, messages, stderr, seconds, label)
-        if process.returncode != 0:
+        if process.returncode != EXIT_OK:
             errors = [
                 m["trace"]["error"].get("message")
                 for m in messages

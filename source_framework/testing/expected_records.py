@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 
+from source_framework.runtime.process import EXIT_OK
 from source_framework.testing.catalogs import (
     as_full_refresh,
     from_discovered,
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in stream_names(catalog):
         for message in spread([m for m in read.record_messages() if m["stream"] == name], options.per_stream):
             sys.stdout.write(json.dumps({"stream": name, "data": message["data"], "emitted_at": message["emitted_at"]}) + "\n")
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -237,7 +237,8 @@ class AcceptanceSuite:
         """After a sync into Spark, each table holds exactly the records the source produced."""
         self._skip_unless_spark()
         streams = stream_infos(acceptance_reads.catalog(entry))
-        _, tables = acceptance_reads.spark_first(entry, lambda wh: read_tables(acceptance_spark, wh, streams))
+        snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
+        _, tables = acceptance_reads.spark_first(entry, snapshot)
         check_tables_equal_records(tables, acceptance_reads.reference_read(entry), streams)
 
     @for_section("incremental")
@@ -247,7 +248,7 @@ class AcceptanceSuite:
         """A second sync from the first one's final STATEs adds no rows to any table."""
         self._skip_unless_spark()
         streams = stream_infos(acceptance_reads.catalog(entry))
-        snapshot = lambda wh: read_tables(acceptance_spark, wh, streams)  # noqa: E731
+        snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
         _, before = acceptance_reads.spark_first(entry, snapshot)
         _, after = acceptance_reads.spark_rerun(entry, snapshot)
         check_rerun_adds_no_rows(before, after)

@@ -2,7 +2,7 @@
 
 ::
 
-    tables = read_tables(spark, warehouse, streams)          # {stream: Counter of rows}
+    tables = read_tables(spark, destination, streams)        # {stream: Counter of rows}
     check_tables_equal_records(tables, reference_read, streams)
     check_rerun_adds_no_rows(tables_before, tables_after)
 
@@ -16,19 +16,20 @@ says a record becomes a row: ``date-time`` strings are instants (a string withou
 UTC), ``date`` strings are dates, integers and numbers are numbers, objects and arrays are JSON
 (stored as JSON text), fields outside the schema are not in the table, and a value that does not
 fit its column is null. The ``_sf_*`` metadata columns are not compared.
+
+Where a stream's table is, only the Spark destination says (``destination`` is the one the read
+wrote with, e.g. ``AcceptanceReads.spark_destination``): a stream without a namespace lands in
+the source's folder, not in whichever folder holds a table of that name.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import json
-import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from source_framework.destinations.spark import layout
 from source_framework.testing.catalogs import StreamInfo
 from source_framework.testing.connector_runs import ReadOutput
 
@@ -38,22 +39,6 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 
 Row = tuple[tuple[str, Any], ...]
-
-
-# --- where the tables are -------------------------------------------------------------------
-
-
-def table_path(warehouse: str, stream: StreamInfo) -> str | None:
-    """``<warehouse>/<namespace or source name>/<stream>`` as the Spark destination lays tables out
-    (``destinations.spark.layout``); None when there is no such folder."""
-    if stream.namespace:
-        path = layout.table_path(warehouse, stream.namespace, stream.name)
-        return path if os.path.isdir(path) else None
-    pattern = os.path.join(glob.escape(warehouse), "*", glob.escape(layout.encode_name(stream.name)))
-    found = [p for p in glob.glob(pattern) if os.path.isdir(p)]
-    if len(found) > 1:
-        raise AssertionError(f"stream '{stream.name}' has several tables in {warehouse}: {found}")
-    return found[0] if found else None
 
 
 # --- one comparable value per column ----------------------------------------------------------
@@ -183,19 +168,20 @@ def record_rows(records: Sequence[Mapping[str, Any]], stream: StreamInfo) -> Cou
 # --- reading the tables -----------------------------------------------------------------------
 
 
-def read_tables(spark: Any, warehouse: str, streams: Mapping[str, StreamInfo]) -> dict[str, Counter | None]:
-    """Each stream's table as a multiset of comparable rows (None when there is no table)."""
+def read_tables(spark: Any, destination: Any, streams: Mapping[str, StreamInfo]) -> dict[str, Counter | None]:
+    """Each stream's table, read with ``spark``, as a multiset of comparable rows (None when the
+    ``destination``, a ``SparkDestination``, has no commit in that stream's table)."""
     tables: dict[str, Counter | None] = {}
     for name, stream in streams.items():
-        path = table_path(warehouse, stream)
-        if path is None:
+        table = destination.committed_table(stream.namespace, stream.name, spark)
+        if table.last_checkpoint() is None:
             tables[name] = None
             continue
-        frame = spark.read.parquet(path)
+        frame = table.read()
         columns = _columns(stream)
         absent = [column for column, _ in columns if column not in frame.columns]
         if absent:
-            raise AssertionError(f"table {path} has no column(s) {absent} although the schema declares them")
+            raise AssertionError(f"table {table.path} has no column(s) {absent} although the schema declares them")
         rows = [row.asDict() for row in frame.select(*[c for c, _ in columns]).collect()] if columns else []
         tables[name] = Counter(_row(columns, row.get, _table_value) for row in rows)
     return tables

@@ -62,11 +62,14 @@ class StreamBuffer(StreamSink):
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
+        # Whether this run's first commit replaces the table: known before the first job and
+        # kept here, so the reading thread never asks the writer, which the committer's thread owns.
+        self._replaces_table = writer.rebuilding
 
     # -- before reading: where the stream resumes ----------------------------------------------
 
     def committed(self) -> Iterator[CheckpointRecord]:
-        if self._writer.rebuilding:
+        if self._replaces_table:
             return iter(())  # a rebuild starts over: nothing in the table counts
         return self._writer.table.committed_checkpoints()
 
@@ -74,7 +77,8 @@ class StreamBuffer(StreamSink):
         return self._writer.table.pending_reset()
 
     def apply_reset(self, reset_id: str) -> None:
-        self._writer.rebuild_from_reset(reset_id)
+        self._writer.rebuild_from_reset(reset_id)  # before the first job: the writer is still ours
+        self._replaces_table = True
 
     def discard_reset(self, reset_id: str) -> None:
         self._writer.check_schema()  # the table stays: it must take the stream's schema
@@ -94,7 +98,7 @@ class StreamBuffer(StreamSink):
         return self._submit(state, notes)
 
     def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
-        if self._writer.target.destination_sync_mode == OVERWRITE or self._writer.rebuilding or self._holds_rows():
+        if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._holds_rows():
             return self._submit(state, notes)
         # Nothing left to write: the last commit's receipt already counts every row.
         return self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
@@ -139,6 +143,7 @@ class StreamBuffer(StreamSink):
         self._to_arrow()
         self._staged_since_commit = 0
         self._last_commit = self._committer.submit(self._job(state, notes, stage_only=False))
+        self._replaces_table = False  # that commit replaces it; the next ones add to it
         return self._last_commit
 
     def _submit_stage(self) -> None:

@@ -32,21 +32,35 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from source_framework.destinations.checkpoint_record import ResumeNotes
 
 logger = logging.getLogger("source_framework.spark")
 
 
+class JobWriter(Protocol):
+    """What applies a stream's jobs on the committer's thread (``TableWriter``)."""
+
+    name: str
+
+    def apply(self, jobs: list[CommitJob]) -> list[Any]: ...
+
+
 @dataclass
 class CommitJob:
-    """One checkpoint of one stream: what to write, and the state it covers."""
+    """One checkpoint of one stream: what to write, and the state it covers. The reading thread
+    builds it and lets go of it; from then on only the committer's thread touches it."""
 
-    writer: Any  # the stream's TableWriter: applies the job on the committer's thread
-    batches: list[Any]  # pyarrow Tables, typed by the buffer
+    writer: JobWriter  # the stream's TableWriter: applies the job on the committer's thread
+    batches: list[pa.Table]  # typed by the buffer (``arrow_conversion``)
     rows: int
     nbytes: int
     state: Mapping[str, Any] | None
-    notes: Any | None  # ResumeNotes
+    notes: ResumeNotes | None
     #: files written ahead for the stream's next checkpoint (a large slice), not a commit
     stage_only: bool = False
     future: Future[Any] = field(default_factory=Future)
