@@ -165,3 +165,27 @@ def test_auth_failure_fails_the_streams_with_a_config_error_and_no_secret(demo_a
     assert errors and errors[0]["failure_type"] == "config_error"
     assert "nope-not-the-key" not in run.stdout.decode() and "nope-not-the-key" not in run.stderr
     assert not run.of_type("STATE")
+
+
+def test_parquet_written_by_this_process_reads_as_spark_written_parquet(spark, tmp_path, demo_api):
+    """``destination.writer``: the files Arrow's writer makes here (the default with a local master)
+    and those Spark's writer makes give a reader the same table: schema, rows and values, in every
+    sync mode (``append_dedup`` merges with Spark either way)."""
+    overrides = {"orders": {"destination_sync_mode": "append_dedup"}}
+    catalog_path = write_json(tmp_path / "catalog.json", catalog(overrides=overrides))
+    tables = {}
+    for writer in ("arrow", "spark"):
+        warehouse = tmp_path / writer
+        config = config_for(demo_api, warehouse)
+        config["destination"]["writer"] = writer
+        run = run_in_process("read", "--config", write_json(tmp_path / f"{writer}.json", config), "--catalog", catalog_path)
+        assert run.returncode == 0, run.stderr
+        tables[writer] = {name: table(spark, warehouse, name) for name in STREAMS}
+    varying = {"_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint"}  # when, which run, which commit
+    for name in STREAMS:
+        arrow, spark_written = tables["arrow"][name], tables["spark"][name]
+        assert arrow.dtypes == spark_written.dtypes, name
+        columns = [c for c in arrow.columns if c not in varying]
+        rows = {writer: sorted(map(tuple, tables[writer][name].select(*columns).collect()), key=repr)
+                for writer in tables}
+        assert rows["arrow"] == rows["spark"] and rows["arrow"], name

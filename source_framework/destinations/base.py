@@ -116,9 +116,10 @@ class StreamSink(ABC):
 class Destination(ABC):
     """Opens one sink per stream; closed once at the end of ``read``."""
 
-    def reserve(self, streams: Iterable[tuple[str | None, str]]) -> None:
-        """Before any stream is read: take what the sync needs of each ``(namespace, stream)``
-        (the Spark tables' locks), so that a sync that cannot run fails before reading."""
+    def reserve(self, streams: Iterable[tuple[str | None, str, str]]) -> None:
+        """Before any stream is read: take what the sync needs of each ``(namespace, stream,
+        destination sync mode)`` (the Spark tables' locks), so that a sync that cannot run fails
+        before reading."""
 
     @abstractmethod
     def open_stream(self, target: StreamTarget) -> StreamSink: ...

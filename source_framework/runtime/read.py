@@ -53,10 +53,11 @@ from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.concurrency import ReadStopped, read_ahead, run_in_order
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
+from source_framework.runtime.process import gc_for_streaming
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
 from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE, StreamAdapter
-from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify
+from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify, placed_record
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
 if TYPE_CHECKING:
@@ -269,12 +270,7 @@ class StreamSync:
         """Act on a non-record item; return the record's data if it is a RECORD message."""
         classified = classify(item, self.name)
         if classified.kind == RECORD:
-            if classified.stream != self.name:
-                raise ValueError(
-                    f"stream '{self.name}' yielded a RECORD message for stream '{classified.stream}'; a stream's "
-                    f"records must name the stream itself (its table would not be the one the record belongs to)"
-                )
-            return classified.record
+            return placed_record(classified, self.name, self.adapter.namespace)
         if classified.kind == STATE:
             self._state_from_stream(classified)
             return None
@@ -464,8 +460,9 @@ def read_streams(
                                  destination, output, rebuild, progress, side_messages, state_as_given, concurrency, shared)
 
     result = ReadResult()
-    for together in _groups(catalog.streams, adapters):
-        result.streams += run_in_order([sync(c) for c in together], concurrency, shared.stop)
+    with gc_for_streaming():
+        for together in _groups(catalog.streams, adapters):
+            result.streams += run_in_order([sync(c) for c in together], concurrency, shared.stop)
     return result
 
 

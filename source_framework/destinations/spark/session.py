@@ -30,6 +30,11 @@ one. The client's packages (``grpcio``, ``zstandard``, ...) come with ``setup.py
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
@@ -79,11 +84,41 @@ def get_spark(
     # pyspark keeps one JVM gateway per process (``SparkContext._gateway``), even after
     # ``stop()``. Only launch one ourselves when none exists, or we would leak a JVM.
     if SparkContext._gateway is None:
-        gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": _STDERR_FD})
+        with _lower_priority_for_children():
+            gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": _STDERR_FD})
         SparkContext(conf=spark_conf, gateway=gateway)
     spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
     return spark
+
+
+#: The niceness the embedded JVM runs at (0-19; higher yields the CPU more readily).
+JVM_NICENESS = 10
+
+
+@contextmanager
+def _lower_priority_for_children() -> Iterator[None]:
+    """Start the JVM at a lower CPU priority than the reading thread.
+
+    Why: on a small machine (2 cores) the JVM's start-up and its jobs compete with the thread that
+    reads the API, and reading is what every STATE waits for. Linux gives each thread its own
+    niceness and a child process inherits its parent thread's, so this thread (the one that starts
+    Spark, never the reader) is niced while it launches the JVM, and the JVM and all its threads
+    run niced. Where that is not possible (no ``setpriority``), nothing changes."""
+    thread = threading.get_native_id()
+    try:
+        before = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, max(before, JVM_NICENESS))
+    except (AttributeError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            os.setpriority(os.PRIO_PROCESS, thread, before)
+        except OSError:  # an unprivileged thread cannot raise its priority back: it only starts Spark
+            pass
 
 
 def _conf_value(value: object) -> str:

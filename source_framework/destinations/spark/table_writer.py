@@ -80,6 +80,12 @@ class TableWriter:
         self.rows = 0  # rows they published
 
     @property
+    def needs_spark(self) -> bool:
+        """This run's commits need Spark itself, not only Parquet files: a merge, a rewrite, or a
+        table Spark writes."""
+        return self._mode == APPEND_DEDUP or self._rewrite_next or not self.table.arrow_writes
+
+    @property
     def rebuilding(self) -> bool:
         """This run's first commit replaces the table (nothing in it counts for resuming)."""
         return self._replace_next

@@ -1,0 +1,56 @@
+"""The benchmark's report: each target applies where the speed issue sets it, met or missed."""
+
+from bench.cases import Measurement
+from bench.report import BenchReport
+
+
+def measurement(case, records_per_second, records=1_000_000, python=300.0, jvm=0.0, first_state=None, first_commit=None):
+    return Measurement(case=case, records=records, seconds=records / records_per_second, process_seconds=0.0,
+                       python_peak_mb=python, jvm_peak_mb=jvm,
+                       extra={"first_state_after_start_s": first_state, "first_commit_s": first_commit})
+
+
+def report(cases, records=1_000_000, latency_ms=0, spark_master="local[*]"):
+    return BenchReport(records, {case: [m] for case, m in cases.items()}, {},
+                       {"latency_ms": latency_ms, "spark_master": spark_master, "streams": ["orders"]})
+
+
+def ratio(rep, name):
+    return next(r for r in rep.ratios() if r["name"] == name)
+
+
+def test_cpu_bound_targets_depend_on_the_record_count():
+    cases = {"framework-null": measurement("framework-null", 160_000),
+             "full-slice-c1": measurement("full-slice-c1", 120_000, first_state=4.0),
+             "full-100": measurement("full-100", 110_000)}
+    large = report(cases)
+    into_spark = ratio(large, "full sync @ slice / (1) our read, dropped")
+    assert into_spark["target"] == 0.85 and into_spark["met"] is False  # 0.75
+    assert ratio(large, "full sync @ 100 / full sync @ slice")["met"] is True  # 0.917 >= 0.9
+    checks = {c["name"]: c for c in large.checks()}
+    assert checks["(1) our read, dropped: records/s"]["met"] is True
+    assert checks["full-slice-c1: first STATE s after start"]["met"] is True
+    small = report({name: measurement(name, m.records_per_second, records=200_000) for name, m in cases.items()},
+                   records=200_000)
+    assert ratio(small, "full sync @ slice / (1) our read, dropped") == {
+        "name": "full sync @ slice / (1) our read, dropped", "value": 0.75, "target": 0.6, "met": True}
+    assert "(1) our read, dropped: records/s" not in {c["name"] for c in small.checks()}
+
+
+def test_latency_targets_apply_only_with_a_waiting_api():
+    cases = {"full-slice-c1": measurement("full-slice-c1", 1_000), "full-slice-c8": measurement("full-slice-c8", 5_000),
+             "cdk-declarative-c8": measurement("cdk-declarative-c8", 3_000)}
+    slow = report(cases, latency_ms=100)
+    assert ratio(slow, "full sync, concurrency 8 / concurrency 1")["met"] is False  # 5 < 6
+    assert ratio(slow, "full sync, concurrency 8 / airbyte-cdk declarative, concurrency 8")["met"] is True
+    fast = report(cases)
+    assert ratio(fast, "full sync, concurrency 8 / concurrency 1")["target"] is None
+
+
+def test_memory_is_judged_on_concurrency_8_and_connect_on_the_first_commit():
+    cases = {"full-slice-c1": measurement("full-slice-c1", 1_000, python=900, jvm=900),
+             "full-slice-c8": measurement("full-slice-c8", 5_000, python=400, jvm=800, first_commit=1.4)}
+    checks = {c["name"]: c for c in report(cases, spark_master="sc://localhost:15002").checks()}
+    assert checks["peak memory of a full sync, MB (Python + JVM)"]["value"] == 1200  # c8 only, not c1's 1800
+    assert checks["full-slice-c8: first commit s"]["met"] is False
+    assert "full-slice-c8: first STATE s after start" not in checks
