@@ -16,15 +16,20 @@ READY_PREFIX = "demo API listening on "
 
 
 class DemoApiProcess:
-    def __init__(self, records: int, api_key: str, seed: int = 42, python: str = sys.executable, delay_ms: int = 0) -> None:
+    def __init__(
+        self, records: int, api_key: str, seed: int = 42, python: str = sys.executable, delay_ms: int = 0,
+        cache_pages: bool = False,
+    ) -> None:
         self.records, self.api_key, self.seed, self.python = records, api_key, seed, python
         self.delay_ms = delay_ms  # latency added to each data request (a slow API)
+        self.cache_pages = cache_pages  # pages served from memory once seen (the warm-up pass sees them all)
         self.url = ""
         self._process: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
         return [self.python, "-m", "source_framework.demo.api", "--port", "0", "--records", str(self.records),
-                "--seed", str(self.seed), "--api-key", self.api_key, "--delay-ms", str(self.delay_ms)]
+                "--seed", str(self.seed), "--api-key", self.api_key, "--delay-ms", str(self.delay_ms),
+                *(["--cache-pages"] if self.cache_pages else [])]
 
     def start(self) -> DemoApiProcess:
         self._process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

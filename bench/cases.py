@@ -183,6 +183,9 @@ def all_cases(spark_master: str | None = None, concurrency: tuple[int, ...] = (1
         WorkerCase("bare-requests", "(3) bare requests + orjson loop"),
     ]
     for n in concurrency:
+        if n > 1:  # framework-null itself reads one slice at a time
+            cases.append(WorkerCase(f"framework-null-c{n}", f"(1) our read, records dropped, concurrency {n}",
+                                    concurrency=n, worker="framework-null"))
         cases.append(WorkerCase(f"cdk-declarative-c{n}", f"(2b) airbyte-cdk declarative manifest, concurrency {n}, to /dev/null",
                                 concurrency=n, worker="cdk-declarative"))
     for n in concurrency:

@@ -57,6 +57,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--page-size", type=int, default=1000, help="records per API page (1-1000, default 1000)")
     parser.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in all_cases()))
     parser.add_argument("--latency-ms", type=int, default=0, help="the API waits this long before each page (default 0)")
+    parser.add_argument("--generate-pages", action="store_true",
+                        help="the API builds every page anew (default: pages are served from memory once the warm-up "
+                             "pass has seen them, so the API answers at once and the client is what is measured)")
     parser.add_argument("--concurrency", default="1,4,8",
                         help="concurrency levels of the -c<N> cases (ours and airbyte-cdk's declarative; default 1,4,8)")
     parser.add_argument("--spark-master", help="Spark master for the full syncs (default: the runtime's, local[*])")
@@ -103,7 +106,7 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
     os.makedirs(workdir, exist_ok=True)
     measurements: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     log(f"starting the demo API with {records:,} records")
-    with DemoApiProcess(records=records, api_key=API_KEY, delay_ms=args.latency_ms) as api:
+    with DemoApiProcess(records=records, api_key=API_KEY, delay_ms=args.latency_ms, cache_pages=not args.generate_pages) as api:
         env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size),
                        catalog_path=write_catalog(workdir, streams), streams=streams)
         log("warm-up: one bare pass over the pages (not counted)")
@@ -117,7 +120,7 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
                 log(f"rep {repetition + 1}/{args.repeat} {case.name:<15} {measurement.records_per_second:>10,.0f} rec/s "
                     f"({measurement.records:,} records, {measurement.seconds:.2f}s; process {time.perf_counter() - started:.1f}s)")
     settings = {"streams": streams, "page_size": args.page_size, "repeat": args.repeat, "cpus": os.cpu_count(),
-                "latency_ms": args.latency_ms,
+                "latency_ms": args.latency_ms, "pages_cached": not args.generate_pages,
                 "spark_master": args.spark_master or "local[*]", "workdir": workdir}
     return BenchReport(records, measurements, {c.name: c.label for c in cases}, settings)
 

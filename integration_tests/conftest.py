@@ -23,6 +23,19 @@ API_KEY = "it-secret-key-5b1e9"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+#: The longest test files, started first: the two test workers (pytest.ini) then share out the rest
+#: while one of them runs these, instead of one worker starting the crash test last and alone.
+LONGEST_FIRST = ("test_crash_recovery.py", "test_spark_cluster.py", "test_compare_checkpoints.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every other test keeps its place
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The test run's one Spark session: a reader separate from the syncs' own sessions."""

@@ -45,6 +45,8 @@ def test_latency_targets_apply_only_with_a_waiting_api():
     assert ratio(slow, "full sync, concurrency 8 / airbyte-cdk declarative, concurrency 8")["met"] is True
     fast = report(cases)
     assert ratio(fast, "full sync, concurrency 8 / concurrency 1")["target"] is None
+    slow_first_state = report({"full-slice-c1": measurement("full-slice-c1", 1_000, first_state=11.0)}, latency_ms=100)
+    assert not [c for c in slow_first_state.checks() if "first STATE" in c["name"]]  # the slice's pages come first
 
 
 def test_memory_is_judged_on_concurrency_8_and_connect_on_the_first_commit():

@@ -395,3 +395,18 @@ def test_command_line_serves_the_same_bytes_and_stops_on_sigterm(session):
             process.wait()
         process.stdout.close()
         process.stderr.close()
+
+
+def test_a_caching_api_serves_the_same_page_until_data_changes():
+    import requests
+
+    from source_framework.demo.api import DemoApi
+
+    with DemoApi(records=300, api_key="k", cache_pages=True).start() as api:
+        headers = {"Authorization": "Bearer k"}
+        get = lambda: requests.get(f"{api.url}/users", params={"limit": 50}, headers=headers, timeout=10)  # noqa: E731
+        first, again = get(), get()
+        assert first.content == again.content and len(first.json()["data"]) == 50
+        touched = api.touch("users", 300)
+        changed = get().json()["data"]
+        assert {r["id"] for r in changed} & set(touched) and get().json()["data"] != first.json()["data"]

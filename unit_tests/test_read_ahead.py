@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from source_framework.runtime.concurrency import CHUNK, ReadStopped, read_ahead, run_in_order
+from source_framework.runtime.concurrency import CHUNK, ReadStopped, SparePermitPages, read_ahead, run_in_order
 from source_framework.runtime.stream_adapters import SliceRead
 from unit_tests.conftest import ConditionWaits
 
@@ -22,7 +22,8 @@ class ListSlice(SliceRead):
         self.threads = set()
         self.closed_in = None
 
-    def items(self):
+    def items(self, pages=None):
+        self.pages = pages
         for item in self._produce():
             self.threads.add(threading.get_ident())
             yield item
@@ -253,3 +254,56 @@ def test_only_streams_that_share_nothing_are_grouped_to_be_synced_at_once():
     configured = [SimpleNamespace(stream=SimpleNamespace(name=name)) for name in alongside]
     groups = [[entry.stream.name for entry in group] for group in _groups(configured, adapters)]
     assert groups == [["a", "b"], ["c"], ["d"], ["e"], ["f"], ["g", "h"]]
+
+
+# -- a slice's pages at once ---------------------------------------------------------------------
+
+
+def test_a_worker_lends_its_slice_pages_and_one_read_in_the_loop_lends_none():
+    slices = [ListSlice("a", lambda: iter([1]))]
+    assert consume(read_ahead(slices, workers=1)) == [("a", 1)] and slices[0].pages is None
+    slices = [ListSlice("a", lambda: iter([1]))]
+    assert consume(read_ahead(slices, workers=2, permits=threading.Semaphore(2))) == [("a", 1)]
+    assert isinstance(slices[0].pages, SparePermitPages)
+
+
+def test_pages_come_in_order_and_spare_permits_fetch_them_at_once():
+    permits = threading.Semaphore(3)
+    permits.acquire()  # the worker's own, as read_ahead's worker holds it
+    at_once, lock, most = [0], threading.Lock(), [0]
+    release = threading.Event()
+
+    def fetch(page):
+        with lock:
+            at_once[0] += 1
+            most[0] = max(most[0], at_once[0])
+            if at_once[0] == 3:
+                release.set()  # three at once: the most there may be
+        release.wait(5)
+        with lock:
+            at_once[0] -= 1
+        return [page * 10, page * 10 + 1]
+
+    results = SparePermitPages(permits, most=8).map_in_order(fetch, range(1, 7))
+    assert list(results) == [[10, 11], [20, 21], [30, 31], [40, 41], [50, 51], [60, 61]]
+    assert most[0] == 3  # its own permit and the two spare ones, never more
+    assert permits.acquire(blocking=False) and permits.acquire(blocking=False)  # the spare ones came back
+    assert not permits.acquire(blocking=False)
+
+
+def test_with_no_spare_permit_pages_are_fetched_one_after_another_and_a_failure_lands_in_its_place():
+    permits = threading.Semaphore(1)
+    permits.acquire()  # the worker's own: no other is free
+    seen = []
+
+    def fetch(page):
+        seen.append(page)
+        if page == 3:
+            raise OSError("page 3 failed")
+        return page
+
+    results = SparePermitPages(permits, most=4).map_in_order(fetch, range(1, 6))
+    assert next(results) == 1 and next(results) == 2
+    with pytest.raises(OSError, match="page 3 failed"):
+        next(results)
+    assert seen == [1, 2, 3]  # one at a time: page 4 was not asked for before page 3 was taken

@@ -136,7 +136,7 @@ def committer():
 
 def test_the_buffer_turns_records_into_jobs_and_returns_their_futures(committer):
     table = FakeTable()
-    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, "sync-1", stage_rows=10)
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=10)
     for i in range(25):
         buffer.write({"id": i, "n": i})
     receipt = buffer.commit({"n": 24}, ResumeNotes(start_state={})).result(5)
@@ -152,13 +152,13 @@ def test_a_rebuild_replaces_the_table_once_even_with_nothing_to_write(committer)
     """The buffer knows on its own thread whether the run's first commit replaces the table: a
     rebuild with no records still replaces it at the end; after a replacing commit, nothing more."""
     empty = FakeTable()
-    buffer = StreamBuffer(TableWriter(empty, target(rebuild=True), SCHEMA), committer, "sync-1")
+    buffer = StreamBuffer(TableWriter(empty, target(rebuild=True), SCHEMA), committer)
     assert list(buffer.committed()) == []  # a rebuild starts over: nothing in the table counts
     buffer.finish({"n": 0}).result(5)
     assert [(c["replace"], c["rows"]) for c in empty.commits] == [(True, 0)]
 
     table = FakeTable()
-    buffer = StreamBuffer(TableWriter(table, target(rebuild=True), SCHEMA), committer, "sync-1")
+    buffer = StreamBuffer(TableWriter(table, target(rebuild=True), SCHEMA), committer)
     buffer.write({"id": 1, "n": 1})
     buffer.commit({"n": 1}).result(5)
     buffer.finish({"n": 1}).result(5)

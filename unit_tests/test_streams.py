@@ -315,3 +315,55 @@ def test_the_misspelling_check_knows_only_attributes_a_base_declares():
 def test_the_framework_keeps_the_cursor_of_partitioned_streams_through_its_own_read_records():
     assert "read_records" not in vars(PartitionedIncrementalStream)
     assert getattr(IncrementalHttpStream.read_records, "__final__", False)
+
+
+# -- a slice's pages at once (streams.pages) ----------------------------------------------------
+
+
+class NumberedPages(IncrementalHttpStream):
+    """Three pages of two records; the first page names the others, as a page count does."""
+
+    url_base = "http://127.0.0.1:1/"
+    cursor_field = "updatedAt"
+    primary_key = "id"
+    json_schema = SCHEMA
+
+    def __init__(self, names_pages: bool = True) -> None:
+        super().__init__()
+        self.names_pages = names_pages
+        self.threads: set[int] = set()
+
+    def path(self, **kwargs: Any) -> str:
+        return "pages"
+
+    def _fetch_next_page(self, stream_slice=None, stream_state=None, next_page_token=None):
+        import threading
+
+        self.threads.add(threading.get_ident())
+        return None, (next_page_token or {}).get("page", 1)  # the "response" is its page number
+
+    def parse_response(self, response: Any, **kwargs: Any) -> Iterable[Mapping[str, Any]]:
+        return [{"id": 2 * response - 1, "updatedAt": f"2025-01-0{response}T00:00:00Z"},
+                {"id": 2 * response, "updatedAt": f"2025-01-0{response}T12:00:00Z"}]
+
+    def next_page_token(self, response: Any) -> Mapping[str, Any] | None:
+        return {"page": response + 1} if response < 3 else None
+
+    def page_tokens(self, response: Any) -> list[Mapping[str, Any]] | None:
+        return [{"page": page} for page in range(response + 1, 4)] if self.names_pages else None
+
+
+def test_pages_a_stream_names_are_fetched_through_what_the_runtime_lends_in_page_order():
+    import threading
+
+    from source_framework.runtime.concurrency import SparePermitPages
+
+    permits = threading.Semaphore(4)
+    permits.acquire()  # the reading worker's own
+    for stream in (NumberedPages(), NumberedPages(names_pages=False)):
+        pages = SparePermitPages(permits, most=4)
+        records = list(stream.fetch_records(SyncMode.incremental, stream_slice={}, stream_state={}, pages=pages))
+        assert [r["id"] for r in records] == [1, 2, 3, 4, 5, 6]
+        # named pages are fetched in threads of their own; pages followed one by one, in the reader's
+        assert (len(stream.threads) > 1) is stream.names_pages
+    assert permits.acquire(blocking=False) and permits.acquire(blocking=False) and permits.acquire(blocking=False)

@@ -116,7 +116,8 @@ class Users(DemoStream, IncrementalHttpStream):
 
 
 class Orders(DemoStream, DateWindowStream):
-    """``GET /orders?start=&end=&page=&per_page=``: monthly windows, page-number pagination."""
+    """``GET /orders?start=&end=&page=&per_page=``: monthly windows, page-number pagination (the
+    pages of a window fetched at once when the runtime reads concurrently)."""
 
     cursor_field = "updatedAt"
     window_step = dt.timedelta(days=30)
@@ -135,6 +136,11 @@ class Orders(DemoStream, DateWindowStream):
     def next_page_token(self, response: requests.Response) -> Mapping[str, Any] | None:
         body = page_json(response)
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
+
+    def page_tokens(self, response: requests.Response) -> list[Mapping[str, Any]]:
+        # The first page says how many there are: the runtime may fetch the others at once.
+        body = page_json(response)
+        return [{"page": page} for page in range(body["page"] + 1, body["total_pages"] + 1)]
 
 
 class Stores(DemoStream):

@@ -19,6 +19,11 @@ state read ahead (``StreamAdapter.concurrency_safe``).
 
 Memory stays bounded: a slice read ahead holds about ``capacity`` items; its worker then
 waits for the loop. A crash loses the slices in flight, which no STATE covered yet.
+
+Pages too, where the stream allows it (``streams.pages``: it names every page of a slice from
+the first one): a worker fetches them at once with the fetch permits no other slice holds
+(``SparePermitPages``), so the last slices of a sync, or a sync of fewer slices than permits, keep
+every permit busy; the records still come in page order.
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from source_framework.runtime.stream_adapters import SliceRead
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Items a worker hands over at once (fewer when the loop is waiting for them).
 CHUNK = 256
@@ -107,23 +114,75 @@ class _Channel:
             self._condition.notify_all()
 
 
-def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None) -> None:
+class SparePermitPages:
+    """``PageFetches`` for a worker's slice: its pages fetched at once, each in a thread of its own,
+    the first with the worker's own permit, the others with permits no other slice holds (taken
+    without waiting, given back when the page is in), at most ``most`` pages ahead of the reader."""
+
+    def __init__(self, permits: threading.Semaphore, most: int) -> None:
+        self._permits = permits
+        self._most = max(1, most)
+
+    def map_in_order(self, fetch: Callable[[T], R], tokens: Iterable[T]) -> Iterator[R]:
+        remaining = iter(tokens)
+        pending: deque[tuple[Future[R], bool]] = deque()  # (the page, fetched with the worker's own permit)
+        own_busy = exhausted = False
+        while True:
+            while not exhausted and len(pending) < self._most:
+                own = not own_busy
+                if not own and not self._permits.acquire(blocking=False):
+                    break  # every permit is busy elsewhere: this page waits for one of ours
+                try:
+                    token = next(remaining)
+                except StopIteration:
+                    exhausted = True
+                    if not own:
+                        self._permits.release()
+                    break
+                pending.append((_in_thread(fetch, token, self._permits if not own else None), own))
+                own_busy = own_busy or own
+            if not pending:
+                return
+            page, own = pending.popleft()
+            own_busy = own_busy and not own
+            yield page.result()  # a page that failed raises here, in its place
+
+
+def _in_thread(fetch: Callable[[T], R], token: T, permit: threading.Semaphore | None) -> Future[R]:
+    """``fetch(token)`` in a thread of its own; ``permit`` is given back when it is done."""
+    future: Future[R] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fetch(token))
+        except BaseException as error:  # raised where the reader takes this page
+            future.set_exception(error)
+        finally:
+            if permit is not None:
+                permit.release()
+
+    threading.Thread(target=run, name="page", daemon=True).start()
+    return future
+
+
+def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int) -> None:
     """A worker: read the slice's items into its channel, holding a fetch permit meanwhile."""
     if permits is not None:
         permits.acquire()
     try:
         if not channel.abandoned:
-            _read_into(channel, stream_slice, permits)
+            _read_into(channel, stream_slice, permits, workers)
     finally:
         if permits is not None:
             permits.release()
 
 
-def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None) -> None:
+def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int) -> None:
     chunk: list[Any] = []
     iterator: Iterator[Any] | None = None
+    pages = SparePermitPages(permits, workers) if permits is not None else None
     try:
-        iterator = iter(stream_slice.items())
+        iterator = iter(stream_slice.items(pages))
         for item in iterator:
             chunk.append(item)
             if len(chunk) >= CHUNK or channel.waiting:
@@ -146,15 +205,16 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
 class _SliceReadAhead(SliceRead):
     """A slice whose items a worker thread is reading."""
 
-    def __init__(self, inner: SliceRead, capacity: int, permits: threading.Semaphore | None) -> None:
+    def __init__(self, inner: SliceRead, capacity: int, permits: threading.Semaphore | None, workers: int) -> None:
         self._inner = inner
         self.partition = inner.partition
         self.observe = inner.observe
         self.channel = _Channel(capacity)
-        self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits), name="read-ahead", daemon=True)
+        self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits, workers), name="read-ahead",
+                                        daemon=True)
         self._worker.start()
 
-    def items(self) -> Iterable[Any]:
+    def items(self, pages: Any = None) -> Iterable[Any]:  # the worker lends the slice its pages
         take = self.channel.take
         while (chunk := take()) is not None:
             yield from chunk
@@ -193,7 +253,7 @@ def read_ahead(
         while True:
             while not exhausted and len(ahead) < workers:
                 try:
-                    ahead.append(_SliceReadAhead(next(source), capacity, permits))
+                    ahead.append(_SliceReadAhead(next(source), capacity, permits, workers))
                 except StopIteration:
                     exhausted = True
                 except Exception as error:  # the slices before it are read and committed first

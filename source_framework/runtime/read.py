@@ -366,11 +366,12 @@ class StreamSync:
 
         The boundary may be a delta over the newest commit known to be done; the commits not
         known done yet are the queue's newest entries (one per notes, completed in order)."""
-        unconfirmed = 0
-        for future, *_ in reversed(self._queue):
-            if future.done() and not future.cancelled() and future.exception() is None:
+        confirmed = 0  # commits complete in order: the ones known done are the queue's first
+        for future, *_ in self._queue:
+            if not (future.done() and not future.cancelled() and future.exception() is None):
                 break
-            unconfirmed += 1
+            confirmed += 1
+        unconfirmed = len(self._queue) - confirmed
         boundary, full = self.boundary.checkpoint(unconfirmed)
         return ResumeNotes(start_state=self._start_state, boundary=boundary, boundary_full=full)
 

@@ -48,6 +48,7 @@ from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
 from airbyte_cdk.sources.utils.transform import TransformConfig
 
 from source_framework.streams.cursor import partition_key
+from source_framework.streams.pages import PageFetches
 
 logger = logging.getLogger("source_framework.read")
 
@@ -79,8 +80,9 @@ class SliceRead(ABC):
     observe: Callable[[Any], None] | None = None
 
     @abstractmethod
-    def items(self) -> Iterable[Any]:
-        """What the stream yields for this slice, in order."""
+    def items(self, pages: PageFetches | None = None) -> Iterable[Any]:
+        """What the stream yields for this slice, in order. ``pages``: what a worker may lend the
+        slice to fetch its pages at once (``streams.pages``), where the stream allows it."""
 
     def close(self) -> None:
         """Every item was read: let the stream's state move past this slice."""
@@ -371,16 +373,12 @@ class CdkStreamAdapter(StreamAdapter):
             self._last_state = value
         return self._last_state
 
-    def read_slice(self, stream_slice: Mapping[str, Any] | None) -> Iterable[Any]:
-        read = self.stream.fetch_records if self._observed else self.stream.read_records  # type: ignore[attr-defined]
-        items = read(
-            sync_mode=self.configured.sync_mode,
-            cursor_field=self._cdk_cursor_field,
-            stream_slice=stream_slice,
-            stream_state=self._start_state,
-        )
-        # source_framework's bases check their cursor field themselves
-        return items if self._observed else self._cursor_checked(items, stream_slice)
+    def read_slice(self, stream_slice: Mapping[str, Any] | None, pages: PageFetches | None = None) -> Iterable[Any]:
+        arguments = {"sync_mode": self.configured.sync_mode, "cursor_field": self._cdk_cursor_field,
+                     "stream_slice": stream_slice, "stream_state": self._start_state}
+        if self._observed:  # source_framework's bases: they check their cursor field themselves
+            return self.stream.fetch_records(**arguments, pages=pages)  # type: ignore[attr-defined]
+        return self._cursor_checked(self.stream.read_records(**arguments), stream_slice)
 
     def _cursor_checked(self, items: Iterable[Any], stream_slice: Mapping[str, Any] | None) -> Iterator[Any]:
         """The slice's items as the stream yields them. A ``KeyError`` of the cursor field that the
@@ -444,8 +442,8 @@ class _CdkSlice(SliceRead):
         elif adapter._legacy and adapter.incremental:
             self.observe = adapter._track
 
-    def items(self) -> Iterable[Any]:
-        return self._adapter.read_slice(self._slice)
+    def items(self, pages: PageFetches | None = None) -> Iterable[Any]:
+        return self._adapter.read_slice(self._slice, pages)
 
     def close(self) -> None:
         self._adapter.close_slice()
@@ -533,8 +531,8 @@ class _PartitionSlice(SliceRead):
         self.partition = partition_key(partition.to_slice())
         self.observe = stream.cursor.observe
 
-    def items(self) -> Iterable[Any]:
-        return self._partition.read()
+    def items(self, pages: PageFetches | None = None) -> Iterable[Any]:
+        return self._partition.read()  # a partition reads its own pages (airbyte-cdk's retriever)
 
     def close(self) -> None:
         self._stream.cursor.close_partition(self._partition)

@@ -32,9 +32,10 @@ import json
 import os
 import sys
 from abc import ABC
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, final
 
+import requests
 from airbyte_cdk.models import SyncMode
 from airbyte_cdk.sources.streams.core import StreamData
 from airbyte_cdk.sources.streams.http import HttpStream
@@ -45,6 +46,7 @@ from source_framework.streams.cursor import (
     is_datetime_key,
     short_repr,
 )
+from source_framework.streams.pages import PageFetches
 
 
 class CursorWentBackwards(Exception):
@@ -76,6 +78,10 @@ class IncrementalHttpStream(HttpStream, ABC):
     - ``concurrency_safe``: the runtime may fetch several slices at once, in worker threads
       (``--concurrency``); the records still reach the table, and the cursor moves, in slice
       order. Set ``False`` if the request or parse methods keep per-slice data on ``self``.
+
+    A method users may override: ``page_tokens(response)``, every page token after a slice's first
+    page when that page tells them all (``streams.pages``): the runtime then fetches those pages
+    at once; the default (None) follows ``next_page_token`` one page at a time.
 
     A record without the ``cursor_field`` key stops the stream with ``CursorFieldMissing`` (a
     misspelled field would otherwise leave the state where it was forever); a record whose
@@ -196,10 +202,44 @@ class IncrementalHttpStream(HttpStream, ABC):
         cursor_field: list[str] | None = None,
         stream_slice: Mapping[str, Any] | None = None,
         stream_state: Mapping[str, Any] | None = None,
+        pages: PageFetches | None = None,
     ) -> Iterable[StreamData]:
         """The slice's records, cursor untouched. The runtime reads several slices at once this
-        way, in worker threads, and moves the cursor with ``record_observer`` in slice order."""
-        return HttpStream.read_records(self, sync_mode, cursor_field, stream_slice, stream_state)
+        way, in worker threads, and moves the cursor with ``record_observer`` in slice order;
+        ``pages`` lets a stream that overrides ``page_tokens`` fetch a slice's pages at once."""
+        if pages is None or type(self).page_tokens is IncrementalHttpStream.page_tokens:
+            return HttpStream.read_records(self, sync_mode, cursor_field, stream_slice, stream_state)
+        return self._read_pages_at_once(stream_slice, stream_state or {}, pages)
+
+    def page_tokens(self, response: requests.Response) -> Iterable[Mapping[str, Any]] | None:
+        """Every page token after ``response``, a slice's first page, when that page tells them
+        all (page numbers with a total, offsets with a total count); None when it does not: the
+        pages are then followed with ``next_page_token``. Each token is handed to the request
+        methods as ``next_page_token`` would be, and pages must not depend on one another."""
+        return None
+
+    def _read_pages_at_once(
+        self, stream_slice: Mapping[str, Any] | None, stream_state: Mapping[str, Any], pages: PageFetches
+    ) -> Iterator[StreamData]:
+        """airbyte-cdk's page loop (``HttpStream._read_pages``), with the pages after the first
+        fetched through ``pages`` when the first one names them."""
+
+        def page(token: Mapping[str, Any] | None) -> list[StreamData]:
+            _, response = self._fetch_next_page(stream_slice, stream_state, token)
+            return list(self.parse_response(response, stream_slice=stream_slice, stream_state=stream_state))
+
+        _, first = self._fetch_next_page(stream_slice, stream_state, None)
+        yield from self.parse_response(first, stream_slice=stream_slice, stream_state=stream_state)
+        tokens = self.page_tokens(first)
+        if tokens is not None:
+            for records in pages.map_in_order(page, tokens):
+                yield from records
+            return
+        token = self.next_page_token(first)
+        while token:
+            _, response = self._fetch_next_page(stream_slice, stream_state, token)
+            yield from self.parse_response(response, stream_slice=stream_slice, stream_state=stream_state)
+            token = self.next_page_token(response)
 
     @final
     def record_observer(self, stream_slice: Mapping[str, Any] | None) -> Callable[[Any], None]:

@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--delay-ms", type=int, default=0, help="latency added to each data request")
     parser.add_argument("--unsorted-pages", action="store_true", help="reverse records within /users pages")
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    parser.add_argument("--cache-pages", action="store_true",
+                        help="serve a request seen before from memory (the benchmark: measure the client, not the API)")
     return parser
 
 
@@ -57,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             touch_count=args.touch_count,
             stores=args.stores,
             verbose=args.verbose,
+            cache_pages=args.cache_pages,
         )
     except ValueError as error:
         print(f"demo API: {error}", file=sys.stderr)

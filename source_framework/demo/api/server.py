@@ -29,6 +29,10 @@ from source_framework.demo.api.routes import ApiError, DataRoutes
 Response = tuple[int, Any, dict[str, str]]
 
 
+class Rendered(bytes):
+    """A payload already serialised to JSON (a cached page): sent as it is."""
+
+
 class DemoApi:
     """A deterministic SaaS-like API served on ``host:port`` from a background daemon thread.
 
@@ -49,7 +53,11 @@ class DemoApi:
         touch_count: int | None = None,
         stores: int = 10,
         verbose: bool = False,
+        cache_pages: bool = False,
     ) -> None:
+        """``cache_pages``: keep every page served, serialised, and answer the same request with
+        it again until data changes (``touch``): the benchmark's API then answers as fast as a
+        socket can, so what it measures is the client, not the page generation."""
         self.data = DemoData(records=records, seed=seed, stores=stores, generation=generation, touch_count=touch_count)
         self.api_key = api_key
         self.host = host
@@ -66,6 +74,7 @@ class DemoApi:
         self._status_counts: Counter[str] = Counter()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._pages: dict[tuple[str, str, bool], Rendered] | None = {} if cache_pages else None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -114,7 +123,10 @@ class DemoApi:
 
     def touch(self, stream: str, count: int) -> list[int]:
         """Update ``count`` records of users, orders or products; returns their ids."""
-        return self.data.touch(stream, count)
+        ids = self.data.touch(stream, count)
+        if self._pages is not None:
+            self._pages.clear()
+        return ids
 
     @property
     def faults(self) -> Faults:
@@ -178,11 +190,18 @@ class DemoApi:
                 return 401, {"error": "invalid api key"}, {}
         if method != "GET":
             return 405, {"error": f"{method} not allowed on {path}"}, {"Allow": "GET"}
+        key = (path, query, faults.unsorted_pages)
+        if self._pages is not None and key in self._pages:
+            return 200, self._pages[key], {}
         params = parse_qs(query, keep_blank_values=True)
         try:
-            return 200, self._routes.handle(path, params, unsorted_pages=faults.unsorted_pages), {}
+            payload = self._routes.handle(path, params, unsorted_pages=faults.unsorted_pages)
         except ApiError as error:
             return error.status, {"error": error.message}, {}
+        if self._pages is None:
+            return 200, payload, {}
+        page = self._pages[key] = Rendered(orjson.dumps(payload))
+        return 200, page, {}
 
     def _admin(self, method: str, path: str, body: bytes) -> Response:
         """Test controls: no auth, not counted, never faulted."""
@@ -307,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, payload, headers)
 
     def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
-        body = orjson.dumps(payload)
+        body = payload if isinstance(payload, Rendered) else orjson.dumps(payload)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

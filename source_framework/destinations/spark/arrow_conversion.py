@@ -70,7 +70,9 @@ Conversion rules:
 from __future__ import annotations
 
 import json
+import operator
 import re
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -155,16 +157,26 @@ def _property_field(name: str, spec: dict) -> pa.Field:
 
 class UndeclaredFields:
     """Counts the fields records carried that their schema does not declare, across batches
-    (the reading thread's ``StreamBuffer`` keeps one per stream, for the end-of-run summary)."""
+    (one per stream, for the end-of-run summary; batches are converted in two threads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_new: Callable[[list[str]], None] | None = None) -> None:
+        """``on_new``: told the fields never seen before, once each (to log them)."""
         self.by_field: Counter[str] = Counter()
         self.records = 0  # records that carried at least one
+        self._on_new = on_new
+        self._lock = threading.Lock()
 
     def add(self, by_row: dict[int, list[str]]) -> None:
-        self.records += len(by_row)
-        for names in by_row.values():
-            self.by_field.update(names)
+        if not by_row:
+            return
+        with self._lock:
+            known = len(self.by_field)
+            self.records += len(by_row)
+            for names in by_row.values():
+                self.by_field.update(names)
+            new = list(self.by_field)[known:]  # a Counter keeps first-seen order
+        if new and self._on_new is not None:
+            self._on_new(new)
 
 
 class _Misfits:
@@ -227,8 +239,7 @@ def records_to_arrow(
     misfits = _Misfits()
     columns: dict[str, pa.Array] = {}
     data_fields = [field for field in schema if field.name not in METADATA_COLUMNS]
-    for field in data_fields:
-        values = [record.get(field.name) for record in records]
+    for field, values in zip(data_fields, _columns(records, [field.name for field in data_fields]), strict=True):
         columns[field.name] = _convert_column(values, field, misfits)
     misfits.undeclared = _undeclared_fields(records, frozenset(field.name for field in data_fields))
     if undeclared is not None:
@@ -250,8 +261,8 @@ def warm_up() -> None:
     """Do once, ahead, what the first conversion would do on the way to the first commit.
 
     Why: Arrow's first type inference imports pandas, and its first casts and Parquet write load
-    their kernels: 0.2 s on the first checkpoint's path, between a slice's end and its STATE. The
-    destination calls this in a background thread while the first pages are read."""
+    their kernels: 0.2-0.3 s, which would otherwise fall between the first checkpoint and its
+    STATE. The destination calls this before the sync reads anything."""
     import io
 
     import pyarrow.parquet as pq
@@ -264,6 +275,22 @@ def warm_up() -> None:
     pq.write_table(table, io.BytesIO())
 
 
+def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> list[Sequence[Any]]:
+    """Each named field's values, one sequence per name (None where a record lacks the field).
+
+    One pass over the records, not one per column: a batch of thousands of parsed records does
+    not fit the CPU's caches, and each pass over it costs as much as the work done in it."""
+    if not names:
+        return []
+    if len(names) == 1:
+        return [[record.get(names[0]) for record in records]]
+    try:
+        rows = list(map(operator.itemgetter(*names), records))
+    except (KeyError, TypeError):  # a record without some field (or not a dict): the slower way
+        rows = [tuple(record.get(name) for name in names) for record in records]
+    return list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+
+
 def _extracted_at(extracted_at_ms: list[int] | int, num_rows: int) -> pa.Array:
     if isinstance(extracted_at_ms, int):
         return pa.repeat(pa.scalar(extracted_at_ms * 1000, TIMESTAMP), num_rows)
@@ -273,7 +300,7 @@ def _extracted_at(extracted_at_ms: list[int] | int, num_rows: int) -> pa.Array:
     return pc.multiply(millis, 1000).cast(TIMESTAMP)
 
 
-def _convert_column(values: list[Any], field: pa.Field, misfits: _Misfits) -> pa.Array:
+def _convert_column(values: Sequence[Any], field: pa.Field, misfits: _Misfits) -> pa.Array:
     arrow_type = field.type
     if pa.types.is_timestamp(arrow_type):
         return _timestamps(values, field.name, misfits)
@@ -296,7 +323,7 @@ def _convert_column(values: list[Any], field: pa.Field, misfits: _Misfits) -> pa
 
 
 def _inferred(
-    values: list[Any],
+    values: Sequence[Any],
     target: pa.DataType,
     accepted: tuple[pa.DataType, ...],
     convert: Callable[[Any], Any],
@@ -325,14 +352,14 @@ def _inferred(
     return pa.array(_each(values, convert, name, misfits), target)
 
 
-def _texts(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
+def _texts(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
     try:
         return pa.array(values, pa.string())
     except _ARROW_ERRORS:
         return pa.array(_unicode_texts(_each(values, _as_text, name, misfits), name, misfits), pa.string())
 
 
-def _json_texts(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
+def _json_texts(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
     # ``.decode()`` right away is ~15x faster than keeping orjson's bytes: each bytes
     # object it returns holds an over-sized buffer, and 100k of them thrash the allocator.
     dumps = orjson.dumps
@@ -343,7 +370,7 @@ def _json_texts(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
     return pa.array(texts, pa.string())
 
 
-def _timestamps(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
+def _timestamps(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
     try:
         strings = pa.array(values, pa.string())
     except _ARROW_ERRORS:
@@ -361,7 +388,7 @@ def _timestamps(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
     return micros.cast(TIMESTAMP)
 
 
-def _dates(values: list[Any], name: str, misfits: _Misfits) -> pa.Array:
+def _dates(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
     try:
         return pc.cast(pa.array(values, pa.string()), pa.date32())
     except _ARROW_ERRORS:

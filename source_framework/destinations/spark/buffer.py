@@ -1,12 +1,13 @@
 """One stream's records on their way to its table: the reading thread's side of the Spark sink.
 
 Records become Arrow batches of ``BATCH_ROWS`` as they arrive (typed once per batch from the
-stream's JSON schema, see ``arrow_conversion``), so what waits for Spark is columnar, several
-times smaller than the parsed dicts. At a checkpoint the batches and the state become one
-``CommitJob`` for the background committer, and ``commit`` returns the job's future: the
-runtime prints the STATE when it completes. Reading goes on meanwhile::
+stream's JSON schema by the writer's ``to_arrow``, see ``arrow_conversion``), so what waits for
+the committer is columnar, several times smaller than the parsed dicts. At a checkpoint the
+batches, the records since the last full batch (the writer converts those) and the state
+become one ``CommitJob`` for the background committer, and ``commit`` returns the job's
+future: the runtime prints the STATE when it completes. Reading goes on meanwhile::
 
-    buffer = StreamBuffer(writer, committer, sync_id, stage_rows=100_000)
+    buffer = StreamBuffer(writer, committer, stage_rows=100_000)
     buffer.write({"id": 1, "updatedAt": "2025-01-01T00:00:00Z"})
     buffer.commit({"updatedAt": "2025-01-01T00:00:00Z"}, notes).result()   # CommitReceipt
 
@@ -15,8 +16,8 @@ does not grow memory: every ``stage_rows`` rows the batches go to Spark as a sta
 to hidden staged files that the next commit publishes with the rest.
 
 Fields a record carries that the table's schema does not declare get no column: the conversion
-names them in the row's ``_sf_meta``, and the buffer counts them (``undeclared_fields``, for the
-end-of-run summary) and logs each new one once.
+names them in the row's ``_sf_meta`` and counts them (``undeclared_fields``, for the end-of-run
+summary), and each new one is logged once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import pyarrow as pa
 
 from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
-from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, records_to_arrow
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.table_writer import TableWriter
 
@@ -44,16 +44,18 @@ BATCH_ROWS = 4096
 #: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
 STAGE_ROWS = 100_000
 
+#: What a record not yet converted counts for against the committer's ``max_pending_bytes``
+#: (a parsed dict of a dozen fields; generous, so the bound holds).
+RAW_RECORD_BYTES = 2048
+
 
 class StreamBuffer(StreamSink):
     """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
 
-    def __init__(self, writer: TableWriter, committer: BackgroundCommitter, sync_id: str, stage_rows: int = STAGE_ROWS) -> None:
+    def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS) -> None:
         self._writer = writer
         self._committer = committer
-        self._sync_id = sync_id
         self.location = writer.table.path
-        self._undeclared = UndeclaredFields()
         self._records: list[Mapping[str, Any]] = []
         self._extracted_at: list[int] = []
         self._batches: list[pa.Table] = []
@@ -99,19 +101,21 @@ class StreamBuffer(StreamSink):
 
     def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._holds_rows():
-            return self._submit(state, notes)
-        # Nothing left to write: the last commit's receipt already counts every row.
-        return self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
+            future = self._submit(state, notes)
+        else:  # nothing left to write: the last commit's receipt already counts every row
+            future = self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
+        self._committer.finished(self._writer)  # the runtime waits for that commit: it is not held back
+        return future
 
     def abort(self) -> None:
         self._records, self._extracted_at = [], []
         self._batches, self._batched_rows = [], 0
 
     def undeclared_fields(self) -> dict[str, int]:
-        return dict(self._undeclared.by_field)
+        return dict(self._writer.undeclared.by_field)
 
     def records_with_undeclared_fields(self) -> int:
-        return self._undeclared.records
+        return self._writer.undeclared.records
 
     def _holds_rows(self) -> bool:
         return bool(self._records or self._batches or self._staged_since_commit)
@@ -120,40 +124,29 @@ class StreamBuffer(StreamSink):
         """The records so far become one Arrow batch; its checkpoint number is set at commit."""
         if not self._records:
             return
-        known = len(self._undeclared.by_field)
-        batch = records_to_arrow(
-            self._records, self._writer.schema, extracted_at_ms=self._extracted_at, sync_id=self._sync_id,
-            checkpoint=-1, undeclared=self._undeclared,
-        )
-        if len(self._undeclared.by_field) > known:
-            self._log_new_undeclared_fields(known)
+        batch = self._writer.to_arrow(self._records, self._extracted_at)
         self._batches.append(batch)
         self._batched_rows += batch.num_rows
         self._records, self._extracted_at = [], []
 
-    def _log_new_undeclared_fields(self, known: int) -> None:
-        new = list(self._undeclared.by_field)[known:]  # a Counter keeps first-seen order
-        logger.warning(
-            "%s: records carry field(s) the stream's schema does not declare: %s; they get no column and are "
-            "named in each row's _sf_meta (declare them in the schema to keep their values)",
-            self._writer.name, ", ".join(new),
-        )
-
     def _submit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None) -> Future[CommitReceipt]:
-        self._to_arrow()
         self._staged_since_commit = 0
         self._last_commit = self._committer.submit(self._job(state, notes, stage_only=False))
         self._replaces_table = False  # that commit replaces it; the next ones add to it
         return self._last_commit
 
     def _submit_stage(self) -> None:
-        """Hand the rows held so far to Spark ahead of their checkpoint (a failure surfaces at
-        the next commit: the writer refuses every job after a failed one)."""
+        """Hand the rows held so far to the writer ahead of their checkpoint (a failure surfaces at
+        the next commit: the writer refuses every job after a failed one). Called right after a
+        full batch was made: the job holds batches only."""
         self._staged_since_commit += self._batched_rows
         self._committer.submit(self._job(None, None, stage_only=True))
 
     def _job(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None, stage_only: bool) -> CommitJob:
-        """The batches held so far, as one job; the buffer starts holding anew."""
-        batches, rows = self._batches, self._batched_rows
-        self._batches, self._batched_rows = [], 0
-        return CommitJob(self._writer, batches, rows, sum(b.nbytes for b in batches), state, notes, stage_only=stage_only)
+        """The batches and records held so far, as one job; the buffer starts holding anew."""
+        batches, records, extracted = self._batches, self._records, self._extracted_at
+        self._batches, self._batched_rows, self._records, self._extracted_at = [], 0, [], []
+        nbytes = sum(b.nbytes for b in batches) + RAW_RECORD_BYTES * len(records)
+        rows = sum(b.num_rows for b in batches) + len(records)
+        return CommitJob(self._writer, batches, rows, nbytes, state, notes, stage_only=stage_only,
+                         records=records, extracted_at_ms=extracted)

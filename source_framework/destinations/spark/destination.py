@@ -51,6 +51,10 @@ from source_framework.helpers.faults import fault_point
 
 logger = logging.getLogger("source_framework.spark")
 
+#: Seconds between two commits of one table, at least (``committer.py`` says why); the config's
+#: ``destination.min_commit_interval_ms``.
+MIN_COMMIT_INTERVAL = 0.25
+
 
 def new_sync_id() -> str:
     """Sortable and unique: ``20261123T101500Z-1a2b3c4d``."""
@@ -84,6 +88,7 @@ class SparkDestination(Destination):
         retention_seconds: float = DEFAULT_RETENTION_SECONDS,
         wait_for_lock: bool = False,
         writer: str = "auto",
+        min_commit_interval: float = MIN_COMMIT_INTERVAL,
     ) -> None:
         self.warehouse = os.path.realpath(warehouse)
         self.default_namespace = default_namespace
@@ -96,7 +101,8 @@ class SparkDestination(Destination):
         #: commits of Arrow tables are written by this process (``writer``, see the module docstring)
         self.arrow_writes = writer == "arrow" or (writer == "auto" and (master == "local" or master.startswith("local[")))
         self.sync_id = new_sync_id()
-        self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes)
+        self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes,
+                                             min_interval=min_commit_interval)
         self._locks: dict[str, TableLock] = {}
         self._spark: Any = None
         self._spark_error: BaseException | None = None
@@ -144,7 +150,9 @@ class SparkDestination(Destination):
             merges = merges or mode == APPEND_DEDUP
         if merges or not self.arrow_writes:
             self.start_spark()
-        threading.Thread(target=warm_up, name="arrow-warm-up", daemon=True).start()
+        # Here, before reading: done meanwhile in a thread, it held the import lock the first commit
+        # waits for, and competed with the reader for the interpreter (a first STATE 1.2 s late).
+        warm_up()
 
     def start_spark(self) -> None:
         """Start Spark in the background (once); ``spark`` waits for it."""
@@ -160,13 +168,14 @@ class SparkDestination(Destination):
 
     def open_stream(self, target: StreamTarget) -> StreamSink:
         table = self.open_table(target.namespace, target.name, purpose="read")
-        writer = TableWriter(table, target, arrow_schema(dict(target.json_schema)), recorded_schema=table.recorded_schema())
+        writer = TableWriter(table, target, arrow_schema(dict(target.json_schema)), recorded_schema=table.recorded_schema(),
+                             sync_id=self.sync_id)
         if writer.needs_spark:
             self.start_spark()  # in the background, while the stream's first pages are read
         if table.pending_reset() is None:
             # A pending reset may yet replace the table: then the sync decides (discard_reset checks).
             writer.check_schema()  # before anything is written: an incompatible change fails this stream
-        return StreamBuffer(writer, self.committer, self.sync_id, self.stage_rows)
+        return StreamBuffer(writer, self.committer, self.stage_rows)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str) -> SparkTable:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from source_framework.destinations.base import APPEND_DEDUP, OVERWRITE, CommitReceipt, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
-from source_framework.destinations.spark.arrow_conversion import CHECKPOINT
+from source_framework.destinations.spark.arrow_conversion import CHECKPOINT, UndeclaredFields, records_to_arrow
 from source_framework.destinations.spark.committer import CommitJob
 from source_framework.destinations.spark.table import SparkTable, StagedFiles, arrow_frame
 from source_framework.destinations.spark.table_schema import (
@@ -61,10 +61,20 @@ class TableWriter:
     """Owns one table's writes; every method but the constructor runs on the committer's thread
     (or, for ``rebuild_from_reset``, in the reading thread before the first job is submitted)."""
 
-    def __init__(self, table: SparkTable, target: StreamTarget, schema: pa.Schema, recorded_schema: pa.Schema | None = None) -> None:
+    def __init__(
+        self,
+        table: SparkTable,
+        target: StreamTarget,
+        schema: pa.Schema,
+        recorded_schema: pa.Schema | None = None,
+        sync_id: str = "",
+    ) -> None:
         """``schema``: the stream's (``arrow_schema``); ``recorded_schema``: the table's
-        (``SparkTable.recorded_schema``), None for a new table."""
+        (``SparkTable.recorded_schema``), None for a new table; ``sync_id``: the run's, in every row."""
         self.table = table
+        self.sync_id = sync_id
+        #: fields records carried that the schema does not declare (both threads convert: it locks)
+        self.undeclared = UndeclaredFields(on_new=self._log_undeclared)
         self.target = target
         self.name = target.name
         self.stream_schema = schema
@@ -123,6 +133,20 @@ class TableWriter:
             logger.warning("%s: the stream's schema no longer declares column(s) %s: the table keeps them, null in new rows",
                            self.name, ", ".join(change.kept))
 
+    def to_arrow(self, records: list[Any], extracted_at_ms: list[int]) -> pa.Table:
+        """Records as an Arrow batch of the table's schema, ``_sf_checkpoint`` set at commit. Either
+        thread may call it: it reads only what is fixed once reading starts (the schema, the sync id)
+        and counts undeclared fields under their lock."""
+        return records_to_arrow(records, self.schema, extracted_at_ms=extracted_at_ms, sync_id=self.sync_id,
+                                checkpoint=-1, undeclared=self.undeclared)
+
+    def _log_undeclared(self, names: list[str]) -> None:
+        logger.warning(
+            "%s: records carry field(s) the stream's schema does not declare: %s; they get no column and are "
+            "named in each row's _sf_meta (declare them in the schema to keep their values)",
+            self.name, ", ".join(names),
+        )
+
     def apply(self, jobs: list[CommitJob]) -> list[Any]:
         """One Spark write for one or more queued jobs of this stream; one result per job (a
         ``CommitReceipt``, or the ``StagedFiles`` of a stage job)."""
@@ -136,6 +160,9 @@ class TableWriter:
 
     def _apply(self, jobs: list[CommitJob]) -> list[Any]:
         batches = [batch for job in jobs for batch in job.batches]
+        records = [record for job in jobs for record in job.records]
+        if records:  # the records the buffer had not converted yet, of every merged checkpoint at once
+            batches.append(self.to_arrow(records, [ms for job in jobs for ms in job.extracted_at_ms]))
         if jobs[0].stage_only:
             staged = self.table.stage(self._numbered(batches, self._next_seq))
             self._staged.append(staged)
