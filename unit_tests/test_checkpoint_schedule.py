@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
-from unit_tests.conftest import CursorStream, sync
+from source_framework.runtime.read import MAX_IN_FLIGHT
+from unit_tests.conftest import ConditionWaits, CursorStream, RecordingDestination, RecordingSink, sync
 
 
 def run(stream: CursorStream, input_state: dict | None = None, **sink_options: Any):
@@ -87,6 +91,55 @@ def test_every_record_is_covered_by_the_final_state():
     assert len(destination.sinks["numbers"].landed) == 9
     assert sum(counts(states)) == 9
     assert cursors(states)[-1] == 9
+
+
+class StalledSink(RecordingSink):
+    """Commits that complete only when the test says so (Spark far behind the reading)."""
+
+    def __init__(self, events: Any) -> None:
+        super().__init__(events)
+        self.written = 0
+        self.asked: list[tuple[Future, Any]] = []  # (what the runtime waits on, its receipt)
+
+    def write(self, record: Any) -> None:
+        self.written += 1
+        super().write(record)
+
+    def commit(self, state: Any, notes: Any = None) -> Future:
+        future: Future = Future()
+        self.asked.append((future, super().commit(state, notes).result()))
+        return future
+
+
+def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(monkeypatch):
+    """However slow the commits, a crash can cost at most MAX_IN_FLIGHT + 1 checkpoints' records."""
+    sink_box: list[StalledSink] = []
+
+    def open_stream(self: RecordingDestination, target: Any) -> StalledSink:
+        sink_box.append(StalledSink(self.events))
+        self.sinks[target.name] = sink_box[0]
+        return sink_box[0]
+
+    monkeypatch.setattr(RecordingDestination, "open_stream", open_stream)
+    waits, outcome = ConditionWaits(), {}
+
+    def reading() -> None:
+        sys.setprofile(waits)
+        outcome["run"] = run(CursorStream([list(range(1, 101))], interval=1))
+
+    reader = threading.Thread(target=reading)
+    reader.start()
+    assert waits.entered.wait(10), "the reading never waited for a commit"
+    sink = sink_box[0]
+    assert sink.written == MAX_IN_FLIGHT + 1 and len(sink.asked) == MAX_IN_FLIGHT + 1
+    while reader.is_alive():  # Spark catches up: every checkpoint asked so far commits
+        for future, receipt in list(sink.asked):
+            if not future.done():
+                future.set_result(receipt)
+        reader.join(0.01)
+    result, states, destination, _ = outcome["run"]
+    assert cursors(states) == list(range(1, 101)) and not result.failed
+    assert len(destination.sinks["numbers"].landed) == 100
 
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5])

@@ -118,39 +118,3 @@ def test_a_commit_returning_the_wrong_number_of_results_fails_its_futures():
     with pytest.raises(RuntimeError, match="0 results for 1 jobs"):
         future.result(5)
     committer.close()
-
-
-def test_commits_of_one_table_are_spaced_and_checkpoints_asked_meanwhile_share_the_next_write():
-    writes = []
-    committer = BackgroundCommitter(lambda jobs: writes.append([j.state["s"] for j in jobs]) or [None] * len(jobs),
-                                    min_interval=30.0)
-    writer, other = Writer(), Writer()
-    committer.submit(job(writer, 1, 0)).result(5)  # the table's first commit: at once
-    assert committer.submit(job(other, 1, 9)).result(5) is None  # another table's first: at once too
-    futures = [committer.submit(job(writer, 1, s)) for s in range(1, 5)]  # within 30 s of the first
-    assert not any(f.done() for f in futures)  # they wait for the spacing...
-    committer.close()  # ...but closing writes them now, as one write
-    assert writes == [[0], [9], [1, 2, 3, 4]] and all(f.done() for f in futures)
-
-
-def test_staged_rows_are_written_at_once_whatever_the_spacing():
-    writes = []
-    committer = BackgroundCommitter(lambda jobs: writes.append(len(jobs)) or [None] * len(jobs), min_interval=30.0)
-    writer = Writer()
-    committer.submit(job(writer, 1, 0)).result(5)
-    staged = CommitJob(writer, [], 1, 10, None, None, stage_only=True)
-    assert committer.submit(staged).result(5) is None and writes == [1, 1]
-    committer.close()
-
-
-def test_a_finished_streams_queued_commits_are_not_held_back():
-    writes = []
-    committer = BackgroundCommitter(lambda jobs: writes.append([j.state["s"] for j in jobs]) or [None] * len(jobs),
-                                    min_interval=30.0)
-    writer = Writer()
-    committer.submit(job(writer, 1, 0)).result(5)
-    last = committer.submit(job(writer, 1, 1))
-    assert not last.done()  # held back: another checkpoint could still join it
-    committer.finished(writer)  # the stream is done: nothing will
-    assert last.result(5) is None and writes == [[0], [1]]
-    committer.close()

@@ -547,7 +547,6 @@ def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.N
             retention_seconds=float(settings.get("retention_hours", 6)) * 3600,
             wait_for_lock=bool(getattr(parsed, "wait_for_lock", False)),
             writer=str(settings.get("writer", "auto")),
-            min_commit_interval=float(settings.get("min_commit_interval_ms", 250)) / 1000,
         )
     except (TypeError, ValueError) as error:
         raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None

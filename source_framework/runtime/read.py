@@ -70,6 +70,13 @@ WARN_STATE_BYTES = 1024 * 1024
 #: Records between two looks at finished background commits and side messages.
 POLL_EVERY = 256
 
+#: Checkpoints a stream may have asked for whose STATE is not printed yet; at the next one the
+#: reading waits for the oldest. So at most (MAX_IN_FLIGHT + 1) x ``state_checkpoint_interval``
+#: records (or as many slices) are read and not yet covered by a printed STATE, and queued
+#: checkpoints share one commit: reading N records costs less than a commit, so at interval 100
+#: the commits keep up by taking several checkpoints at once.
+MAX_IN_FLIGHT = 16
+
 
 class StateRefused(Exception):
     """A state the runtime will not print: over the size limit, not JSON, or holding a secret."""
@@ -344,6 +351,10 @@ class StreamSync:
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
         # checkpoint, or for finish(), which commits them under the state already printed.
         self._print_ready(wait=False)
+        # Reading stays at most MAX_IN_FLIGHT checkpoints ahead of the last STATE printed: what a
+        # crash can cost stays a few checkpoints' records, whatever the commits' pace.
+        while len(self._queue) > MAX_IN_FLIGHT:
+            self._print_next()
 
     def _lags(self, state: Mapping[str, Any]) -> bool:
         """The state's cursor is behind the records read (a stream that sets its state after

@@ -104,7 +104,6 @@ class StreamBuffer(StreamSink):
             future = self._submit(state, notes)
         else:  # nothing left to write: the last commit's receipt already counts every row
             future = self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
-        self._committer.finished(self._writer)  # the runtime waits for that commit: it is not held back
         return future
 
     def abort(self) -> None:

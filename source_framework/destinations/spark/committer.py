@@ -8,13 +8,10 @@ piling up. The runtime prints each STATE after its future completes, in order: t
 does not move. A sink may also queue ``stage_only`` jobs: rows of a checkpoint still to come,
 written to files ahead of it so that a large slice is not held in memory.
 
-Commits of one table are spaced at least ``min_interval`` seconds apart: checkpoints asked in
-between wait and are merged into the next write. A commit costs a few file writes and fsyncs
-whatever its size, so at a small ``state_checkpoint_interval`` (a checkpoint every 100 records,
-hundreds a second) spacing them keeps the sync's speed, at the price of STATEs leaving up to
-``min_interval`` later. Staged rows are written at once, and so is a stream's last commit (nothing
-would join it: the stream is done, and the runtime waits for it before the next stream), and
-``close`` does not wait.
+A commit costs a few file writes and fsyncs whatever its size, so at a small
+``state_checkpoint_interval`` (hundreds of checkpoints a second) the checkpoints asked while one
+commit runs share the next: commits keep up by growing, and the runtime bounds how far reading
+runs ahead of its last STATE (``runtime.read.MAX_IN_FLIGHT``).
 
 Memory stays bounded: when the records waiting for the worker would exceed
 ``max_pending_records`` or their Arrow batches ``max_pending_bytes``, ``submit`` blocks the
@@ -36,7 +33,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -89,12 +85,8 @@ class BackgroundCommitter:
         commit: Callable[[list[CommitJob]], list[Any]],
         max_pending_records: int = 200_000,
         max_pending_bytes: int = 256 * 1024 * 1024,
-        min_interval: float = 0.0,
     ) -> None:
         self._commit = commit
-        self._min_interval = max(0.0, min_interval)
-        self._last_commit: dict[int, float] = {}  # id(writer) -> when its last commit ended
-        self._finished: set[int] = set()  # id(writer) of streams that will submit nothing more
         self._max_pending = max(1, max_pending_records)
         self._max_pending_bytes = max(1, max_pending_bytes)
         self._queue: deque[CommitJob] = deque()
@@ -122,12 +114,6 @@ class BackgroundCommitter:
             self._lock.notify_all()
         return job.future
 
-    def finished(self, writer: JobWriter) -> None:
-        """``writer``'s stream will submit no more jobs: its queued ones are not held back."""
-        with self._lock:
-            self._finished.add(id(writer))
-            self._lock.notify_all()
-
     def close(self) -> None:
         """Finish every queued commit, then stop the worker."""
         with self._lock:
@@ -137,30 +123,16 @@ class BackgroundCommitter:
 
     def _take(self) -> list[CommitJob]:
         with self._lock:
-            while True:
-                while not self._queue and not self._closed:
-                    self._lock.wait()
-                if not self._queue:
-                    return []
-                wait = self._too_soon(self._queue[0])
-                if wait <= 0:
-                    break
-                self._lock.wait(wait)  # checkpoints asked meanwhile join this write; close() wakes it
+            while not self._queue and not self._closed:
+                self._lock.wait()
+            if not self._queue:
+                return []
             batch = [self._queue.popleft()]
             # Only jobs of one kind merge: staged rows belong to the checkpoint after them,
             # never to one queued before them.
             while self._queue and self._queue[0].writer is batch[0].writer and self._queue[0].stage_only == batch[0].stage_only:
                 batch.append(self._queue.popleft())
             return batch
-
-    def _too_soon(self, job: CommitJob) -> float:
-        """Seconds until ``job``'s table may take its next commit (0: now)."""
-        if job.stage_only or self._closed or not self._min_interval:
-            return 0.0
-        if id(job.writer) in self._finished:
-            return 0.0  # the stream is done: what is queued is all there will be
-        last = self._last_commit.get(id(job.writer))
-        return 0.0 if last is None else last + self._min_interval - time.monotonic()
 
     def _done(self, batch: list[CommitJob]) -> None:
         with self._lock:
@@ -182,8 +154,6 @@ class BackgroundCommitter:
                 for job in batch:
                     job.future.set_exception(error)
             else:
-                if not batch[0].stage_only:
-                    self._last_commit[id(batch[0].writer)] = time.monotonic()
                 self.writes += 1
                 self.merged += len(batch) - 1
                 for job, result in zip(batch, results, strict=True):

@@ -51,11 +51,6 @@ from source_framework.helpers.faults import fault_point
 
 logger = logging.getLogger("source_framework.spark")
 
-#: Seconds between two commits of one table, at least (``committer.py`` says why); the config's
-#: ``destination.min_commit_interval_ms``.
-MIN_COMMIT_INTERVAL = 0.25
-
-
 def new_sync_id() -> str:
     """Sortable and unique: ``20261123T101500Z-1a2b3c4d``."""
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
@@ -88,7 +83,6 @@ class SparkDestination(Destination):
         retention_seconds: float = DEFAULT_RETENTION_SECONDS,
         wait_for_lock: bool = False,
         writer: str = "auto",
-        min_commit_interval: float = MIN_COMMIT_INTERVAL,
     ) -> None:
         self.warehouse = os.path.realpath(warehouse)
         self.default_namespace = default_namespace
@@ -101,8 +95,7 @@ class SparkDestination(Destination):
         #: commits of Arrow tables are written by this process (``writer``, see the module docstring)
         self.arrow_writes = writer == "arrow" or (writer == "auto" and (master == "local" or master.startswith("local[")))
         self.sync_id = new_sync_id()
-        self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes,
-                                             min_interval=min_commit_interval)
+        self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
         self._spark: Any = None
         self._spark_error: BaseException | None = None
