@@ -8,7 +8,8 @@ applies (the API answering at once: CPU-bound; the API waiting before each page:
                    full sync @ interval 100 >= 0.9 x full sync @ slice checkpoints
     latency-bound  full sync, concurrency 8 >= 6 x concurrency 1, and >= 1.2 x airbyte-cdk's
                    declarative source at concurrency 8
-    CPU-bound      first STATE <= 6 s after the process started (embedded Spark session)
+    CPU-bound      first STATE <= 6 s after the process started (embedded Spark session; up to
+                   1,000,000 records: beyond, reading the first slice alone takes longer)
     any            first commit <= 1 s from the first slice's end (a running Spark Connect server);
                    peak memory of a full sync (Python + JVM) < 1.5 GB (concurrency 8 where it ran);
                    Python peak grows < 10% from the smallest to the largest --records
@@ -123,8 +124,11 @@ class BenchReport:
                 continue
             if connect and summary["first_commit_s"] is not None:
                 rows.append(_check(f"{case}: first commit s", summary["first_commit_s"], "<=", FIRST_COMMIT_TARGET_S))
-            elif not connect and self.regime == CPU and summary["first_state_after_start_s"] is not None:
-                # (with the API waiting, the first STATE waits for the first slice's pages)
+            elif (not connect and self.regime == CPU and self.records <= LARGE
+                  and summary["first_state_after_start_s"] is not None):
+                # The issue sets it at 200,000 records. With the API waiting, or past 1,000,000
+                # records (4,000,000: a first slice of 333,000), the first STATE waits for the
+                # first slice's pages, not for Spark.
                 rows.append(_check(f"{case}: first STATE s after start", summary["first_state_after_start_s"], "<=",
                                    FIRST_STATE_TARGET_S))
         peak = self.peak_sync_memory_mb()

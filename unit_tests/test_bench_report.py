@@ -49,6 +49,13 @@ def test_latency_targets_apply_only_with_a_waiting_api():
     assert not [c for c in slow_first_state.checks() if "first STATE" in c["name"]]  # the slice's pages come first
 
 
+def test_the_first_state_is_judged_up_to_a_million_records_where_a_first_slice_is_still_short():
+    judged = report({"full-slice-c8": measurement("full-slice-c8", 60_000, first_state=7.0)})
+    assert [c["met"] for c in judged.checks() if "first STATE" in c["name"]] == [False]
+    huge = report({"full-slice-c8": measurement("full-slice-c8", 60_000, records=4_000_000, first_state=10.0)}, records=4_000_000)
+    assert not [c for c in huge.checks() if "first STATE" in c["name"]]  # a first slice of 333,000 records
+
+
 def test_memory_is_judged_on_concurrency_8_and_connect_on_the_first_commit():
     cases = {"full-slice-c1": measurement("full-slice-c1", 1_000, python=900, jvm=900),
              "full-slice-c8": measurement("full-slice-c8", 5_000, python=400, jvm=800, first_commit=1.4)}
