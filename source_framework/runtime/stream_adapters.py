@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence, Sized
 from queue import Empty
 from typing import Any
 
@@ -204,7 +204,7 @@ def record_data(item: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def value_at(data: Mapping[str, Any], path: list[str]) -> Any:
+def value_at(data: Mapping[str, Any], path: Sequence[str]) -> Any:
     """The value at a field path of a record, or None where the record has none."""
     value: Any = data
     for key in path:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from source_framework.runtime.stream_adapters import value_at
+
 FieldPath = tuple[str, ...]
 
 
@@ -30,21 +32,13 @@ class StreamInfo:
     primary_key: tuple[FieldPath, ...]
     json_schema: Mapping[str, Any]
 
-    def value_at(self, record: Mapping[str, Any], path: FieldPath) -> Any:
-        value: Any = record
-        for part in path:
-            if not isinstance(value, Mapping):
-                return None
-            value = value.get(part)
-        return value
-
     def cursor_value(self, record: Mapping[str, Any]) -> Any:
-        return self.value_at(record, self.cursor_path) if self.cursor_path else None
+        return value_at(record, self.cursor_path) if self.cursor_path else None
 
     def identity(self, record: Mapping[str, Any]) -> str:
         """The record's primary key (as JSON), or the whole record when the stream has none."""
         if self.primary_key:
-            return json.dumps([self.value_at(record, path) for path in self.primary_key], sort_keys=True, default=str)
+            return json.dumps([value_at(record, path) for path in self.primary_key], sort_keys=True, default=str)
         return json.dumps(record, sort_keys=True, default=str)
 
 
