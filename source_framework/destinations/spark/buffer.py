@@ -101,10 +101,9 @@ class StreamBuffer(StreamSink):
 
     def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._holds_rows():
-            future = self._submit(state, notes)
-        else:  # nothing left to write: the last commit's receipt already counts every row
-            future = self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
-        return future
+            return self._submit(state, notes)
+        # Nothing left to write: the last commit's receipt already counts every row.
+        return self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
 
     def abort(self) -> None:
         self._records, self._extracted_at = [], []

@@ -51,6 +51,7 @@ from source_framework.helpers.faults import fault_point
 
 logger = logging.getLogger("source_framework.spark")
 
+
 def new_sync_id() -> str:
     """Sortable and unique: ``20261123T101500Z-1a2b3c4d``."""
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
