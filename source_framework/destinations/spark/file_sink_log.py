@@ -117,6 +117,14 @@ class FileSinkLog:
             raise ValueError("compact_interval must be positive")
         self.directory = os.path.join(os.path.abspath(table_dir), METADATA_DIR)
         self.compact_interval = compact_interval
+        # What this object's own last write left (newest batch id, live files), so that a writer
+        # committing hundreds of times a second lists and reads the folder once, not per commit.
+        # Only ``write_batch`` sets it: an object that only reads always reads the folder.
+        self._written: tuple[int, list[SinkFileStatus] | None] | None = None
+
+    def forget(self) -> None:
+        """Read the folder again from now on (another object may have written the log)."""
+        self._written = None
 
     # --- naming ------------------------------------------------------------------
 
@@ -139,6 +147,8 @@ class FileSinkLog:
         return sorted(ids)
 
     def latest_batch_id(self) -> int | None:
+        if self._written is not None:
+            return self._written[0]
         ids = self.batch_ids()
         return ids[-1] if ids else None
 
@@ -157,6 +167,8 @@ class FileSinkLog:
 
     def live_files(self) -> list[SinkFileStatus]:
         """The files a Spark reader sees now, computed exactly as Spark does."""
+        if self._written is not None and self._written[1] is not None:
+            return list(self._written[1])
         latest = self.latest_batch_id()
         if latest is None:
             return []
@@ -190,10 +202,14 @@ class FileSinkLog:
         expected = self.next_batch_id(replace=replace)
         if batch_id != expected:
             raise ValueError(f"batch {batch_id} is not the next batch ({expected}); was the log changed?")
+        live_before = None if replace else (self._written[1] if self._written is not None else None)
         if replace or not self.is_compact_batch(batch_id):
             entries = list(added)
         else:
-            entries = self.live_files() + list(added)
+            live_before = self.live_files()
+            entries = live_before + list(added)
         content = "\n".join([VERSION_LINE, *(entry.to_json() for entry in entries)])
         os.makedirs(self.directory, exist_ok=True)
+        self._written = None  # a failed write leaves the folder to be read again
         write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)
+        self._written = (batch_id, list(added) if replace else None if live_before is None else live_before + list(added))

@@ -30,11 +30,18 @@ One commit, in order:
 
 1. ``spark.createDataFrame(arrow_table)`` (pyspark 4 takes a ``pyarrow.Table`` directly,
    classic or Spark Connect), ``.coalesce(1).write.mode("overwrite").parquet(_staging/<commit>)``.
+   With ``arrow_writes`` there is no Spark job and no staging folder: see step 3.
 2. Write ``_checkpoints/<seq>.json`` atomically: the caller's state, the row count, and the
    names the data files will have in the table.
 3. Rename the ``part-*.parquet`` file(s) into the table folder under those names
-   (``c<seq:08d>-<n>-<uuid>.parquet``; atomic, same file system), fsync them.
+   (``c<seq:08d>-<n>-<uuid>.parquet``; atomic, same file system), fsync them. With
+   ``arrow_writes`` this process writes the Arrow table straight to its name there instead,
+   and checks the rows in the footer it wrote against the record.
 4. Write the next ``_spark_metadata`` batch atomically: **the commit point**.
+
+The object remembers its own last commit (and the log what its last batch left), so at a small
+interval a commit does not list and read the table's folders again: any other object's commit
+would have written the record this object's next commit checks for first.
 
 A crash before step 4 leaves only leftovers no reader sees, each of which :meth:`recover` can
 prove an interrupted commit of ours wrote: the staging folder, and a record whose batch was
@@ -178,6 +185,8 @@ class SparkTable:
         self._log = FileSinkLog(self.path, compact_interval)
         self._checkpoints = CheckpointFolder(self.path)
         self._lock = threading.Lock()
+        #: the newest commit this object made: the next one need not list and read the folders
+        self._newest: CheckpointRecord | None = None
 
     @property
     def spark(self) -> SparkSession:
@@ -214,13 +223,16 @@ class SparkTable:
         json.dumps(state)  # fail before writing anything if the state is not JSON
         fault_point("commit.start")
         with self._lock:
-            last = self.last_checkpoint()
+            last = self._last_committed()
             if seq < 0 or (last is not None and seq <= last.seq):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
-            parts, folders = self._write_parts(data, seq, staged)
+            self._newest = None  # until this commit is done: a failed one leaves the folders to be read again
+            parts, folders, written_here = self._write_parts(data, seq, staged)
             commit_id = uuid.uuid4().hex
-            names = _data_file_names(seq, len(parts), commit_id, leads_schema=_leads_schema(schema, replace, last))
+            count = len(parts) + (written_here is not None)
+            names = _data_file_names(seq, count, commit_id, leads_schema=_leads_schema(schema, replace, last))
             rows = sum(pq.read_metadata(part).num_rows for part in parts)
+            rows += written_here.num_rows if written_here is not None else 0
             batch_id = self._log.next_batch_id(replace=replace)
             replaced = tuple(sorted(self._live_names())) if replace else ()
             notes = notes or ResumeNotes()
@@ -233,10 +245,14 @@ class SparkTable:
             self._checkpoints.write(record)  # names the files before they enter the table
             fault_point("commit.record_written")
             statuses = self._move_in(parts, names)
+            if written_here is not None:
+                statuses.append(self._write_in(written_here, names[-1]))
+            fsync_directory(self.path)
             for folder in folders:
                 shutil.rmtree(folder, ignore_errors=True)
             fault_point("commit.files_written")
             self._log.write_batch(batch_id, statuses, replace=replace)  # the commit point
+            self._newest = record
             fault_point("commit.done")
         elapsed_ms = (time.perf_counter() - started) * 1000
         return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms)
@@ -254,23 +270,31 @@ class SparkTable:
 
     def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles]
-    ) -> tuple[list[str], list[str]]:
-        """Write ``data`` to a private staging folder; return the Parquet files to publish (with
-        those staged before) and the folders holding them."""
+    ) -> tuple[list[str], list[str], pa.Table | None]:
+        """The Parquet files to publish (those staged before, then ``data``'s), the staging folders
+        holding them, and the Arrow table this process writes straight into the table folder once
+        the checkpoint record names it (``arrow_writes``; None when Spark wrote ``data`` to staging
+        here, or when it has no rows to add to staged ones)."""
         folders = [item.folder for item in staged]
+        written_here = None
         if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
-            staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{uuid.uuid4().hex}")
-            self._write_parquet(data, staging)
-            folders.append(staging)
+            if isinstance(data, pa.Table) and self.arrow_writes:
+                # No staging folder to make, list and remove: at a small interval that is most of a
+                # commit's file work. A run killed while it writes leaves a file its record names.
+                written_here = data
+            else:
+                staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{uuid.uuid4().hex}")
+                self._write_parquet(data, staging)
+                folders.append(staging)
         parts = [
             os.path.join(folder, name)
             for folder in folders
             for name in sorted(os.listdir(folder))
             if name.startswith("part-") and name.endswith(".parquet")
         ]
-        if not parts:
+        if not parts and written_here is None:
             raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
-        return parts, folders
+        return parts, folders, written_here
 
     def _write_parquet(self, data: pa.Table | DataFrame, folder: str) -> None:
         """One Parquet file of ``data`` in ``folder``: an Arrow table written by this process
@@ -284,14 +308,35 @@ class SparkTable:
         frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
 
     def _move_in(self, parts: list[str], names: list[str]) -> list[SinkFileStatus]:
+        """Rename staged files into the table folder (the caller fsyncs the folder)."""
         moved = []
-        for part, name in zip(parts, names, strict=True):
+        for part, name in zip(parts, names, strict=False):  # the last name may be for ``_write_in``
             target = os.path.join(self.path, name)
             os.rename(part, target)
             fsync_file(target)
             moved.append(SinkFileStatus.for_local_file(target))
-        fsync_directory(self.path)
         return moved
+
+    def _write_in(self, data: pa.Table, name: str) -> SinkFileStatus:
+        """Write ``data`` as the table folder's file ``name`` (the caller fsyncs the folder). Its
+        rows are counted in the footer just written, not taken on trust: the record already said
+        how many the commit publishes."""
+        target = os.path.join(self.path, name)
+        pq.write_table(data, target, **ARROW_PARQUET_OPTIONS)
+        fsync_file(target)
+        written = pq.read_metadata(target).num_rows
+        if written != data.num_rows:
+            raise RuntimeError(f"{target}: {written} rows in its footer, {data.num_rows} were written")
+        return SinkFileStatus.for_local_file(target)
+
+    def _last_committed(self) -> CheckpointRecord | None:
+        """``last_checkpoint()``, remembered from this object's own last commit while no other
+        commit followed it (any other would have written the next record first)."""
+        newest = self._newest
+        if newest is not None and not os.path.exists(self._checkpoints.path(newest.seq + 1)):
+            return newest
+        self._log.forget()
+        return self.last_checkpoint()
 
     # --- reading our own state ---------------------------------------------------
 
@@ -393,6 +438,8 @@ class SparkTable:
         tell one interrupted commit apart (``InconsistentTable``) or whose log names files that
         are not here (``TableMoved``) is refused as it is."""
         with self._lock:
+            self._newest = None
+            self._log.forget()
             fault_point("recovery.start")
             interrupted = self._interrupted_commit()
             self._check_files_present()
