@@ -63,6 +63,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", default="1,4,8",
                         help="concurrency levels of the -c<N> cases (ours and airbyte-cdk's declarative; default 1,4,8)")
     parser.add_argument("--spark-master", help="Spark master for the full syncs (default: the runtime's, local[*])")
+    parser.add_argument("--writer", choices=("auto", "arrow", "spark"), default="auto",
+                        help="who writes the full syncs' commits (the destination's writer setting; default auto)")
     parser.add_argument("--json", help="results file (default bench/results/bench-<records>.json)")
     parser.add_argument("--workdir", help="scratch folder for warehouses and logs (default: a temporary folder)")
     return parser.parse_args(argv)
@@ -107,7 +109,7 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
     measurements: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     log(f"starting the demo API with {records:,} records")
     with DemoApiProcess(records=records, api_key=API_KEY, delay_ms=args.latency_ms, cache_pages=not args.generate_pages) as api:
-        env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size),
+        env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size, args.writer),
                        catalog_path=write_catalog(workdir, streams), streams=streams)
         log("warm-up: one bare pass over the pages (not counted)")
         next(c for c in all_cases() if c.name == "bare-requests").run(env)
@@ -121,12 +123,13 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
                     f"({measurement.records:,} records, {measurement.seconds:.2f}s; process {time.perf_counter() - started:.1f}s)")
     settings = {"streams": streams, "page_size": args.page_size, "repeat": args.repeat, "cpus": os.cpu_count(),
                 "latency_ms": args.latency_ms, "pages_cached": not args.generate_pages,
-                "spark_master": args.spark_master or "local[*]", "workdir": workdir}
+                "spark_master": args.spark_master or "local[*]", "writer": args.writer, "workdir": workdir}
     return BenchReport(records, measurements, {c.name: c.label for c in cases}, settings)
 
 
-def base_config(api_url: str, page_size: int) -> dict:
-    return {"api_key": API_KEY, "api_url": api_url, "start_date": "2025-01-01T00:00:00Z", "page_size": page_size}
+def base_config(api_url: str, page_size: int, writer: str = "auto") -> dict:
+    return {"api_key": API_KEY, "api_url": api_url, "start_date": "2025-01-01T00:00:00Z", "page_size": page_size,
+            "destination": {"type": "spark", "writer": writer}}
 
 
 def write_catalog(workdir: str, streams: list[str]) -> str:

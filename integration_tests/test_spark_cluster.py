@@ -1,6 +1,8 @@
-"""The Spark writer on a cluster: the same syncs through a Spark Connect server and on
-``local-cluster`` executors (separate JVM processes) leave tables equal, row for row, to an
-embedded ``local`` run's.
+"""Syncs on a cluster: the same syncs through a Spark Connect server and on ``local-cluster``
+executors (separate JVM processes) leave tables equal, row for row, to an embedded ``local``
+run's. The first Connect sync runs with the default writer (this process writes the commits'
+files; the server runs the ``append_dedup`` merges); the others with ``writer: spark``, so the
+server and the executors write every commit's files.
 
 - Spark Connect: the module starts a real server from the installed pyspark
   (``sbin/start-connect-server.sh``, master ``local[2]``, 127.0.0.1, a free port) and stops it
@@ -125,7 +127,7 @@ def test_killed_and_resumed_sync_through_spark_connect_equals_embedded_run(
 ):
     monkeypatch.setenv("JAVA_HOME", str(work / "no-java-here"))
     warehouse = str(work / "connect-killed")
-    destination = {"type": "spark", "warehouse": warehouse, "spark_master": connect_url}
+    destination = {"type": "spark", "warehouse": warehouse, "spark_master": connect_url, "writer": "spark"}
     config = write_json(work / "connect-killed.json", config_for(api, warehouse, state_checkpoint_interval=250, destination=destination))
     orchestrator = Orchestrator(config, catalog_path, str(work / "connect-killed-state.json"))
     # SIGKILL at exact points of a commit, then once at a moment that may fall inside a write
@@ -193,6 +195,7 @@ def test_sync_on_local_cluster_executors_equals_embedded_run(spark, api, work, c
         "warehouse": warehouse,
         "spark_master": "local-cluster[2,1,1024]",
         "spark_conf": {"spark.executor.memory": "512m"},
+        "writer": "spark",
     }
     config = write_json(work / "local-cluster.json", config_for(api, warehouse, state_checkpoint_interval=250, destination=destination))
     code, outcome = Orchestrator(config, catalog_path, str(work / "local-cluster-state.json")).run(None)

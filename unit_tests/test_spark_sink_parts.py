@@ -163,3 +163,20 @@ def test_a_rebuild_replaces_the_table_once_even_with_nothing_to_write(committer)
     buffer.commit({"n": 1}).result(5)
     buffer.finish({"n": 1}).result(5)
     assert [(c["replace"], c["rows"]) for c in table.commits] == [(True, 1)]
+
+
+@pytest.mark.parametrize("master", ["local[*]", "local", "local-cluster[2,1,1024]", "sc://127.0.0.1:15002", "yarn"])
+def test_this_process_writes_the_commits_files_whatever_the_master_unless_told_spark(tmp_path, master):
+    from source_framework.destinations.spark.destination import SparkDestination
+
+    writes = {}
+    for writer in ("auto", "arrow", "spark"):
+        destination = SparkDestination(str(tmp_path / writer), default_namespace="demo", master=master, writer=writer)
+        try:
+            writes[writer] = destination.arrow_writes
+            assert destination.table(None, "users").arrow_writes == destination.arrow_writes
+        finally:
+            destination.close()
+    assert writes == {"auto": True, "arrow": True, "spark": False}
+    with pytest.raises(ValueError, match="writer must be one of"):
+        SparkDestination(str(tmp_path / "x"), default_namespace="demo", master=master, writer="hadoop")
