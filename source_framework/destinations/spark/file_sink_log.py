@@ -212,4 +212,8 @@ class FileSinkLog:
         os.makedirs(self.directory, exist_ok=True)
         self._written = None  # a failed write leaves the folder to be read again
         write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)
-        self._written = (batch_id, list(added) if replace else None if live_before is None else live_before + list(added))
+        if replace:
+            live_after: list[SinkFileStatus] | None = list(added)
+        else:  # known once this object has written a compaction batch or a replace
+            live_after = None if live_before is None else live_before + list(added)
+        self._written = (batch_id, live_after)

@@ -244,7 +244,7 @@ class SparkTable:
             )
             self._checkpoints.write(record)  # names the files before they enter the table
             fault_point("commit.record_written")
-            statuses = self._move_in(parts, names)
+            statuses = self._move_in(parts, names[:len(parts)])
             if written_here is not None:
                 statuses.append(self._write_in(written_here, names[-1]))
             fsync_directory(self.path)
@@ -310,7 +310,7 @@ class SparkTable:
     def _move_in(self, parts: list[str], names: list[str]) -> list[SinkFileStatus]:
         """Rename staged files into the table folder (the caller fsyncs the folder)."""
         moved = []
-        for part, name in zip(parts, names, strict=False):  # the last name may be for ``_write_in``
+        for part, name in zip(parts, names, strict=True):
             target = os.path.join(self.path, name)
             os.rename(part, target)
             fsync_file(target)
