@@ -1,11 +1,14 @@
 """JSON schema -> Arrow schema and records -> Arrow table (no Spark needed)."""
 
 import json
+from collections import Counter
 from datetime import UTC, date, datetime
 
 import orjson
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from source_framework.destinations.spark.arrow_conversion import (
     ENCODING_KEY,
@@ -282,6 +285,36 @@ def test_undeclared_fields_are_named_per_row_and_counted_across_batches():
     assert undeclared_of(first) == [["a", "b"], None, ["a"]]
     assert undeclared_of(second) == [["_sf_meta"]]  # a field named like a metadata column is not written either
     assert counts.by_field == {"a": 2, "b": 1, "_sf_meta": 1} and counts.records == 3
+
+
+class _AnswersEveryKey(dict):
+    """A record type whose ``[key]`` answers for fields it does not hold (as ``Counter`` does)."""
+
+    def __missing__(self, key):
+        return None
+
+
+@pytest.mark.parametrize("record_type", [dict, _AnswersEveryKey, lambda fields: Counter(fields)])
+def test_a_record_holding_every_declared_field_and_one_more_names_it(record_type):
+    properties = {"a": {"type": "integer"}, "b": {"type": "integer"}}
+    records = [record_type({"a": 1, "b": 2}), record_type({"a": 1, "b": 2, "z": 3}), record_type({"a": 1, "z": 3})]
+    assert undeclared_of(convert(properties, records)) == [None, ["z"], ["z"]]
+    # Alone in its batch: as many fields as the schema declares, one of them not declared.
+    assert undeclared_of(convert(properties, [record_type({"a": 1, "z": 3})] * 2)) == [["z"], ["z"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["dict", "answers", "counter"]),
+                          st.dictionaries(st.sampled_from(["a", "b", "c", "x", "y"]), st.integers(0, 9))), max_size=12))
+def test_undeclared_fields_are_exactly_the_fields_outside_the_schema(records):
+    """Whatever fields and record types a batch mixes, each row names exactly its fields that no
+    column holds: the fast check for batches of records with exactly the declared fields never
+    hides one."""
+    made = {"dict": dict, "answers": _AnswersEveryKey, "counter": Counter}
+    batch = [made[kind](fields) for kind, fields in records]
+    expected = [sorted(k for k in fields if k not in "abc") or None for _, fields in records]
+    properties = {name: {"type": "integer"} for name in "abc"}
+    assert undeclared_of(convert(properties, batch)) == expected
 
 
 def test_undeclared_fields_and_misfits_share_the_rows_sf_meta():

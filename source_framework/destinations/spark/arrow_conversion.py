@@ -239,9 +239,11 @@ def records_to_arrow(
     misfits = _Misfits()
     columns: dict[str, pa.Array] = {}
     data_fields = [field for field in schema if field.name not in METADATA_COLUMNS]
-    for field, values in zip(data_fields, _columns(records, [field.name for field in data_fields]), strict=True):
+    values_by_field, every_field_held = _columns(records, [field.name for field in data_fields])
+    for field, values in zip(data_fields, values_by_field, strict=True):
         columns[field.name] = _convert_column(values, field, misfits)
-    misfits.undeclared = _undeclared_fields(records, frozenset(field.name for field in data_fields))
+    if not (every_field_held and _sizes_are(records, len(data_fields))):  # else exactly the declared fields
+        misfits.undeclared = _undeclared_fields(records, frozenset(field.name for field in data_fields))
     if undeclared is not None:
         undeclared.add(misfits.undeclared)
 
@@ -275,20 +277,31 @@ def warm_up() -> None:
     pq.write_table(table, io.BytesIO())
 
 
-def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> list[Sequence[Any]]:
-    """Each named field's values, one sequence per name (None where a record lacks the field).
+def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> tuple[list[Sequence[Any]], bool]:
+    """Each named field's values, one sequence per name (None where a record lacks the field),
+    and whether every record is a plain dict holding every name (False where that is not known).
 
     One pass over the records, not one per column: a batch of thousands of parsed records does
     not fit the CPU's caches, and each pass over it costs as much as the work done in it."""
     if not names:
-        return []
+        return [], False
     if len(names) == 1:
-        return [[record.get(names[0]) for record in records]]
+        return [[record.get(names[0]) for record in records]], False
     try:
         rows = list(map(operator.itemgetter(*names), records))
+        # A dict's ``[name]`` raises for a field it lacks; other mappings may answer anyway (``Counter``).
+        every_field_held = set(map(type, records)) == {dict}
     except (KeyError, TypeError):  # a record without some field (or not a dict): the slower way
         rows = [tuple(record.get(name) for name in names) for record in records]
-    return list(zip(*rows, strict=True)) if rows else [[] for _ in names]
+        every_field_held = False
+    return (list(zip(*rows, strict=True)) if rows else [[] for _ in names]), every_field_held
+
+
+def _sizes_are(records: Sequence[Mapping[str, Any]], size: int) -> bool:
+    """Every record has ``size`` fields. Why: a dict holding every declared field and no more
+    fields than that holds no other, which a look at its size tells without reading its keys
+    (``_undeclared_fields`` reads them all: 0.2-0.3 µs a record, a seventh of the conversion)."""
+    return set(map(len, records)) == {size}
 
 
 def _extracted_at(extracted_at_ms: list[int] | int, num_rows: int) -> pa.Array:
