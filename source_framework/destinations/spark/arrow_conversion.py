@@ -59,7 +59,8 @@ Conversion rules:
 * Fields that are not in the schema get no column (the schema is the table's contract, and
   the stream's schema is the place to add columns), but never vanish without a trace: each row
   names them in ``_sf_meta``, and ``UndeclaredFields`` counts them for the end-of-run summary.
-  A record whose fields are all declared costs one ``issuperset`` check.
+  A batch of plain dicts that all hold exactly the declared fields costs a look at each record's
+  size; otherwise a record whose fields are all declared costs one ``issuperset`` check.
 * A lone surrogate (``"\\ud800"``: valid JSON, but not Unicode text, so neither UTF-8 nor Arrow
   can hold it) in a string column is replaced with U+FFFD and noted in ``_sf_meta``; in an
   object/array column (and any value stored as JSON text) it stays as its ``\\ud800`` escape,
