@@ -103,6 +103,8 @@ class Boundary:
         self.stream = stream
         self.cursor_field = self._cursor = cursor_field[0] if cursor_field else ""
         self._key_paths = primary_key
+        # Most keys are one top-level field: read it without walking a path (a call per record).
+        self._key_field = primary_key[0][0] if len(primary_key) == 1 and len(primary_key[0]) == 1 else None
         self._entries: dict[str, _Entry] = {}
         # What the resumed commit holds, by cursor value then key -> hash: skipped once each.
         self._skip: dict[Any, dict[tuple[Any, ...], str]] = {}
@@ -169,7 +171,10 @@ class Boundary:
         if entry is not None and value == entry.cursor:
             self._add(entry, record)
             return
-        sort_key = _sort_key(value)
+        try:
+            sort_key = cursor_sort_key(value)
+        except CursorValueError:
+            sort_key = None
         if entry is None or entry.sort_key is None or (sort_key is not None and sort_key > entry.sort_key):
             self._replace(value, sort_key, record)
 
@@ -197,7 +202,8 @@ class Boundary:
 
     def _replace(self, value: Any, sort_key: Any, record: Mapping[str, Any]) -> None:
         """A new highest cursor value for the partition: its records start over."""
-        if sort_key is not None and (self.highest is None or (sort_key[0] == self.highest[0] and sort_key > self.highest)):
+        highest = self.highest
+        if sort_key is not None and (highest is None or (sort_key[0] == highest[0] and sort_key > highest)):
             self.highest = sort_key
         entry = self._current
         if entry is not None:
@@ -330,6 +336,8 @@ class Boundary:
             )
 
     def _key(self, record: Mapping[str, Any]) -> tuple[Any, ...]:
+        if self._key_field is not None:
+            return (record.get(self._key_field),)
         values = []
         for path in self._key_paths:
             node: Any = record

@@ -220,7 +220,7 @@ class StreamSync:
                         continue
                 result.records += 1
                 if observe is not None:
-                    observe(item if isinstance(item, Mapping) else data)
+                    observe(item if data is item or isinstance(item, Mapping) else data)
                 if transform is not None:
                     data = dict(data)
                     transform(data)

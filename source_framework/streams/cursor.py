@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -30,24 +29,40 @@ def cursor_sort_key(value: Any, stream: str = "") -> tuple[int, Any]:
     Date-time strings compare by the instant they name, so ``2025-01-01T01:00:00+01:00`` equals
     ``2025-01-01T00:00:00Z``; plain string comparison would get that wrong.
     """
+    if type(value) is str:
+        last = _last_string  # one read: another thread may replace it meanwhile
+        if last[0] == value:
+            return last[1]
+        return _remember(value)
     if isinstance(value, bool) or value is None:
         raise CursorValueError(f"stream '{stream}': cursor value {value!r} is not a number or a string")
     if isinstance(value, (int, float)):
         return (0, value)
     if isinstance(value, str):
-        return _string_sort_key(value)
+        return _remember(value)
     raise CursorValueError(f"stream '{stream}': cursor value {value!r} is not a number or a string")
 
 
-@functools.lru_cache(maxsize=1024)
-def _string_sort_key(value: str) -> tuple[int, Any]:
-    """Why a cache: each record's cursor is ordered twice in a row (the stream's cursor, then the
-    runtime's boundary), and records of a page often share a value; parsing the date-time once
-    per distinct value halves that work."""
+# Why remember one value: each record's cursor is ordered twice in a row (the stream's cursor,
+# then the runtime's boundary), and records next to each other often share a value. A cache of
+# many values cost more per new value (~0.3 us) than parsing it (~0.1 us).
+_last_string: tuple[str, tuple[int, Any]] = ("", (2, ""))
+
+
+def _remember(value: str) -> tuple[int, Any]:
+    global _last_string
+    key: tuple[int, Any]
     try:
-        return (1, parse_datetime(value))
+        # No ISO 8601 text starts with anything but a digit: skip the parser's exception.
+        parsed = dt.datetime.fromisoformat(value) if value[:1].isdigit() else None
     except ValueError:
-        return (2, value)
+        parsed = None
+    if parsed is None:
+        key = (2, value)
+    else:
+        key = (1, parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC))
+    _last_string = (value, key)
+    return key
 
 
 def is_datetime_key(key: tuple[int, Any]) -> bool:

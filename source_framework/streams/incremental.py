@@ -252,7 +252,7 @@ class IncrementalHttpStream(HttpStream, ABC):
 
         def observe(record: Any) -> None:
             nonlocal previous
-            if not isinstance(record, Mapping):
+            if type(record) is not dict and not isinstance(record, Mapping):
                 return
             value = record.get(field)
             if value is None:
