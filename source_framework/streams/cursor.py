@@ -54,13 +54,9 @@ def _remember(value: str) -> tuple[int, Any]:
     key: tuple[int, Any]
     try:
         # No ISO 8601 text starts with anything but a digit: skip the parser's exception.
-        parsed = dt.datetime.fromisoformat(value) if value[:1].isdigit() else None
+        key = (1, parse_datetime(value)) if value[:1].isdigit() else (2, value)
     except ValueError:
-        parsed = None
-    if parsed is None:
         key = (2, value)
-    else:
-        key = (1, parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC))
     _last_string = (value, key)
     return key
 
