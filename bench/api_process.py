@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+from bench.cpu import process_cpu_seconds
+
 READY_PREFIX = "demo API listening on "
 
 
@@ -51,6 +53,10 @@ class DemoApiProcess:
         if self._process is not None and self._process.stderr is not None:
             self._process.stderr.close()
         self._process = None
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the API process has used so far (None when it is not running)."""
+        return process_cpu_seconds(self._process.pid) if self._process is not None else None
 
     def __enter__(self) -> DemoApiProcess:
         return self.start()

@@ -66,6 +66,10 @@ class Measurement:
     python_peak_mb: float
     jvm_peak_mb: float = 0.0
     states: int = 0
+    #: user + system CPU seconds of the case's processes (Python, and the JVM where one ran)
+    cpu_seconds: float | None = None
+    #: CPU seconds the demo API used while the case ran
+    api_cpu_seconds: float | None = None
     commits: int | None = None
     data_files: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -73,6 +77,16 @@ class Measurement:
     @property
     def records_per_second(self) -> float:
         return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cores(self) -> float | None:
+        """The case's CPU seconds over its process's wall time: how many cores it kept busy."""
+        return None if self.cpu_seconds is None or self.process_seconds <= 0 else self.cpu_seconds / self.process_seconds
+
+    @property
+    def api_cores(self) -> float | None:
+        """The demo API's share of the cores over the same wall time."""
+        return None if self.api_cpu_seconds is None or self.process_seconds <= 0 else self.api_cpu_seconds / self.process_seconds
 
 
 class Case:

@@ -81,12 +81,15 @@ class BenchReport:
             "states": int(statistics.median(m.states for m in runs)),
             "spark_commits": _median_or_none([m.commits for m in runs]),
             "data_files": _median_or_none([m.data_files for m in runs]),
+            # CPU seconds over the process's wall time: the case's cores in use, and the demo API's
+            "cores": _median_rounded([m.cores for m in runs]),
+            "api_cores": _median_rounded([m.api_cores for m in runs]),
             "python_peak_mb": round(max(m.python_peak_mb for m in runs), 1),
             "jvm_peak_mb": round(max(m.jvm_peak_mb for m in runs), 1),
             # seconds from the process's start to its first STATE line (full syncs only)
-            "first_state_after_start_s": _median_seconds([m.extra.get("first_state_after_start_s") for m in runs]),
+            "first_state_after_start_s": _median_rounded([m.extra.get("first_state_after_start_s") for m in runs]),
             # seconds from the first checkpoint asked (the first slice's end) to its STATE line
-            "first_commit_s": _median_seconds([m.extra.get("first_commit_s") for m in runs]),
+            "first_commit_s": _median_rounded([m.extra.get("first_commit_s") for m in runs]),
             "repetitions": len(runs),
         }
 
@@ -166,13 +169,14 @@ class BenchReport:
             "",
         ]
         header = ["case", "records/s", "seconds", "first STATE s", "first commit s", "STATEs", "commits", "files",
-                  "Python MB", "JVM MB"]
+                  "cores", "API cores", "Python MB", "JVM MB"]
         rows = []
         for case in self.measurements:
             summary = self.summary(case)
             rows.append([summary["label"], f"{summary['records_per_second']:,.0f}", f"{summary['seconds']:.2f}",
                          _dash(summary["first_state_after_start_s"]), _dash(summary["first_commit_s"]),
                          str(summary["states"]), _dash(summary["spark_commits"]), _dash(summary["data_files"]),
+                         _dash(summary["cores"]), _dash(summary["api_cores"]),
                          f"{summary['python_peak_mb']:.0f}", _dash(round(summary["jvm_peak_mb"]) or None)])
         lines.append(_table(header, rows))
         lines += ["", "Ratios of records/s (targets from the issue)"]
@@ -232,9 +236,9 @@ def _median_or_none(values: Sequence[int | None]) -> int | None:
     return int(statistics.median(present)) if present else None
 
 
-def _median_seconds(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return round(statistics.median(present), 2) if present else None
+def _median_rounded(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known), 2) if known else None
 
 
 def _dash(value: Any) -> str:

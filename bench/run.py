@@ -42,6 +42,7 @@ if ROOT not in sys.path:  # run as a script: make the repository importable
 
 from bench.api_process import DemoApiProcess  # noqa: E402
 from bench.cases import BenchEnv, Case, Measurement, all_cases  # noqa: E402
+from bench.cpu import children_cpu_seconds  # noqa: E402
 from bench.report import BenchReport, memory_growth, memory_growth_text  # noqa: E402
 
 API_KEY = "bench-api-key-8c21"
@@ -117,7 +118,11 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
             shift = repetition % len(cases)
             for case in cases[shift:] + cases[:shift]:  # rotate, so no case always runs first or last
                 started = time.perf_counter()
+                cpu_before, api_before = children_cpu_seconds(), api.cpu_seconds()
                 measurement = case.run(env)
+                api_after = api.cpu_seconds()
+                measurement.cpu_seconds = children_cpu_seconds() - cpu_before
+                measurement.api_cpu_seconds = None if api_before is None or api_after is None else api_after - api_before
                 measurements[case.name].append(measurement)
                 log(f"rep {repetition + 1}/{args.repeat} {case.name:<15} {measurement.records_per_second:>10,.0f} rec/s "
                     f"({measurement.records:,} records, {measurement.seconds:.2f}s; process {time.perf_counter() - started:.1f}s)")

@@ -25,3 +25,25 @@ def test_framework_null_and_the_declarative_manifest_read_every_record(tmp_path)
     # airbyte-cdk's windows are closed ([start, end - 1 s]); the API's are half-open: a record
     # exactly on a window's end second could be missed, none here.
     assert declarative["records"] == 900
+
+
+def test_cpu_time_is_measured_for_a_waited_child_and_for_a_running_process():
+    """The benchmark's "cores" columns: a child that burns about 0.3 s of CPU counts once it was
+    waited for; a process still running (the demo API) is read from /proc."""
+    import subprocess
+    import sys
+
+    from bench.cpu import children_cpu_seconds, process_cpu_seconds
+
+    before = children_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"],
+                   check=True)
+    assert children_cpu_seconds() - before >= 0.25
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        used = process_cpu_seconds(sleeper.pid)
+        assert used is not None and 0 <= used < 5
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert process_cpu_seconds(sleeper.pid) is None  # gone

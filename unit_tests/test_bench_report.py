@@ -63,3 +63,18 @@ def test_memory_is_judged_on_concurrency_8_and_connect_on_the_first_commit():
     assert checks["peak memory of a full sync, MB (Python + JVM)"]["value"] == 1200  # c8 only, not c1's 1800
     assert checks["full-slice-c8: first commit s"]["met"] is False
     assert "full-slice-c8: first STATE s after start" not in checks
+
+
+def test_cores_in_use_are_reported_beside_the_rate():
+    """A sync using one core of two while the API idles is bound by its interpreter, not the machine."""
+    sync = Measurement(case="full-slice-c1", records=1_000_000, seconds=7.0, process_seconds=8.0, python_peak_mb=300.0,
+                       cpu_seconds=8.4, api_cpu_seconds=0.4)
+    unmeasured = measurement("framework-null", 200_000)
+    rep = report({"full-slice-c1": sync, "framework-null": unmeasured})
+    assert (rep.summary("full-slice-c1")["cores"], rep.summary("full-slice-c1")["api_cores"]) == (1.05, 0.05)
+    assert rep.summary("framework-null")["cores"] is None
+    text = rep.text()
+    header = next(line for line in text.splitlines() if line.startswith("case"))
+    assert "cores" in header and "API cores" in header
+    row = next(line for line in text.splitlines() if line.startswith("full-slice-c1"))
+    assert "1.05" in row and "0.05" in row

@@ -20,10 +20,12 @@ names them in the row's ``_sf_meta`` and counts them (``undeclared_fields``, for
 summary), and each new one is logged once.
 
 Why records are converted in this process, though converting holds the interpreter the reader
-needs: a helper process that converted them was measured (1,000,000 records, 2 cores) and was no
-faster. Packing a batch to send it (``marshal``) cost the reader 1.3 µs a record, most of the
-2.3 µs converting did, since the records are no longer in the CPU's caches by then. The helper
-also used 4-5 s of CPU more, which 2 cores shared with the API and the Parquet writes did not have.
+needs: a sync into Spark is bound by that one interpreter, not by the machine (1,000,000 records
+on 2 cores: the sync keeps 1.05 cores busy, the API 0.03; ``bench/run.py``'s "cores" columns), so
+only work that leaves the interpreter can speed it up. A helper process that converted batches
+was measured and was no faster: packing a batch to send it (``marshal``) cost the reader 1.3 µs a
+record, most of the 2.3 µs converting did, since the records are no longer in the CPU's caches by
+then. What would pay is a helper that never needs the records at all (one given the page's bytes).
 """
 
 from __future__ import annotations
