@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from airbyte_cdk.models import SyncMode
 
 from source_framework.runtime.concurrency import CHUNK, ReadStopped, SparePermitPages, read_ahead, run_in_order
 from source_framework.runtime.stream_adapters import SliceRead
@@ -307,3 +308,65 @@ def test_with_no_spare_permit_pages_are_fetched_one_after_another_and_a_failure_
     with pytest.raises(OSError, match="page 3 failed"):
         next(results)
     assert seen == [1, 2, 3]  # one at a time: page 4 was not asked for before page 3 was taken
+
+
+def test_page_tokens_that_fail_raise_after_the_pages_before_them_and_give_every_spare_permit_back():
+    """A stream's ``page_tokens`` that raises midway (a page count missing from the first page)
+    kept the spare permit it had just taken: the permits are shared by every stream of the sync,
+    so each such failure lowered the concurrency of the rest of it (found in review)."""
+    permits = threading.Semaphore(4)
+    permits.acquire()  # the worker's own, as read_ahead's worker holds it
+
+    def tokens():
+        yield 1
+        yield 2
+        raise KeyError("total_pages")
+
+    results = SparePermitPages(permits, most=4).map_in_order(lambda page: page * 10, tokens())
+    assert next(results) == 10 and next(results) == 20
+    with pytest.raises(KeyError, match="total_pages"):
+        next(results)
+    permits.release()  # the worker gives its own back
+    deadline = time.monotonic() + 5
+    free = 0
+    while free < 4 and time.monotonic() < deadline:  # page threads give theirs back as they end
+        if permits.acquire(timeout=0.1):
+            free += 1
+    assert free == 4
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_a_partition_its_parent_lists_twice_is_read_once_whatever_the_concurrency(concurrency):
+    """A parent listing a store twice (overlapping pages, say) must not put its orders in the table
+    twice. Read ahead, the second slice of the store was made before the first was read, so it
+    started from the store's old cursor and wrote the whole store again (600 duplicate rows of 1,200
+    at concurrency 4, found in review); one slice after another, it re-read the cursor's ties."""
+    from source_framework.demo.api import DemoApi
+    from source_framework.demo.source import StoreOrders, Stores
+    from source_framework.runtime.output import ProtocolOutput
+    from source_framework.runtime.read import read_streams
+    from source_framework.runtime.secrets import SecretFilter
+    from source_framework.runtime.stream_adapters import adapt
+    from unit_tests.conftest import EventOutput, RecordingDestination, catalog_of, configured
+
+    class StoreOrdersListedTwice(StoreOrders):
+        name = "store_orders"  # the demo's schema
+
+        def partitions(self):
+            for partition in list(super().partitions())[:3]:
+                yield partition
+                yield dict(partition)
+
+    with DemoApi(records=2000, api_key="k", seed=3).start() as api:
+        config = {"api_key": "k", "api_url": api.url + "/", "page_size": 50, "state_checkpoint_interval": 10_000}
+        stream = StoreOrdersListedTwice(config, Stores(config))
+        entry = configured("store_orders", "incremental", "append")
+        destination = RecordingDestination()
+        result = read_streams({"store_orders": adapt(stream, entry)}, catalog_of(entry), {}, destination,
+                              ProtocolOutput(EventOutput(destination.events), SecretFilter(())), concurrency=concurrency)
+        expected = sum(1 for partition in list(Stores(config).read_only_records())[:3]
+                       for _ in StoreOrders(config, Stores(config)).read_records(
+                           sync_mode=SyncMode.incremental, stream_slice={"partition": {"store_id": partition["id"]}}))
+    assert not result.failed
+    ids = [row["id"] for row in destination.sinks["store_orders"].landed]
+    assert len(ids) == len(set(ids)) == expected > 0

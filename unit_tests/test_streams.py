@@ -205,6 +205,15 @@ def test_partitioned_state_keeps_one_cursor_per_partition():
     assert stream.cursor_for(next_slices[2]) is None
 
 
+def test_a_partition_listed_twice_gets_one_slice():
+    class ListedTwice(StoreOrders):
+        def partitions(self):
+            return [{"store_id": 1}, {"store_id": 2}, {"store_id": 1}, {"store_id": 3}, {"store_id": 2}]
+
+    slices = list(ListedTwice().stream_slices(sync_mode=SyncMode.incremental))
+    assert [s["partition"] for s in slices] == [{"store_id": 1}, {"store_id": 2}, {"store_id": 3}]
+
+
 def test_partitioned_state_round_trips_and_moves_only_its_partition():
     stream = StoreOrders()
     stream.state = {"states": [{"partition": {"store_id": 2}, "cursor": {"updatedAt": "2025-03-01T00:00:00Z"}}]}

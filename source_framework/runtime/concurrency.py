@@ -127,21 +127,28 @@ class SparePermitPages:
         remaining = iter(tokens)
         pending: deque[tuple[Future[R], bool]] = deque()  # (the page, fetched with the worker's own permit)
         own_busy = exhausted = False
+        failure: BaseException | None = None  # the tokens' own, raised after the pages before it
         while True:
             while not exhausted and len(pending) < self._most:
                 own = not own_busy
                 if not own and not self._permits.acquire(blocking=False):
                     break  # every permit is busy elsewhere: this page waits for one of ours
                 try:
-                    token = next(remaining)
-                except StopIteration:
-                    exhausted = True
+                    page = _in_thread(fetch, next(remaining), self._permits if not own else None)
+                except BaseException as error:  # no page thread took the spare permit: give it back
                     if not own:
                         self._permits.release()
+                    if not isinstance(error, Exception):
+                        raise  # an interrupt does not wait for the pages
+                    exhausted = True
+                    if not isinstance(error, StopIteration):
+                        failure = error
                     break
-                pending.append((_in_thread(fetch, token, self._permits if not own else None), own))
+                pending.append((page, own))
                 own_busy = own_busy or own
             if not pending:
+                if failure is not None:
+                    raise failure
                 return
             page, own = pending.popleft()
             own_busy = own_busy and not own

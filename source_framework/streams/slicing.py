@@ -129,9 +129,19 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     ) -> Iterable[Mapping[str, Any] | None]:
         """One slice per partition, carrying the partition and where its cursor stands. The
         framework's (``@final``): the runtime keys each checkpoint's boundary by the slice's
-        ``partition``; implement ``partitions()`` instead."""
+        ``partition``; implement ``partitions()`` instead.
+
+        A partition listed again (a parent's pages that overlap) is read once: its second slice
+        would start from where the cursor stood when it was made, which, with slices made ahead
+        of their reading (``--concurrency``), is before the first slice moved it, and every
+        record of the partition would be written twice."""
+        listed: set[str] = set()
         for partition in self.partitions():
-            entry = self._cursors.get(partition_identity(partition))
+            identity = partition_identity(partition)
+            if identity in listed:
+                continue
+            listed.add(identity)
+            entry = self._cursors.get(identity)
             yield {"partition": dict(partition), "cursor_start": entry["value"] if entry else None}
 
     @final
