@@ -180,3 +180,36 @@ def test_this_process_writes_the_commits_files_whatever_the_master_unless_told_s
     assert writes == {"auto": True, "arrow": True, "spark": False}
     with pytest.raises(ValueError, match="writer must be one of"):
         SparkDestination(str(tmp_path / "x"), default_namespace="demo", master=master, writer="hadoop")
+
+
+def test_spark_is_started_once_when_streams_synced_at_once_ask_for_it_together(tmp_path):
+    """Streams synced at once open their tables in threads of their own, and each may ask for Spark
+    (a widened column's rewrite); a second ask while the first was starting the thread failed its
+    stream with "threads can only be started once" (found in review)."""
+    import threading
+    import time
+
+    from source_framework.destinations.spark.destination import SparkDestination
+
+    class SlowToStart(threading.Thread):
+        def start(self):
+            time.sleep(0.2)  # the moment in which another caller still saw no thread started
+            super().start()
+
+    destination = SparkDestination(str(tmp_path), default_namespace="demo")
+    destination._starting = SlowToStart(target=lambda: None, daemon=True)  # Spark itself is not the point
+    errors = []
+
+    def ask():
+        try:
+            destination.start_spark()
+        except Exception as error:
+            errors.append(error)
+
+    askers = [threading.Thread(target=ask) for _ in range(2)]
+    for asker in askers:
+        asker.start()
+    for asker in askers:
+        asker.join()
+    destination.close()
+    assert errors == []

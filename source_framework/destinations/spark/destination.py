@@ -107,6 +107,7 @@ class SparkDestination(Destination):
         self._spark_error: BaseException | None = None
         self._spark_conf = dict(spark_conf or {})
         self._starting = threading.Thread(target=self._start_spark, daemon=True)
+        self._start_lock = threading.Lock()  # streams synced at once may ask for Spark together
 
     # -- Spark --------------------------------------------------------------------------------
 
@@ -155,8 +156,9 @@ class SparkDestination(Destination):
 
     def start_spark(self) -> None:
         """Start Spark in the background (once); ``spark`` waits for it."""
-        if self._starting.ident is None:
-            self._starting.start()
+        with self._start_lock:
+            if self._starting.ident is None:
+                self._starting.start()
 
     def lock(self, namespace: str | None, stream: str, purpose: str) -> str:
         """Hold the table's lock until ``close`` (fails fast, or waits with ``wait_for_lock``)."""
