@@ -44,6 +44,7 @@ from source_framework.runtime.output import to_json
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.secrets import SecretFilter, find_secrets
 from source_framework.runtime.state_file import StateFile
+from source_framework.streams.cursor import partition_identity
 
 logger = logging.getLogger("source_framework.state")
 
@@ -175,12 +176,21 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
     if not field:
         raise InputError(f"stream '{stream.name}' has no cursor")
     current = state_file.states.get(stream.name) or {}
-    if "states" in current:
-        new_state: dict[str, Any] = {
-            "states": [{"partition": p["partition"], "cursor": {field: parsed.cursor}} for p in current["states"]]
-        }
+    committed: Any = None
+    if not parsed.no_table:
+        if not destination.has_table(stream.namespace, stream.name):
+            raise _no_table([stream.name], destination)
+        destination.lock(stream.namespace, stream.name, purpose="state set")
+        newest = destination.committed_table(stream.namespace, stream.name).last_checkpoint()
+        committed = newest.state if newest is not None else None
+    # A run that died after a commit whose STATE it never printed left the table ahead of the file,
+    # maybe with partitions the file has not heard of: the table keeps their rows before the cursor,
+    # so they must start from it too, or the next sync reads those rows again.
+    partitions = _partitions_of(current, committed)
+    if partitions is not None:
+        new_state: dict[str, Any] = {"states": [{"partition": p, "cursor": {field: parsed.cursor}} for p in partitions]}
     elif hasattr(stream, "partitions"):
-        raise InputError(f"stream '{stream.name}' is partitioned and the state file has no partitions for it yet")
+        raise InputError(f"stream '{stream.name}' is partitioned and neither the state file nor its table has partitions for it yet")
     else:
         new_state = {field: parsed.cursor}
     try:
@@ -189,8 +199,6 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
         raise InputError(f"--cursor {parsed.cursor!r}: {error}") from None
     if not parsed.no_table:
         path = destination.table_path(stream.namespace, stream.name)
-        if not destination.has_table(stream.namespace, stream.name):
-            raise _no_table([stream.name], destination)
         kept = destination.truncate_from(stream.namespace, stream.name, field, parsed.cursor, new_state, current)
         if kept is None:
             raise NoTable(f"stream '{stream.name}': its table {path} has no commit yet; nothing was changed")
@@ -200,3 +208,17 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
     state_file.save()
     logger.info("%s: cursor set to %s", stream.name, parsed.cursor)
     return EXIT_OK
+
+
+def _partitions_of(*states: Any) -> list[dict[str, Any]] | None:
+    """The partitions per-partition states (``{"states": [{"partition", "cursor"}]}``) name, the
+    first state's first, each once; None when no state has that shape."""
+    found: dict[str, dict[str, Any]] = {}
+    per_partition = False
+    for state in states:
+        entries = state.get("states") if isinstance(state, dict) else None
+        if isinstance(entries, list):
+            per_partition = True
+            for entry in entries:
+                found.setdefault(partition_identity(entry["partition"]), dict(entry["partition"]))
+    return list(found.values()) if per_partition else None
