@@ -302,19 +302,19 @@ class StreamSync:
         self.checkpoint()
 
     def _pass_on(self, item: StreamItem) -> None:
-        if item.kind == LOG:
-            self.output.log(item.level, item.text)
-        elif item.kind in (TRACE, CONTROL) and item.message is not None:
-            self.output.message(item.message)
+        pass_on(self.output, item)
 
     def _drain_side_messages(self) -> None:
         """Messages the source's components emitted on the side (airbyte-cdk's message repository).
 
         A concurrent cursor's STATE messages are not checkpoints: the adapter reads the same
-        state from the cursor when a partition closes. Anything unknown stops the stream.
+        state from the cursor when a partition closes. A TRACE ERROR is printed, as airbyte-cdk
+        prints it, and fails no stream: any stream synced at the same time may be the one
+        draining it, and a component reports a failure it recovers from this way (a job retried);
+        one it does not recover from raises in its stream. Anything unknown stops the stream.
         """
         for message in self.side_messages():
-            classified = classify(message, self.name)
+            classified = classify(message, self.name, errors_stop=False)
             if classified.kind == STATE:
                 logger.debug("stream %s: a component emitted the state of %s; the cursor's own state is used", self.name, classified.stream)
             elif classified.kind == RECORD:
@@ -480,7 +480,32 @@ def read_streams(
     with gc_for_streaming():
         for together in _groups(catalog.streams, adapters):
             result.streams += run_in_order([sync(c) for c in together], concurrency, shared.stop)
+            _print_leftovers(side_messages, output)
     return result
+
+
+def pass_on(output: ProtocolOutput, item: StreamItem) -> None:
+    """Print a LOG, TRACE or CONTROL message a stream or its components emitted."""
+    if item.kind == LOG:
+        output.log(item.level, item.text)
+    elif item.kind in (TRACE, CONTROL) and item.message is not None:
+        output.message(item.message)
+
+
+def _print_leftovers(side_messages: Callable[[], Iterable[Any]], output: ProtocolOutput) -> None:
+    """What components emitted after the last drain of the streams just synced (a stream that failed
+    drains no more): printed, as airbyte-cdk prints it, so that it is neither lost nor taken by the
+    next stream's drain as that stream's own."""
+    for message in side_messages():
+        try:
+            item = classify(message, "", errors_stop=False)
+        except Exception as error:  # UnknownStreamItem: no stream is left to stop for it
+            logger.error("a component emitted a message no stream took: %s", error)
+            continue
+        if item.kind == RECORD:
+            logger.error("a component emitted a RECORD message for '%s' after its stream ended; it was not written", item.stream)
+        elif item.kind != STATE:  # a concurrent cursor's: its stream's own state was taken from the cursor
+            pass_on(output, item)
 
 
 def _groups(configured: Iterable[Any], adapters: Mapping[str, StreamAdapter]) -> list[list[Any]]:

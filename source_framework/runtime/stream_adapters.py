@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence, Sized
 from queue import Empty
@@ -555,8 +556,16 @@ class MessageDrain:
         repository = getattr(source, "_message_repository", None) or getattr(source, "message_repository", None)
         self._repository = repository
         self._queue = repository._queue if isinstance(repository, ConcurrentMessageRepository) else None
+        # Streams synced at once drain from their own threads, and airbyte-cdk's in-memory
+        # repository cannot be consumed by two at a time (``while deque: deque.popleft()``).
+        self._lock = threading.Lock()
 
     def __call__(self) -> Iterator[Any]:
+        with self._lock:  # taken whole, then handed on: the lock is not held while a stream acts on them
+            messages = list(self._take())
+        yield from messages
+
+    def _take(self) -> Iterator[Any]:
         if self._queue is not None:
             while True:
                 try:

@@ -76,14 +76,18 @@ class StreamItem:
     text: str = ""
 
 
-def classify(item: Any, stream_name: str) -> StreamItem:
-    """Sort a non-``Mapping`` item; raise ``UnknownStreamItem`` for anything unknown."""
+def classify(item: Any, stream_name: str, errors_stop: bool = True) -> StreamItem:
+    """Sort a non-``Mapping`` item; raise ``UnknownStreamItem`` for anything unknown.
+
+    A TRACE ERROR raises ``StreamReportedError`` (the stream reports its own failure), unless
+    ``errors_stop`` is False: then it is a TRACE to pass on, as airbyte-cdk does with one a
+    component emits on the side (a job that failed and is retried)."""
     if isinstance(item, AirbyteMessage):
-        return _from_message(item, stream_name)
+        return _from_message(item, stream_name, errors_stop)
     if isinstance(item, AirbyteLogMessage):
-        return _from_message(AirbyteMessage(type=Type.LOG, log=item), stream_name)
+        return _from_message(AirbyteMessage(type=Type.LOG, log=item), stream_name, errors_stop)
     if isinstance(item, AirbyteTraceMessage):
-        return _from_message(AirbyteMessage(type=Type.TRACE, trace=item), stream_name)
+        return _from_message(AirbyteMessage(type=Type.TRACE, trace=item), stream_name, errors_stop)
     raise UnknownStreamItem(
         f"stream '{stream_name}' yielded {type(item).__module__}.{type(item).__qualname__} "
         f"({short_repr(item, 80)}); a stream may yield records (dicts, Mappings, airbyte-cdk Records) "
@@ -107,7 +111,7 @@ def placed_record(item: StreamItem, stream: str, namespace: str | None) -> Mappi
     return item.record or {}
 
 
-def _from_message(message: AirbyteMessage, stream_name: str) -> StreamItem:
+def _from_message(message: AirbyteMessage, stream_name: str, errors_stop: bool) -> StreamItem:
     kind = message.type
     if kind == Type.RECORD and message.record is not None:
         return StreamItem(RECORD, record=message.record.data, stream=message.record.stream, namespace=message.record.namespace)
@@ -115,7 +119,7 @@ def _from_message(message: AirbyteMessage, stream_name: str) -> StreamItem:
         level = getattr(message.log.level, "value", message.log.level)
         return StreamItem(LOG, level=str(level), text=str(message.log.message))
     if kind == Type.TRACE and message.trace is not None:
-        if message.trace.type == TraceType.ERROR and message.trace.error is not None:
+        if errors_stop and message.trace.type == TraceType.ERROR and message.trace.error is not None:
             error = message.trace.error
             raise StreamReportedError(
                 error.message or "the stream reported an error",
