@@ -275,3 +275,33 @@ def test_item_8_the_sink_counts_undeclared_fields_for_the_summary(spark, tmp_pat
         destination.close()
     assert sink.undeclared_fields() == {"a": 2, "b": 1}
     assert sink.records_with_undeclared_fields() == 2
+
+
+@pytest.mark.parametrize("declared, older, newer", [
+    ({"type": "integer"}, 9, 10),
+    ({"type": "number"}, 9.5, 10.25),
+    ({"type": "string", "format": "date-time"}, "2025-01-01T10:00:00+02:00", "2025-01-01T09:00:00Z"),
+])
+def test_append_dedup_keeps_the_latest_cursor_by_its_declared_type_also_inside_an_object(spark, tmp_path, declared, older, newer):
+    """A cursor inside an object column (``["meta", "version"]``) was read out of its JSON as text,
+    where 9 comes after 10 and 10:00+02:00 after 09:00Z: the merge kept the older record and dropped
+    the newer one (found in review)."""
+    from source_framework.destinations.base import APPEND_DEDUP
+    from source_framework.destinations.checkpoint_record import ResumeNotes
+    from source_framework.destinations.spark.committer import CommitJob
+    from source_framework.destinations.spark.table_writer import TableWriter
+
+    schema = {"properties": {"id": {"type": "integer"}, "meta": {"type": "object", "properties": {"version": declared}}}}
+    target = StreamTarget("versions", None, schema, incremental=True, destination_sync_mode=APPEND_DEDUP,
+                          primary_key=[["id"]], cursor_field=["meta", "version"])
+    table = SparkTable(spark, str(tmp_path / "versions"), arrow_writes=True)
+    table.recover()
+    writer = TableWriter(table, target, arrow_schema(schema), recorded_schema=table.recorded_schema())
+
+    def commit(version):
+        batch = writer.to_arrow([{"id": 1, "meta": {"version": version}}], [1000])  # same extraction: the cursor decides
+        writer.apply([CommitJob(writer, [batch], batch.num_rows, batch.nbytes, {"v": str(version)}, ResumeNotes(start_state={}))])
+
+    commit(older)
+    commit(newer)
+    assert [json.loads(row["meta"])["version"] for row in table.read().collect()] == [newer]

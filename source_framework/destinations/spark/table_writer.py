@@ -20,7 +20,9 @@ name), or a path into an object column (``["user", "id"]``: objects are stored a
 the value is read out of it, as text). A row whose key has a null part (or a path that leads
 nowhere) is never merged with another: like SQL's unique keys, a null equals nothing, and two
 records without a key cannot be told to be the same. Each such row is kept, so a record without
-a key that is read twice is in the table twice.
+a key that is read twice is in the table twice. A cursor path into an object column is read out
+of it as the type the stream's schema declares there (``cursor_value``): keys are only compared
+for equality, a cursor for order.
 
 The table's schema (``table_schema.py``): the stream's schema is compared with the one the table
 recorded, when the run does not replace the table. New columns are written from the first commit
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -238,7 +241,8 @@ class TableWriter:
         if include_table and self.table.last_checkpoint() is not None:
             frame = self._table_rows().unionByName(frame)
         keys = [path_value(path) for path in self.target.primary_key]
-        order = [path_value(self.target.cursor_field).desc_nulls_last()] if self.target.cursor_field else []
+        cursor = self.target.cursor_field
+        order = [cursor_value(cursor, self.target.json_schema).desc_nulls_last()] if cursor else []
         order += [F.col("_sf_extracted_at").desc(), F.col("_sf_checkpoint").desc()]
         without_key = reduce(lambda a, b: a | b, [key.isNull() for key in keys])
         ranked = frame.withColumn("_sf_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
@@ -265,6 +269,33 @@ def path_value(path: list[str]) -> Any:
     value = column(path[0])
     for name in path[1:]:
         value = F.from_json(value.cast("string"), MapType(StringType(), StringType())).getItem(name)
+    return value
+
+
+def cursor_value(path: list[str], json_schema: Mapping[str, Any]) -> Any:
+    """A cursor's value, to order rows by: its column (typed by the table), or, for a path into an
+    object column, the value read out of its JSON text as the type the stream's schema declares
+    there (integer, number, date-time), since as text 9 comes after 10 and 10:00+02:00 after
+    09:00Z; a value that is not of that type is null, and orders last."""
+    from pyspark.sql import functions as F
+
+    value = path_value(path)
+    if len(path) == 1:
+        return value
+    spec: Any = json_schema
+    for name in path:
+        spec = ((spec or {}).get("properties") or {}).get(name) if isinstance(spec, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return value
+    declared = spec.get("type")
+    kinds = {declared} if isinstance(declared, str) else set(declared or ())
+    kinds.discard("null")
+    if kinds == {"integer"}:
+        return value.try_cast("decimal(38,0)")
+    if kinds <= {"integer", "number"} and kinds:
+        return value.try_cast("double")
+    if kinds == {"string"} and spec.get("format") == "date-time":
+        return F.try_to_timestamp(value)
     return value
 
 
