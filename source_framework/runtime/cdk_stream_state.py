@@ -39,7 +39,7 @@ def state_setter(source: Any, config: Mapping[str, Any]) -> StateSetter:
     manager = getattr(source, "_connector_state_manager", None)
 
     def build(name: str, namespace: str | None, state: Mapping[str, Any]) -> AbstractStream:
-        with _one_build:  # streams synced at once start in several threads
+        with _one_build, _same_api_budget(source):  # streams synced at once start in several threads
             if isinstance(manager, ConnectorStateManager):
                 manager.update_state_for_stream(name, namespace, dict(state or {}))
                 streams = source.streams(config)
@@ -61,6 +61,23 @@ def state_setter(source: Any, config: Mapping[str, Any]) -> StateSetter:
 
 
 _one_build = threading.Lock()
+
+
+@contextmanager
+def _same_api_budget(source: Any) -> Iterator[None]:
+    """While ``source`` builds its streams again, it keeps the API budget it has (a declarative
+    manifest's ``api_budget``), which it would otherwise make anew with every build: airbyte-cdk
+    builds the streams once, and one budget bounds all their requests; a budget per stream synced
+    at once would let them send the manifest's rate each."""
+    constructor: Any = getattr(source, "_constructor", None)
+    if getattr(constructor, "_api_budget", None) is None or not hasattr(constructor, "set_api_budget"):
+        yield  # no budget yet (the first build makes it), or not a declarative source
+        return
+    constructor.set_api_budget = lambda *args, **kwargs: None  # the instance's, over the class's method
+    try:
+        yield
+    finally:
+        del constructor.set_api_budget
 
 
 @contextmanager
