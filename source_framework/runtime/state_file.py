@@ -12,10 +12,13 @@ killed run leaves either the old or the new file, never half of one::
 
 from __future__ import annotations
 
+import copy
+import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from source_framework.runtime.inputs import load_state
@@ -52,11 +55,17 @@ def state_message(name: str, namespace: str | None, stream_state: Mapping[str, A
 
 
 class StateFile:
-    """``{stream: state}`` backed by a file in Airbyte's per-stream list form."""
+    """``{stream: state}`` backed by a file in Airbyte's per-stream list form.
+
+    Several commands may use one file at once (a cron ``read`` of some streams, a ``state reset``
+    of another), so ``save`` writes only what this object changed since it loaded (or last saved)
+    over what the file holds then, under a lock: a read that loaded the file before a reset does
+    not write the reset stream's old state back with its next checkpoint."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.states: dict[str, dict[str, Any]] = load_state(path) if os.path.exists(path) else {}
+        self._saved = copy.deepcopy(self.states)  # what the file held of each stream, as far as we know
         self._namespaces: dict[str, str | None] = {}
 
     def update(self, name: str, namespace: str | None, stream_state: Mapping[str, Any]) -> None:
@@ -68,7 +77,30 @@ class StateFile:
         self.states.pop(name, None)
 
     def save(self) -> None:
-        write_json_atomically(self.path, self.messages())
+        with _locked(self.path):
+            current = load_state(self.path) if os.path.exists(self.path) else {}
+            for name in self._saved.keys() | self.states.keys():
+                if name not in self.states:
+                    current.pop(name, None)
+                    self._saved.pop(name, None)
+                elif self.states[name] != self._saved.get(name):
+                    current[name] = self.states[name]
+                    self._saved[name] = copy.deepcopy(self.states[name])
+            write_json_atomically(self.path, self.messages(current))
 
-    def messages(self) -> list[dict[str, Any]]:
-        return [state_message(name, self._namespaces.get(name), value) for name, value in sorted(self.states.items())]
+    def messages(self, states: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        states = self.states if states is None else states
+        return [state_message(name, self._namespaces.get(name), value) for name, value in sorted(states.items())]
+
+
+@contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """Hold ``.<file name>.lock`` beside the state file (the kernel releases it if the process dies)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd = os.open(os.path.join(directory, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
