@@ -61,3 +61,35 @@ def test_a_symlinked_warehouse_resolves_to_the_real_folder(tmp_path):
     real.mkdir()
     os.symlink(real, tmp_path / "link")
     assert table_path(str(tmp_path / "link"), "demo", "users") == str(real / "demo" / "users")
+
+
+def test_finishing_a_cut_short_deletion_touches_only_that_tables_folders_moved_aside(tmp_path):
+    """A table ``delete_table`` moved aside is ``.<table>.deleted-<32 hex>``. Anything else that starts
+    so (the lock file of a stream named ``a.deleted-x``: ``.a.deleted-x.lock``) is not one: taking it
+    for one failed every open of stream ``a`` with NotADirectoryError (found in review)."""
+    import uuid
+
+    from source_framework.destinations.spark.destination import _remove_deleted_leftovers
+
+    table = tmp_path / "a"
+    aside = tmp_path / f".a.deleted-{uuid.uuid4().hex}"
+    (aside / "_checkpoints").mkdir(parents=True)
+    (aside / "_checkpoints" / "00000000.json").write_text("{}")
+    other_lock = tmp_path / ".a.deleted-x.lock"
+    other_lock.write_text("")
+    _remove_deleted_leftovers(str(table))
+    assert not aside.exists()
+    assert other_lock.exists()
+
+
+def test_a_name_is_refused_with_a_clear_error_unless_every_file_beside_its_folder_fits():
+    """Names of 250-255 bytes passed, then the table's lock file (``.<name>.lock``) or a deletion's
+    folder moved aside (``.<name>.deleted-<32 hex>``) failed with a bare ENAMETOOLONG; a lone
+    surrogate (valid JSON) failed with UnicodeEncodeError (found in review)."""
+    import uuid
+
+    longest = encode_name("n" * 213)
+    assert len(f".{longest}.deleted-{uuid.uuid4().hex}".encode()) <= 255
+    for name in ("n" * 214, "n" * 250, "a\ud800"):
+        with pytest.raises(UnsafeTableName):
+            encode_name(name)

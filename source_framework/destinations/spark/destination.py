@@ -36,6 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import re
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -279,6 +280,7 @@ WRITERS = ("auto", "arrow", "spark")
 
 #: ``.<table folder>.deleted-<uuid>``: a table ``delete_table`` moved aside, being deleted
 _DELETED = ".deleted-"
+_UUID_HEX = re.compile("[0-9a-f]{32}")
 
 
 def _remove_deleted_leftovers(path: str) -> None:
@@ -287,7 +289,10 @@ def _remove_deleted_leftovers(path: str) -> None:
     parent, prefix = os.path.dirname(path), f".{os.path.basename(path)}{_DELETED}"
     if os.path.isdir(parent):
         for name in sorted(os.listdir(parent)):
-            if name.startswith(prefix):
+            # exactly the name delete_table gives: another stream's lock file may start the same
+            # way (stream "a.deleted-x" has ".a.deleted-x.lock")
+            moved_aside = name.startswith(prefix) and _UUID_HEX.fullmatch(name[len(prefix):]) is not None
+            if moved_aside and os.path.isdir(os.path.join(parent, name)):
                 _remove_tree(os.path.join(parent, name))
 
 

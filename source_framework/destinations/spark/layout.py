@@ -23,7 +23,9 @@ import re
 
 SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 ESCAPE = "~"
-MAX_NAME_BYTES = 255
+#: A file system's 255 bytes a name, less what the files beside a table's folder add to its name
+#: (``.<name>.deleted-<32 hex>``, a table being deleted; ``.<name>.lock``, its lock)
+MAX_NAME_BYTES = 255 - len(".") - len(".deleted-") - 32
 _ESCAPED = re.compile(r"~([0-9A-F]{2})")
 
 
@@ -40,7 +42,11 @@ def encode_name(name: str) -> str:
         if char in SAFE or (char == "." and index > 0):
             parts.append(char)
         else:
-            parts.append("".join(f"{ESCAPE}{byte:02X}" for byte in char.encode("utf-8")))
+            try:
+                raw = char.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: valid JSON, but no character a path can hold
+                raise UnsafeTableName(f"the name {name[:60]!r} is not valid Unicode text (a lone surrogate)") from None
+            parts.append("".join(f"{ESCAPE}{byte:02X}" for byte in raw))
     encoded = "".join(parts)
     if len(encoded.encode("utf-8")) > MAX_NAME_BYTES:
         raise UnsafeTableName(f"the name {name[:60]!r}... is too long for a folder ({len(encoded)} characters encoded)")
