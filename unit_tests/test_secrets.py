@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -299,3 +300,41 @@ def test_a_config_file_that_cannot_be_loaded_does_not_show_its_secret(tmp_path, 
         stderr = capsys.readouterr().err
         assert "config file" in stderr
         assert LONG_SECRET not in stderr and LONG_SECRET.encode() not in protocol.getvalue()
+
+
+def test_a_logged_traceback_is_masked_too():
+    """airbyte-cdk logs a request's failure with its traceback (``exc_info``: "Retries exhausted with
+    backoff exception."), which the handler's formatter adds after the filters ran: a URL carrying
+    ``?api_key=...`` reached stderr in clear (found in review)."""
+    secret = "SUPERSECRETVALUE123"
+    masking = MaskingLogFilter(SecretFilter(find_secrets({"api_key": secret}, API_KEY_SPEC)))
+    try:
+        raise ConnectionError(f"Max retries exceeded with url: /items?api_key={secret}")
+    except ConnectionError:
+        record = logging.LogRecord("airbyte", logging.ERROR, __file__, 1, "Retries exhausted.", (), sys.exc_info(),
+                                   sinfo=f"Stack (most recent call last): calling /items?api_key={secret}")
+    assert masking.filter(record)
+    text = logging.Formatter("%(message)s").format(record)
+    assert "Retries exhausted." in text and "ConnectionError" in text and "/items?api_key=" in text
+    assert secret not in text
+
+
+def test_check_masks_a_secret_the_sources_connection_status_quotes(tmp_path, capsys):
+    """airbyte-cdk masks its log lines, not the CONNECTION_STATUS it prints: a ``check_connection``
+    returning a requests error put ``?api_key=...`` on stdout (found in review)."""
+    from source_framework.runtime.entrypoint import run_command
+
+    secret = "SUPERSECRETVALUE123"
+
+    class FailsToConnect(ValuesSource):
+        def check_connection(self, logger, config):
+            return False, f"ConnectionError: Max retries exceeded with url: /ping?api_key={config['api_key']}"
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"api_key": secret}))
+    run_command(FailsToConnect(API_KEY_SPEC), build_parser().parse_args(["check", "--config", str(config)]))
+    out = capsys.readouterr().out
+    status = [json.loads(line) for line in out.splitlines() if '"CONNECTION_STATUS"' in line]
+    assert status and status[0]["connectionStatus"]["status"] == "FAILED"
+    assert "/ping?api_key=" in status[0]["connectionStatus"]["message"]
+    assert secret not in out

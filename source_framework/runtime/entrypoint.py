@@ -259,7 +259,8 @@ def run_cdk_command(source: Any, parsed: argparse.Namespace) -> int:
         entrypoint = AirbyteEntrypoint(source)
         with source_call(parsed.command):
             for line in entrypoint.run(entrypoint.parse_args(cdk_args)):
-                sys.stdout.write(line + "\n")
+                # airbyte-cdk masks its log lines, not a CONNECTION_STATUS quoting the source's error
+                sys.stdout.write(output.secrets.mask(line) + "\n")
     except InputError as error:
         return _bad_input(error, output)
     except SourceFailed as failure:

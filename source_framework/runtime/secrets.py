@@ -181,7 +181,9 @@ def _url_forms(secret: str) -> set[str]:
 
 
 class MaskingLogFilter(logging.Filter):
-    """A logging filter that masks secrets in every record's final message."""
+    """A logging filter that masks secrets in every record's final message, and in the traceback
+    and stack it carries (airbyte-cdk logs a failed request with its traceback, whose text quotes
+    the request's URL)."""
 
     def __init__(self, secrets: SecretFilter) -> None:
         super().__init__()
@@ -192,4 +194,15 @@ class MaskingLogFilter(logging.Filter):
         masked = self.secrets.mask(message)
         if masked != message:
             record.msg, record.args = masked, ()
+        if record.exc_info and not record.exc_text:
+            # formatted here, as the handler's formatter would, and kept as text: the formatter
+            # then prints this text instead of formatting the exception again
+            record.exc_text = _TRACEBACKS.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.secrets.mask(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.secrets.mask(record.stack_info)
         return True
+
+
+_TRACEBACKS = logging.Formatter()

@@ -123,7 +123,7 @@ class SparkDestination(Destination):
         self.start_spark()  # not started ahead (a state command): start it now
         self._starting.join()
         if self._spark_error is not None:
-            raise RuntimeError(f"Spark did not start (master {self.master}): {self._spark_error}") from self._spark_error
+            raise RuntimeError(f"Spark did not start (master {shown_master(self.master)}): {self._spark_error}") from self._spark_error
         return self._spark
 
     # -- where tables are -----------------------------------------------------------------------
@@ -197,7 +197,7 @@ class SparkDestination(Destination):
         return table
 
     def describe(self) -> str:
-        return f"Spark tables under {self.warehouse} (master {self.master})"
+        return f"Spark tables under {self.warehouse} (master {shown_master(self.master)})"
 
     def close(self) -> None:
         try:
@@ -274,6 +274,15 @@ class SparkDestination(Destination):
         table.clear_reset()
         return info.rows
 
+
+def shown_master(master: str) -> str:
+    """A Spark master URL to show: without a Spark Connect ``;token=`` or a ``user:password@``
+    (the config's ``spark_master`` is no secret's name, so nothing else masks them)."""
+    return _TOKEN.sub(r"\1****", _USER_INFO.sub("://****@", master))
+
+
+_TOKEN = re.compile(r"(;token=)[^;]*", re.IGNORECASE)
+_USER_INFO = re.compile(r"://[^/@]*@")
 
 #: the ``writer`` settings: "auto" (the default) is "arrow", whatever the master
 WRITERS = ("auto", "arrow", "spark")
