@@ -81,3 +81,18 @@ def test_cursor_that_cannot_be_parsed(files):
     state = write_json(files["tmp"] / "cursor.json", {"users": {"updatedAt": "yesterday-ish"}})
     stderr = read_fails(files, state=state)
     assert "yesterday-ish" in stderr and "cursor.json" in stderr
+
+
+def test_a_warehouse_that_cannot_be_created_is_a_clear_error(files, demo_api):
+    """A warehouse path through a regular file (or a folder this user cannot write) raised a bare
+    NotADirectoryError from the table locks: a traceback, exit 1, no TRACE (found in review)."""
+    blocker = files["tmp"] / "not-a-folder"
+    blocker.write_text("")
+    config = write_json(files["tmp"] / "config-bad-warehouse.json", config_for(demo_api, blocker / "warehouse"))
+    run = run_main("read", "--config", config, "--catalog", files["catalog"])
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert errors and errors[0]["failure_type"] == "config_error"
+    assert "not-a-folder" in errors[0]["message"] and "warehouse" in errors[0]["message"]
+    assert not run.of_type("STATE") and not run.of_type("RECORD")

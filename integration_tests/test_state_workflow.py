@@ -191,3 +191,15 @@ def test_rate_limits_and_server_errors_are_retried(spark, tmp_path):
         api.set_faults(Faults())
         assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(api, "users"))
         assert ids(spark, warehouse, "orders") == sorted(r["id"] for r in all_records(api, "orders"))
+
+
+def test_state_set_on_a_partition_state_without_its_partition_is_a_clear_error(tmp_path, demo_api):
+    """An entry of ``states`` with no ``partition`` raised a bare KeyError from ``state set``: a
+    traceback and exit 1 (found in review)."""
+    state_file = write_json(tmp_path / "state.json", [{"type": "STREAM", "stream": {
+        "stream_descriptor": {"name": "store_orders"}, "stream_state": {"states": [{"cursor": {"updatedAt": "2025-01-01T00:00:00Z"}}]}}}])
+    config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "warehouse"))
+    moved = run_in_process("state", "set", "--state-file", state_file, "--config", config, "--stream", "store_orders",
+                           "--cursor", "2025-02-01T00:00:00Z", "--no-table")
+    assert moved.returncode == 2
+    assert "state.json" in moved.stderr and "partition" in moved.stderr and "Traceback" not in moved.stderr

@@ -356,6 +356,10 @@ def run_read(
         except (TableLocked, UnsafeTableName) as error:
             destination.close()
             return _cannot_start(error, output)
+        except OSError as error:  # the warehouse runs through a file, or this user cannot write there
+            destination.close()
+            where = getattr(destination, "warehouse", None) or "the destination"
+            return _cannot_start(InputError(f"warehouse {where}: cannot create the tables' folders there ({error})"), output)
 
         started = time.monotonic()
         logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
@@ -554,7 +558,8 @@ def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.N
 
 
 def _cannot_start(error: Exception, output: ProtocolOutput) -> int:
-    """A table is locked by another run, or a stream's name cannot be a table: nothing was read."""
+    """A table is locked by another run, a stream's name cannot be a table, or the warehouse
+    cannot hold tables: nothing was read."""
     message = output.secrets.mask(str(error))
     locked = isinstance(error, TableLocked)
     output.error(message, error, failure_type="transient_error" if locked else "config_error")

@@ -186,7 +186,13 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
     # A run that died after a commit whose STATE it never printed left the table ahead of the file,
     # maybe with partitions the file has not heard of: the table keeps their rows before the cursor,
     # so they must start from it too, or the next sync reads those rows again.
-    partitions = _partitions_of(current, committed)
+    try:
+        partitions = _partitions_of(current, committed)
+    except (KeyError, TypeError, AttributeError):
+        raise InputError(
+            f"state file '{state_file.path}': stream '{stream.name}': each entry of its 'states' needs a 'partition' "
+            f"object and a 'cursor' object"
+        ) from None
     if partitions is not None:
         new_state: dict[str, Any] = {"states": [{"partition": p, "cursor": {field: parsed.cursor}} for p in partitions]}
     elif hasattr(stream, "partitions"):
