@@ -14,9 +14,11 @@ A test keeps a fake of its own only where it models something these do not (say 
 from __future__ import annotations
 
 import io
+import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -294,3 +296,15 @@ def sync(
     side = MessageDrain(source) if source is not None else (lambda: ())
     result = read_streams({stream.name: adapter}, catalog, states, destination, output, side_messages=side)
     return result, out, destination
+
+
+@contextmanager
+def threads_switching_often() -> Iterator[None]:
+    """The interpreter hands the lock between threads every microsecond instead of every 5 ms, so
+    that a race between threads shows within a second rather than once in thousands of runs."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(previous)

@@ -8,7 +8,6 @@ one value the key of another, from one thread or several.
 from __future__ import annotations
 
 import datetime as dt
-import sys
 import threading
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
+from unit_tests.conftest import threads_switching_often
 
 
 def reference_key(value):
@@ -108,13 +108,9 @@ def test_streams_read_at_once_never_get_each_others_keys():
                     wrong.append(value)
 
     threads = [threading.Thread(target=check, args=(texts(hour),)) for hour in range(4)]
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns every few bytecodes: races show
-    try:
+    with threads_switching_often():
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-    finally:
-        sys.setswitchinterval(interval)
     assert wrong == []

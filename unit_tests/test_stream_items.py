@@ -49,7 +49,7 @@ from airbyte_cdk.sources.utils.transform import TransformConfig, TypeTransformer
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import read_streams
 from source_framework.runtime.stream_adapters import MessageDrain, StateNotApplicable, adapt
-from unit_tests.conftest import EventOutput, RecordingDestination, catalog_of, configured, sync
+from unit_tests.conftest import EventOutput, RecordingDestination, catalog_of, configured, sync, threads_switching_often
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
 
@@ -598,7 +598,6 @@ def test_streams_synced_at_once_drain_side_messages_together_without_a_race():
     airbyte-cdk's in-memory repository pops ``while deque: deque.popleft()``, so two drains raced
     and one stream failed with "pop from an empty deque" (found in review; an interpreter switching
     threads every microsecond makes the race show within a second)."""
-    import sys
     import threading
     import time
 
@@ -626,9 +625,7 @@ def test_streams_synced_at_once_drain_side_messages_together_without_a_race():
                 errors.append(error)
                 stop.set()
 
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
+    with threads_switching_often():
         threads = [threading.Thread(target=emit), threading.Thread(target=take, args=(0,)), threading.Thread(target=take, args=(1,))]
         for thread in threads:
             thread.start()
@@ -636,8 +633,6 @@ def test_streams_synced_at_once_drain_side_messages_together_without_a_race():
         stop.set()
         for thread in threads:
             thread.join()
-    finally:
-        sys.setswitchinterval(previous)
     assert errors == []
     assert sum(drained) + sum(1 for _ in drain()) == emitted[0]  # each message taken once
 
