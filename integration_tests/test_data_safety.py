@@ -706,3 +706,35 @@ def test_item_18_the_state_commands_do_not_start_the_connectors_api(spark, api, 
         assert output.returncode == 0, output.stderr[-2000:]
     assert not [key for key in demo._embedded_apis if key[0] == "only-for-this-test-6d1f"]  # the demo API never started
     assert not os.path.exists(users_table(tmp_path / "warehouse"))
+
+
+# -- 15. the state commands check the config as read does ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", [("reset", "--stream", "users"), ("set", "--stream", "users", "--cursor", "2025-01-01T00:00:00Z")])
+def test_item_15_state_commands_refuse_a_config_the_spec_refuses_with_a_clear_error(api, tmp_path, action):
+    """A config ``read`` would refuse (a page size that is not a number) is refused by ``state reset``
+    and ``state set`` the same way: one line naming the config file, exit 2, the state file as it was."""
+    config_path = write_json(tmp_path / "config.json", settings(api, tmp_path / "warehouse") | {"page_size": "abc"})
+    state = [{"type": "STREAM", "stream": {"stream_descriptor": {"name": "users"}, "stream_state": {"updatedAt": "2025-03-01T00:00:00Z"}}}]
+    state_file = write_json(tmp_path / "state.json", state)
+    output = run_in_process("state", action[0], "--state-file", state_file, "--config", config_path, "--no-table", *action[1:])
+    assert output.returncode == 2, output.stderr[-2000:]
+    assert f"error: config file '{config_path}' does not match the connector's spec" in output.stderr
+    assert "Traceback" not in output.stderr
+    assert json.loads(open(state_file).read()) == state
+
+
+class StreamsRaise(DemoSource):
+    def streams(self, config):
+        raise ValueError(f"cannot build streams for {config['api_url']}")
+
+
+def test_item_15_a_source_whose_streams_raise_gets_a_clear_error_from_the_state_commands(api, tmp_path):
+    config_path = write_json(tmp_path / "config.json", settings(api, tmp_path / "warehouse"))
+    state_file = write_json(tmp_path / "state.json", [])
+    output = run_in_process("state", "reset", "--state-file", state_file, "--config", config_path, "--no-table",
+                            source=StreamsRaise())
+    assert output.returncode == 2, output.stderr[-2000:]
+    assert "error: the source's streams() raised ValueError: cannot build streams for http" in output.stderr
+    assert "Traceback" not in output.stderr

@@ -138,6 +138,35 @@ def test_a_reset_while_another_stream_syncs_with_the_same_state_file_is_not_undo
         assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(api, "users"))
 
 
+def test_a_reset_of_the_stream_a_read_waits_to_lock_is_not_undone(spark, tmp_path):
+    """A cron ``read`` of users loads the state file, then waits for the users table's lock (held by an
+    operator's ``state reset --stream users --tables``). Once it had the lock, it synced from the cursor
+    it had loaded into the emptied table: every row before that cursor was gone (found in review)."""
+    from source_framework.demo.source import DemoSource
+
+    with DemoApi(records=600, api_key=API_KEY, seed=7).start() as api:
+        warehouse = tmp_path / "warehouse"
+        config = write_json(tmp_path / "config.json", config_for(api, warehouse))
+        users = write_json(tmp_path / "users.json", catalog("users"))
+        state_file = str(tmp_path / "state.json")
+        assert run_in_process("read", "--config", config, "--catalog", users, "--state-file", state_file).returncode == 0
+
+        class ResetMeanwhile(DemoSource):
+            def streams(self, config_now):  # the read has loaded the state file, and has no lock yet
+                if not getattr(self, "reset_done", False):
+                    self.reset_done = True
+                    reset = run_in_process("state", "reset", "--state-file", state_file, "--config", config,
+                                           "--stream", "users", "--tables")
+                    assert reset.returncode == 0, reset.stderr
+                return super().streams(config_now)
+
+        meanwhile = run_in_process("read", "--config", config, "--catalog", users, "--state-file", state_file,
+                                   source=ResetMeanwhile())
+        assert meanwhile.returncode == 0, meanwhile.stderr
+        assert "changed while this run waited for its tables" in meanwhile.stderr
+        assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(api, "users"))
+
+
 def test_bad_state_fails_by_default_and_resyncs_only_when_asked(spark, demo_api, tmp_path):
     warehouse = tmp_path / "warehouse"
     config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
@@ -152,6 +181,43 @@ def test_bad_state_fails_by_default_and_resyncs_only_when_asked(spark, demo_api,
     resynced = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state", bad, "--on-bad-state", "resync")
     assert resynced.returncode == 0, resynced.stderr
     assert "re-syncs from scratch" in resynced.stderr
+    assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(demo_api, "users"))
+
+
+def test_a_state_file_that_does_not_exist_is_an_error_even_with_resync(demo_api, tmp_path):
+    """A mistyped ``--state`` path is no bad state to rebuild every table over: it is refused."""
+    config = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "warehouse"))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    missing = str(tmp_path / "stat.json")
+    for resync in ((), ("--on-bad-state", "resync")):
+        run = run_in_process("read", "--config", config, "--catalog", catalog_path, "--state", missing, *resync)
+        assert run.returncode == 2, run.stderr
+        assert f"state file '{missing}' does not exist" in run.stderr
+        assert not (tmp_path / "warehouse").exists()
+
+
+def test_resync_keeps_an_unreadable_state_file_in_place_until_the_run_gets_going(spark, demo_api, tmp_path):
+    """``--on-bad-state resync`` with an unreadable ``--state-file``: a run that other bad input stops
+    leaves the file as it was; a run that syncs keeps it as ``.corrupt`` and starts a new one."""
+    warehouse = tmp_path / "warehouse"
+    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
+    state_file = tmp_path / "state.json"
+    state_file.write_text("{not json")
+    users = catalog("users")
+    users["streams"][0]["stream"]["name"] = "nope"
+    unknown = write_json(tmp_path / "unknown.json", users)
+
+    stopped = run_in_process("read", "--config", config, "--catalog", unknown, "--state-file", str(state_file),
+                             "--on-bad-state", "resync")
+    assert stopped.returncode == 2 and "names stream 'nope'" in stopped.stderr, stopped.stderr
+    assert state_file.read_text() == "{not json" and not os.path.exists(f"{state_file}.corrupt")
+
+    resynced = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "catalog.json", catalog("users")),
+                              "--state-file", str(state_file), "--on-bad-state", "resync")
+    assert resynced.returncode == 0, resynced.stderr
+    assert open(f"{state_file}.corrupt").read() == "{not json"
+    with open(state_file) as handle:
+        assert [m["stream"]["stream_state"] for m in json.load(handle)] == [resynced.states["users"]["stream"]["stream_state"]]
     assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(demo_api, "users"))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from source_framework.runtime.inputs import (
     MAX_STATE_BYTES,
@@ -70,6 +72,18 @@ def test_empty_state_files_mean_no_state(tmp_path):
         ('{"users": 5}', "state of stream 'users' must be a JSON object"),
         ('[{"type": "STREAM", "stream": {}}]', "stream_descriptor"),
         ('{"bookmarks": {"users": {"partitions": [{"replication_key": "u"}]}}}', "context"),
+        # Valid JSON of a wrong shape inside a known form: each names the file, none is a traceback.
+        ('{"type": "GLOBAL", "global": {"stream_states": [1]}}', "stream_states"),
+        ('{"type": "GLOBAL", "global": {"stream_states": 5}}', "stream_states"),
+        ('{"type": "GLOBAL", "global": []}', "global"),
+        ('[{"type": "GLOBAL", "global": {"stream_states": [{"stream_descriptor": "users"}]}}]', "stream_descriptor"),
+        ('[{"type": "GLOBAL", "global": {"stream_states": [{"stream_descriptor": {"name": "u"}, "stream_state": 3}]}}]',
+         "stream_state of 'u' must be an object"),
+        ('{"type": "LEGACY", "data": {"users": 5}}', "state of stream 'users' must be a JSON object"),
+        ('{"bookmarks": {"users": {"partitions": 5}}}', "partitions of stream 'users' must be a list"),
+        ('{"bookmarks": {"users": {"replication_key": ["a"], "replication_key_value": 1}}}', "replication_key"),
+        ('{"bookmarks": {"s": {"partitions": [{"context": {}, "replication_key": {}, "replication_key_value": 1}]}}}',
+         "replication_key"),
     ],
 )
 def test_bad_state_files_name_the_file_and_the_problem(tmp_path, content, message):
@@ -77,6 +91,52 @@ def test_bad_state_files_name_the_file_and_the_problem(tmp_path, content, messag
     with pytest.raises(InputError, match=message) as error:
         load_state(path)
     assert path in str(error.value)
+
+
+any_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=2) | st.dictionaries(st.text(max_size=3), children, max_size=2),
+    max_leaves=6,
+)
+
+
+def _shaped(**fields):
+    """An object with these fields, or, as often, anything at all in its place."""
+    return any_json | st.fixed_dictionaries(fields)
+
+
+_descriptor = _shaped(name=any_json | st.text(max_size=3))
+_stream_entry = _shaped(stream_descriptor=_descriptor, stream_state=any_json)
+_message = (
+    st.fixed_dictionaries({"type": st.just("GLOBAL"), "global": _shaped(stream_states=any_json | st.lists(_stream_entry, max_size=2))})
+    | st.fixed_dictionaries({"type": st.just("STREAM"), "stream": _stream_entry})
+    | st.fixed_dictionaries({"type": st.just("LEGACY"), "data": any_json | st.dictionaries(st.text(max_size=3), any_json, max_size=2)})
+)
+_partition = _shaped(context=any_json, replication_key=any_json, replication_key_value=any_json)
+_bookmark = _shaped(partitions=any_json | st.lists(_partition, max_size=2)) | _shaped(
+    replication_key=any_json, replication_key_value=any_json
+)
+state_files = (
+    any_json
+    | _message
+    | st.lists(_message | st.fixed_dictionaries({"type": st.just("STATE"), "state": _message}), max_size=3)
+    | st.fixed_dictionaries({"bookmarks": any_json | st.dictionaries(st.text(max_size=3), _bookmark, max_size=2)})
+    | st.dictionaries(st.text(max_size=3), any_json, max_size=3)
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=state_files)
+def test_any_json_state_file_is_read_or_refused_naming_the_file(tmp_path, content):
+    """Whatever JSON a state file holds, ``load_state`` gives ``{stream: object}`` or an
+    ``InputError`` naming the file: never a traceback."""
+    path = write(tmp_path, "state.json", content)
+    try:
+        states = load_state(path)
+    except InputError as error:
+        assert path in str(error)
+        return
+    assert all(isinstance(name, str) and isinstance(state, dict) for name, state in states.items())
 
 
 def test_state_over_the_size_limit_is_refused(tmp_path):

@@ -32,7 +32,6 @@ from typing import Any, BinaryIO
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
-from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
 from airbyte_cdk.utils.constants import ENV_REQUEST_CACHE_PATH
 from airbyte_cdk.utils.traced_exception import AirbyteTracedException
@@ -48,6 +47,7 @@ from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.runtime.cdk_stream_state import state_setter
 from source_framework.runtime.inputs import (
     InputError,
+    check_config,
     load_catalog,
     load_config,
     load_state,
@@ -328,17 +328,9 @@ def run_read(
                 spec = source.spec(logger)
             output.secrets = masking.secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
             update_secrets(output.secrets.secrets)
-            _check_config(source, config, spec, parsed.config)
+            check_config(source, config, spec, parsed.config)
             catalog = load_catalog(parsed.catalog)
-            states, rebuild, state_file = _load_states(parsed)
-            if state_file is not None:
-                output.add_state_listener(state_file.update)
-            for name, value in states.items():
-                if output.secrets.contains_secret(json.dumps(value, default=str)):
-                    raise InputError(
-                        f"state file '{parsed.state or parsed.state_file}': the state of stream '{name}' contains "
-                        f"a secret value from the config; refusing it"
-                    )
+            states, rebuild, state_file = _load_states(parsed, output)
             concurrency = concurrency_of(parsed, config, source)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
             destination = make_destination(source, config, parsed, output)
@@ -360,6 +352,20 @@ def run_read(
             destination.close()
             where = getattr(destination, "warehouse", None) or "the destination"
             return _cannot_start(InputError(f"warehouse {where}: cannot create the tables' folders there ({error})"), output)
+        if state_file is not None and state_file.changed_on_disk(adapters):
+            # A `state reset` or `state set` changed these streams' states (and tables) after the file was
+            # loaded, while this run had no lock yet: syncing from what was loaded would undo it.
+            logger.warning("state file '%s' changed while this run waited for its tables; reading it again", state_file.path)
+            try:
+                states, rebuild, state_file = _load_states(parsed, output)
+                adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
+            except Exception as error:
+                destination.close()
+                if isinstance(error, InputError):
+                    return _bad_input(error, output)
+                return _source_failed(error if isinstance(error, SourceFailed) else SourceFailed("read's set-up", error), output)
+        if state_file is not None:
+            output.add_state_listener(state_file.update)
 
         started = time.monotonic()
         logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
@@ -414,15 +420,6 @@ def _request_cache_folder() -> Iterator[None]:
                 os.environ.pop(ENV_REQUEST_CACHE_PATH, None)
             else:
                 os.environ[ENV_REQUEST_CACHE_PATH] = previous
-
-
-def _check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -> None:
-    if getattr(source, "check_config_against_spec", True) is False:
-        return
-    try:
-        check_config_against_spec_or_exit(config, spec)
-    except Exception as error:
-        raise InputError(f"config file '{path}' does not match the connector's spec: {getattr(error, 'message', error)}") from None
 
 
 def prepare_streams(
@@ -492,13 +489,19 @@ def _check_state(adapter: StreamAdapter, states: dict[str, Any], rebuild: set[st
         rebuild.add(name)
 
 
-def _load_states(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[str], StateFile | None]:
+def _load_states(parsed: argparse.Namespace, output: ProtocolOutput) -> tuple[dict[str, Any], set[str], StateFile | None]:
     """The input states, the streams to rebuild (bad state and ``--on-bad-state resync``), and the
-    state file to keep up to date, if any. A full refresh's final state means "no state"."""
+    state file to keep up to date, if any. A full refresh's final state means "no state"; a state
+    holding one of the config's secrets is refused."""
     states, rebuild, state_file = _read_state_input(parsed)
     for name, value in list(states.items()):
         if value == FULL_REFRESH_STATE:
             states[name] = {}
+        if output.secrets.contains_secret(json.dumps(value, default=str)):
+            raise InputError(
+                f"state file '{parsed.state or parsed.state_file}': the state of stream '{name}' contains "
+                f"a secret value from the config; refusing it"
+            )
     return states, rebuild, state_file
 
 
@@ -506,6 +509,11 @@ def _read_state_input(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[s
     if parsed.state and parsed.state_file:
         raise InputError("give --state or --state-file, not both")
     path = parsed.state or parsed.state_file
+    # A path that names no file is a mistake to point out, not a bad state to rebuild every table over.
+    if parsed.state and not os.path.exists(path):
+        raise InputError(f"state file '{path}' does not exist")
+    if path and os.path.isdir(path):
+        raise InputError(f"state file '{path}' is a directory, not a JSON file")
     try:
         if parsed.state_file:
             state_file = StateFile(parsed.state_file)
@@ -515,12 +523,9 @@ def _read_state_input(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[s
         if parsed.on_bad_state != "resync":
             raise
         logger.warning("%s; --on-bad-state resync: every stream re-syncs from scratch and its table is rebuilt", error)
-        if parsed.state_file:
-            os.replace(path, path + ".corrupt")
-            logger.warning("the unreadable state file was kept as %s", path + ".corrupt")
-            state_file = StateFile(parsed.state_file)
-            return {}, {"*"}, state_file
-        return {}, {"*"}, None
+        # The unreadable file stays where it is until the first checkpoint replaces it: a run that
+        # other bad input stops leaves it as it was.
+        return {}, {"*"}, StateFile.replacing_unreadable(parsed.state_file) if parsed.state_file else None
 
 
 def make_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput) -> Destination:

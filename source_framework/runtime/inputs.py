@@ -50,6 +50,19 @@ def load_config(path: str) -> dict[str, Any]:
     return config
 
 
+def check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -> None:
+    """The config against the connector's spec, as airbyte-cdk's entrypoint checks it (unless the
+    source turned that off with ``check_config_against_spec = False``)."""
+    if getattr(source, "check_config_against_spec", True) is False:
+        return
+    from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
+
+    try:
+        check_config_against_spec_or_exit(config, spec)
+    except Exception as error:
+        raise InputError(f"config file '{path}' does not match the connector's spec: {getattr(error, 'message', error)}") from None
+
+
 def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
     raw = load_json_file(path, "catalog")
     if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list):
@@ -121,13 +134,7 @@ def _states_of(raw: Any, path: str) -> dict[str, Any]:
     ):
         return _from_state_messages([raw], path)
     if isinstance(raw, dict):
-        for name, value in raw.items():
-            if not isinstance(value, dict):
-                raise InputError(
-                    f"state file '{path}': the state of stream '{name}' must be a JSON object, "
-                    f"got {type(value).__name__}"
-                )
-        return dict(raw)
+        return _from_legacy_dict(raw, path)
     raise InputError(f"state file '{path}' must hold a list of per-stream states or an object")
 
 
@@ -139,32 +146,43 @@ def _from_state_messages(messages: list, path: str) -> dict[str, Any]:
         if not isinstance(message, dict):
             raise InputError(f"state file '{path}': entry {index} is not an object")
         kind = message.get("type", "STREAM")
-        if kind == "LEGACY":
-            data = message.get("data")
-            if isinstance(data, dict):
-                states.update(data)
-                continue
-        if kind == "GLOBAL":
-            global_state = message.get("global") or {}
-            for stream_state in global_state.get("stream_states", []):
-                name = (stream_state.get("stream_descriptor") or {}).get("name")
-                if name:
-                    states[name] = stream_state.get("stream_state") or {}
-            continue
-        stream = message.get("stream")
-        if not isinstance(stream, dict) or not isinstance(stream.get("stream_descriptor"), dict):
-            raise InputError(
-                f"state file '{path}': entry {index} has no 'stream.stream_descriptor' "
-                "(expected Airbyte per-stream state messages)"
-            )
-        name = stream["stream_descriptor"].get("name")
-        if not isinstance(name, str):
-            raise InputError(f"state file '{path}': entry {index} has a stream_descriptor without a name")
-        value = stream.get("stream_state") or {}
-        if not isinstance(value, dict):
-            raise InputError(f"state file '{path}': the stream_state of '{name}' must be an object")
-        states[name] = value
+        if kind == "LEGACY" and isinstance(message.get("data"), dict):
+            states.update(_from_legacy_dict(message["data"], path))
+        elif kind == "GLOBAL":
+            global_state = message["global"] if message.get("global") is not None else {}
+            stream_states = global_state.get("stream_states") if isinstance(global_state, dict) else None
+            if not isinstance(global_state, dict) or not isinstance(stream_states or [], list):
+                raise InputError(f"state file '{path}': entry {index}: 'global' must be an object with a 'stream_states' list")
+            for stream_state in stream_states or []:
+                states.update([_named_stream_state(stream_state, f"entry {index}: a global stream_states entry", path)])
+        else:
+            states.update([_named_stream_state(message.get("stream"), f"entry {index}", path)])
     return states
+
+
+def _named_stream_state(entry: Any, where: str, path: str) -> tuple[str, dict[str, Any]]:
+    """``(name, state)`` of an Airbyte ``{"stream_descriptor": {"name": ...}, "stream_state": {...}}``."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("stream_descriptor"), dict):
+        raise InputError(
+            f"state file '{path}': {where} has no 'stream_descriptor' object "
+            "(expected Airbyte per-stream state messages)"
+        )
+    name = entry["stream_descriptor"].get("name")
+    if not isinstance(name, str):
+        raise InputError(f"state file '{path}': {where} has a stream_descriptor without a name")
+    value = entry.get("stream_state") or {}
+    if not isinstance(value, dict):
+        raise InputError(f"state file '{path}': the stream_state of '{name}' must be an object")
+    return name, value
+
+
+def _from_legacy_dict(raw: dict, path: str) -> dict[str, Any]:
+    for name, value in raw.items():
+        if not isinstance(value, dict):
+            raise InputError(
+                f"state file '{path}': the state of stream '{name}' must be a JSON object, got {type(value).__name__}"
+            )
+    return dict(raw)
 
 
 def _from_singer(bookmarks: Any, path: str) -> dict[str, Any]:
@@ -175,10 +193,12 @@ def _from_singer(bookmarks: Any, path: str) -> dict[str, Any]:
         if not isinstance(bookmark, dict):
             raise InputError(f"state file '{path}': the bookmark of stream '{name}' must be an object")
         if "partitions" in bookmark:
+            if not isinstance(bookmark["partitions"], list):
+                raise InputError(f"state file '{path}': the partitions of stream '{name}' must be a list")
             states[name] = {"states": [_singer_partition(p, name, path) for p in bookmark["partitions"]]}
             continue
         if "replication_key" in bookmark and "replication_key_value" in bookmark:
-            states[name] = {bookmark["replication_key"]: bookmark["replication_key_value"]}
+            states[name] = {_replication_key(bookmark, name, path): bookmark["replication_key_value"]}
         else:
             states[name] = dict(bookmark)
     return states
@@ -193,5 +213,12 @@ def _singer_partition(entry: Mapping[str, Any], name: str, path: str) -> dict[st
         )
     return {
         "partition": dict(entry["context"]),
-        "cursor": {entry["replication_key"]: entry["replication_key_value"]},
+        "cursor": {_replication_key(entry, name, path): entry["replication_key_value"]},
     }
+
+
+def _replication_key(bookmark: Mapping[str, Any], name: str, path: str) -> str:
+    key = bookmark["replication_key"]
+    if not isinstance(key, str):
+        raise InputError(f"state file '{path}': the replication_key of stream '{name}' must be a field name, got {key!r}")
+    return key

@@ -39,7 +39,7 @@ from typing import Any
 from source_framework.destinations.spark.layout import UnsafeTableName
 from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.helpers.faults import fault_point
-from source_framework.runtime.inputs import InputError, load_config
+from source_framework.runtime.inputs import InputError, check_config, load_config
 from source_framework.runtime.output import to_json
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.secrets import SecretFilter, find_secrets
@@ -85,8 +85,11 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
         if parsed.action == "show":
             return _show(state_file)
         config = load_config(parsed.config)
-        secrets = SecretFilter(find_secrets(config, source.spec(logger).connectionSpecification))
-        streams = {stream.name: stream for stream in source.streams(config)}
+        secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
+        spec = source.spec(logger)
+        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
+        check_config(source, config, spec, parsed.config)
+        streams = _streams_of(source, config)
         destination = spark_destination(source, config, parsed)
         try:
             if parsed.action == "reset":
@@ -122,6 +125,13 @@ def _show(state_file: StateFile) -> int:
     if not state_file.states:
         sys.stderr.write(f"{state_file.path}: no state\n")
     return EXIT_OK
+
+
+def _streams_of(source: Any, config: Any) -> dict[str, Any]:
+    try:
+        return {stream.name: stream for stream in source.streams(config)}
+    except Exception as error:
+        raise InputError(f"the source's streams() raised {type(error).__name__}: {error}") from None
 
 
 def _streams_named(streams: dict[str, Any], name: str) -> Any:

@@ -15,13 +15,16 @@ from __future__ import annotations
 import copy
 import fcntl
 import json
+import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from source_framework.runtime.inputs import load_state
+from source_framework.runtime.inputs import InputError, load_state
+
+logger = logging.getLogger("source_framework")
 
 
 def write_json_atomically(path: str, content: Any) -> None:
@@ -62,11 +65,30 @@ class StateFile:
     over what the file holds then, under a lock: a read that loaded the file before a reset does
     not write the reset stream's old state back with its next checkpoint."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, unreadable: bool = False) -> None:
         self.path = path
-        self.states: dict[str, dict[str, Any]] = load_state(path) if os.path.exists(path) else {}
+        self.states: dict[str, dict[str, Any]] = load_state(path) if os.path.exists(path) and not unreadable else {}
         self._saved = copy.deepcopy(self.states)  # what the file held of each stream, as far as we know
         self._namespaces: dict[str, str | None] = {}
+        self._set_aside = unreadable
+
+    @classmethod
+    def replacing_unreadable(cls, path: str) -> StateFile:
+        """An empty state for a file that cannot be read (``--on-bad-state resync``): the first
+        ``save`` keeps the unreadable file as ``<file>.corrupt`` and starts a new one."""
+        return cls(path, unreadable=True)
+
+    def changed_on_disk(self, names: Iterable[str]) -> bool:
+        """Whether another command changed the state of any of ``names`` in the file since it was
+        loaded (an unreadable file being replaced counts as unchanged)."""
+        if self._set_aside:
+            return False
+        with _locked(self.path):
+            try:
+                current = load_state(self.path) if os.path.exists(self.path) else {}
+            except InputError:
+                return True  # unreadable now: reading it again says why
+        return any(current.get(name) != self._saved.get(name) for name in names)
 
     def update(self, name: str, namespace: str | None, stream_state: Mapping[str, Any]) -> None:
         self.states[name] = dict(stream_state)
@@ -78,6 +100,10 @@ class StateFile:
 
     def save(self) -> None:
         with _locked(self.path):
+            if self._set_aside and os.path.exists(self.path):
+                os.replace(self.path, self.path + ".corrupt")
+                logger.warning("the unreadable state file was kept as %s", self.path + ".corrupt")
+            self._set_aside = False
             current = load_state(self.path) if os.path.exists(self.path) else {}
             for name in self._saved.keys() | self.states.keys():
                 if name not in self.states:
