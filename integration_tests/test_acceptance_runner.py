@@ -239,3 +239,110 @@ def test_the_standard_suite_sees_the_yaml_without_the_runners_keys():
     assert content["acceptance_tests"]["incremental"]["tests"][0]["future_state"]
     config = AcceptanceConfig.load(os.path.join(ROOT, "acceptance-test-config.yml"))
     assert config.high_strictness and config.basic_read[0].expect_records is not None
+
+
+# -- found in review: checks that could not fail, and false failures against Airbyte's CAT ---------------------
+
+
+def _versions(*pairs, stream="s"):
+    return [_record(stream, {"id": i, "version": v}) for i, v in pairs]
+
+
+VERSIONED = stream_infos(_catalog("s", "version", {"properties": {"id": {"type": "integer"}, "version": {"type": "integer"}}}))
+
+
+def test_a_first_read_whose_final_state_does_not_cover_its_records_fails():
+    """A connector whose state never moves (``{"version": 0}``) returned nothing older on the second
+    read, so it passed; CAT asserts every first-read record is at or below the final state."""
+    stuck = _output(*_versions((1, 5), (2, 9)), _state("s", {"version": 0}))
+    with pytest.raises(AssertionError, match="2 of 2 records of the first read are newer than its final state"):
+        check_two_sequential_reads(stuck, _output(), VERSIONED)
+    check_two_sequential_reads(_output(*_versions((1, 5), (2, 9)), _state("s", {"version": 9})), _output(), VERSIONED)
+
+
+def test_threshold_days_lets_the_second_read_return_records_that_many_days_before_the_state():
+    streams = stream_infos(_catalog("users", "updatedAt", SCHEMA))
+    first = _output(_record("users", {"id": 1, "updatedAt": "2025-01-10T00:00:00Z"}),
+                    _state("users", {"updatedAt": "2025-01-10T00:00:00Z"}))
+    lookback = _output(_record("users", {"id": 1, "updatedAt": "2025-01-09T00:00:00Z"}))
+    check_two_sequential_reads(first, lookback, streams, threshold_days=2)
+    with pytest.raises(AssertionError, match="older than the state's cursor"):
+        check_two_sequential_reads(first, lookback, streams)
+    too_old = _output(_record("users", {"id": 1, "updatedAt": "2025-01-07T23:59:59Z"}))
+    with pytest.raises(AssertionError, match="older than the state's cursor"):
+        check_two_sequential_reads(first, too_old, streams, threshold_days=2)
+
+
+def test_cursor_paths_find_the_cursor_in_the_state_and_a_state_without_it_is_not_checked():
+    first = _output(*_versions((1, 10), (2, 20)), _state("s", {"last": {"v": 20}}))
+    older = _output(*_versions((1, 10)))
+    with pytest.raises(AssertionError, match="older than the state's cursor"):
+        check_two_sequential_reads(first, older, VERSIONED, cursor_paths={"s": ["last", "v"]})
+    with pytest.warns(UserWarning, match="cannot find cursor 'version' in its state"):
+        check_two_sequential_reads(first, older, VERSIONED)  # as CAT: a state it cannot read is not checked
+
+
+def test_partition_values_and_cursors_compare_across_text_and_numbers():
+    partitioned = _state("s", {"states": [{"partition": {"store_id": "3"}, "cursor": {"version": 20}}]})
+    first = _output(_record("s", {"id": 1, "store_id": 3, "version": 20}), partitioned)
+    with pytest.raises(AssertionError, match="1 of 1 records"):
+        check_two_sequential_reads(first, _output(_record("s", {"id": 1, "store_id": 3, "version": 10})), VERSIONED)
+    text_state = _output(*_versions((1, 9999)), _state("s", {"version": "10000"}))
+    with pytest.raises(AssertionError, match="older than the state's cursor"):
+        check_two_sequential_reads(text_state, _output(*_versions((5, 999))), VERSIONED)
+
+
+def test_the_future_state_need_cover_every_stream_only_at_high_strictness():
+    streams = stream_infos(_catalog("users", "updatedAt", SCHEMA))
+    check_future_state_covers_streams([], streams, missing_streams=(), high_strictness=False)
+    with pytest.raises(AssertionError, match="no state for the incremental stream"):
+        check_future_state_covers_streams([], streams, missing_streams=(), high_strictness=True)
+
+
+def test_extra_columns_are_checked_at_the_top_level_as_cat_does_and_a_schema_without_properties_declares_none():
+    nested = stream_infos(_catalog("a", "id", {"properties": {"id": {"type": "integer"},
+                                                              "profile": {"type": "object", "properties": {"lang": {}}}}}))
+    check_no_extra_columns(_output(_record("a", {"id": 1, "profile": {"lang": "en", "twitter": "@a"}})), nested)
+    with pytest.raises(AssertionError, match="/name"):
+        check_no_extra_columns(_output(_record("a", {"id": 1, "name": "x"})), nested)
+    schemaless = stream_infos(_catalog("a", "id", {"type": "object", "additionalProperties": True}))
+    with pytest.raises(AssertionError, match="fields not in the schema: /id"):
+        check_no_extra_columns(_output(_record("a", {"id": 1})), schemaless)
+
+
+def test_ignored_fields_take_wildcards_as_cat_does():
+    from source_framework.testing.record_checks import check_identical_reads
+
+    first = _output(_record("a", {"id": 1, "steps": [{"started_at": 1}, {"started_at": 2}], "properties_hs_time_x": 5}))
+    second = _output(_record("a", {"id": 1, "steps": [{"started_at": 3}, {"started_at": 4}], "properties_hs_time_x": 6}))
+    check_identical_reads(first, second, ["a"], {"a": ["steps/*/started_at", "properties_hs_time_*"]})
+    with pytest.raises(AssertionError, match="two full-refresh reads differ"):
+        check_identical_reads(first, second, ["a"], {"a": ["steps/*/started_at"]})
+
+
+def test_a_table_of_a_stream_whose_schema_declares_no_column_counts_its_rows(spark, tmp_path):
+    import pyarrow as pa
+
+    from source_framework.destinations.spark.destination import SparkDestination
+    from source_framework.destinations.spark.table import SparkTable
+
+    streams = stream_infos(_catalog("bare", "id", {"type": "object"}))
+    destination = SparkDestination(str(tmp_path), default_namespace="src")
+    try:
+        SparkTable(spark, destination.table_path(None, "bare")).commit(pa.table({"_sf_meta": pa.array(["a", "b", "c"])}), {}, 1)
+        tables = read_tables(spark, destination, streams)
+    finally:
+        destination.close()
+    check_tables_equal_records(tables, _output(*[_record("bare", {"id": n}) for n in range(3)]), streams)
+    with pytest.raises(AssertionError, match="bare"):
+        check_tables_equal_records(tables, _output(*[_record("bare", {"id": n}) for n in range(2)]), streams)
+
+
+def test_expected_records_tool_takes_a_module_and_class_from_the_current_folder(tmp_path):
+    process = subprocess.run(
+        [sys.executable, "-m", "source_framework.testing.expected_records", "--connector", "tiny_source:TinySource",
+         "--config", "config.json", "--catalog", "configured_catalog.json", "--per-stream", "1"],
+        cwd=TINY, capture_output=True, text=True, timeout=300,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert {json.loads(line)["stream"] for line in process.stdout.splitlines()} >= {"notes"}

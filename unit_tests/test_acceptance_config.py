@@ -530,13 +530,14 @@ def test_keys_nothing_here_checks_are_noted_and_logged_once(tmp_path, caplog):
         "acceptance_tests.basic_read.tests[0].expect_trace_message_on_failure",
         "acceptance_tests.basic_read.tests[0].file_types",
         "acceptance_tests.incremental.tests[0].future_state.cursor_format",
-        "acceptance_tests.incremental.tests[0].threshold_days",
         "acceptance_tests.connector_attributes",
         "acceptance_tests.basic_read.tests[0].configured_catalog_path",  # CAT refuses it at high
     ):
         assert key in noted, key
     for checked in ("expect_records", "fail_on_extra_columns", "validate_schema", "timeout_seconds", "ignored_fields"):
         assert f"acceptance_tests.basic_read.tests[0].{checked}" not in noted
+    for checked in ("threshold_days", "cursor_paths"):
+        assert f"acceptance_tests.incremental.tests[0].{checked}" not in noted
 
 
 def test_validation_flags_are_noted_only_when_they_ask_for_a_check(tmp_path):

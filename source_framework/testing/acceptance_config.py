@@ -112,6 +112,8 @@ class IncrementalEntry:
     future_state_path: str | None
     missing_streams: tuple[str, ...] = ()
     skip_comprehensive_incremental_tests: bool = False
+    threshold_days: int = 0  # how far before its state's cursor a record read back may be
+    cursor_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # where each stream's cursor is in its state
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS["incremental"]
     future_state_bypass_reason: str | None = None
     skip_reason: str | None = None
@@ -249,6 +251,13 @@ def _words(value: Any) -> str | None:
 
 def _mapping(value: Any) -> str | None:
     return None if isinstance(value, dict) else "should be a mapping"
+
+
+def _cursor_paths(value: Any) -> str | None:
+    ok = isinstance(value, dict) and all(
+        isinstance(path, list) and path and all(_text(part) is None for part in path) for path in value.values()
+    )
+    return None if ok else "should map each stream to the path of its cursor in the state, e.g. {users: [updated_at]}"
 
 
 def _file_extension(value: Any) -> str | None:
@@ -481,12 +490,8 @@ _ENTRY_KEYS: Mapping[str, Mapping[str, Key]] = {
         "future_state": Key(_FUTURE_STATE),
         "timeout_seconds": _TIMEOUT,
         "skip_comprehensive_incremental_tests": Key(_flag),
-        "cursor_paths": Key(_mapping, unchecked="cursors are read from the catalog's cursor_field"),
-        "threshold_days": Key(
-            _count,
-            unchecked="a record older than its state's cursor fails the incremental checks, however many days",
-            unchecked_when=lambda value: _as_int(value) != 0,
-        ),
+        "cursor_paths": Key(_cursor_paths),
+        "threshold_days": Key(_count),
         "client_container_config": _NO_CLIENT_CONTAINER,
         "deployment_mode": _DEPLOYMENT_MODE,
         "bypass_reason": _BYPASS_REASON,
@@ -806,6 +811,8 @@ def _incremental_entry(item: Mapping[str, Any], base: str) -> IncrementalEntry:
         future_state_path=_resolve(base, future.get("future_state_path")),
         missing_streams=_names(future.get("missing_streams")),
         skip_comprehensive_incremental_tests=_flag_value(item, "skip_comprehensive_incremental_tests", False),
+        threshold_days=_as_int(item.get("threshold_days")) or 0,
+        cursor_paths={stream: tuple(str(part) for part in path) for stream, path in (item.get("cursor_paths") or {}).items()},
         timeout_seconds=_timeout(item, "incremental"),
         future_state_bypass_reason=future.get("bypass_reason") or None,
         skip_reason=_why_not_run(item),

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-stream", type=int, default=3)
     options = parser.parse_args(argv)
 
-    connector = ConnectorReference.parse(options.connector)
+    connector = ConnectorReference.parse(options.connector, base_dir=os.getcwd())
     with tempfile.TemporaryDirectory(prefix="expected-records-") as workdir:
         runner = ConnectorRunner(connector, workdir=workdir)
         config = os.path.abspath(options.config)

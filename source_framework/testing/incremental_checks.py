@@ -11,12 +11,17 @@ subprocesses, so they can be used on any ``ReadOutput``::
 
 What they check (``streams`` are the incremental streams of the configured catalog):
 
-1. two sequential reads: the first read returns records and STATEs; the second, started from
-   the first read's final STATE of each stream, returns no record older than that state's cursor;
+1. two sequential reads: the first read returns records and STATEs, and its final STATE of each
+   stream covers its records (none is newer than the state's cursor); the second, started from
+   those STATEs, returns no record older than their cursors (less the YAML's ``threshold_days``);
 2. reads from intermediate STATEs: for a STATE in the middle of the first read, a read started
    from it (with the latest STATE of each stream up to that point) returns at least every record
    the first read returned after it, and no record older than its cursor;
 3. a future state (cursors far in the future) yields no records and at least one STATE.
+
+A state whose cursor the checks cannot find (not under the cursor field's name, and no
+``cursor_paths`` entry says where) is not checked, with an ``UncheckedStateWarning``, as
+Airbyte's acceptance tests skip it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 
 from source_framework.testing.catalogs import StreamInfo
 from source_framework.testing.connector_runs import ReadOutput, stream_of_state
-from source_framework.testing.cursors import StateBound
+from source_framework.testing.cursors import StateBound, StateShapeError
 
 MAX_EXAMPLES = 5
 
@@ -43,21 +48,46 @@ def _short(record: Mapping[str, Any], limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _older_than_state_problems(
-    output: ReadOutput, states: Mapping[str, Mapping[str, Any]], streams: Mapping[str, StreamInfo], when: str
+class UncheckedStateWarning(UserWarning):
+    """A stream's state holds no cursor the checks can find, so its records were not checked
+    against it (as Airbyte's acceptance tests skip it); ``cursor_paths`` says where it is."""
+
+
+def _bound(stream: StreamInfo, state: Mapping[str, Any], cursor_paths: Mapping[str, Sequence[str]] | None) -> StateBound | None:
+    try:
+        return StateBound.from_state(stream, state["stream"]["stream_state"], (cursor_paths or {}).get(stream.name))
+    except StateShapeError as error:
+        warnings.warn(f"{error}; its records were not checked against it (give its cursor_paths)", UncheckedStateWarning, stacklevel=4)
+        return None
+
+
+def _state_problems(
+    output: ReadOutput,
+    states: Mapping[str, Mapping[str, Any]],
+    streams: Mapping[str, StreamInfo],
+    when: str,
+    *,
+    threshold_days: int = 0,
+    cursor_paths: Mapping[str, Sequence[str]] | None = None,
+    newer: bool = False,
 ) -> list[str]:
+    """Records of ``output`` older than the ``states`` (less ``threshold_days``), or, with
+    ``newer``, records newer than them (a final state that does not cover the read before it)."""
     problems = []
     for name, state in states.items():
         if name not in streams:
             continue
-        bound = StateBound.from_state(streams[name], state["stream"]["stream_state"])
+        bound = _bound(streams[name], state, cursor_paths)
+        if bound is None:
+            continue
         records = output.records(name)
-        older = bound.older_records(records)
-        if older:
-            examples = "; ".join(f"{cursor!r} < {limit!r}: {_short(r)}" for cursor, limit, r in older[:MAX_EXAMPLES])
+        found = bound.newer_records(records) if newer else bound.older_records(records, threshold_days)
+        if found:
+            relation = "newer than its final state" if newer else "older than the state's cursor"
+            examples = "; ".join(f"{cursor!r} vs {limit!r}: {_short(r)}" for cursor, limit, r in found[:MAX_EXAMPLES])
             problems.append(
-                f"stream '{name}': {len(older)} of {len(records)} records {when} are older than the "
-                f"state's cursor ({bound.describe()}), e.g. {examples}"
+                f"stream '{name}': {len(found)} of {len(records)} records {when} are {relation} "
+                f"({bound.describe()}), e.g. {examples}"
             )
         if bound.partitioned and records and bound.partitions and not bound.partition_fields_in(records):
             warnings.warn(
@@ -70,8 +100,16 @@ def _older_than_state_problems(
     return problems
 
 
-def check_two_sequential_reads(first: ReadOutput, second: ReadOutput, streams: Mapping[str, StreamInfo]) -> None:
-    """The second read (from the first's final STATEs) returns no record older than them."""
+def check_two_sequential_reads(
+    first: ReadOutput,
+    second: ReadOutput,
+    streams: Mapping[str, StreamInfo],
+    *,
+    threshold_days: int = 0,
+    cursor_paths: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """The first read's final STATEs cover its records, and the second read (from them) returns
+    no record older than them, less ``threshold_days``."""
     assert any(first.records(name) for name in streams), (
         f"the first incremental read returned no records for {sorted(streams)}: nothing to test "
         f"({first.describe()})"
@@ -79,7 +117,10 @@ def check_two_sequential_reads(first: ReadOutput, second: ReadOutput, streams: M
     final = first.final_states()
     missing = [name for name in streams if name not in final]
     assert not missing, f"the first incremental read emitted no STATE for {missing} ({first.describe()})"
-    problems = _older_than_state_problems(second, final, streams, "of the second read")
+    problems = _state_problems(first, final, streams, "of the first read", cursor_paths=cursor_paths, newer=True)
+    problems += _state_problems(
+        second, final, streams, "of the second read", threshold_days=threshold_days, cursor_paths=cursor_paths
+    )
     assert not problems, "second read from the first read's final state:\n" + "\n".join(problems)
 
 
@@ -151,7 +192,12 @@ def _spread(items: Sequence[int], count: int) -> list[int]:
 
 
 def check_read_from_checkpoint(
-    checkpoint: Checkpoint, output: ReadOutput, streams: Mapping[str, StreamInfo]
+    checkpoint: Checkpoint,
+    output: ReadOutput,
+    streams: Mapping[str, StreamInfo],
+    *,
+    threshold_days: int = 0,
+    cursor_paths: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """The read from ``checkpoint.state`` has every record after it, and none before its cursor."""
     problems = []
@@ -164,14 +210,23 @@ def check_read_from_checkpoint(
                 f"this state are missing, e.g. {'; '.join(_short(r) for r in lost[:MAX_EXAMPLES])}"
             )
     states = {stream_of_state(state): state for state in checkpoint.state}
-    problems += _older_than_state_problems(output, states, streams, "read from this state")
+    problems += _state_problems(
+        output, states, streams, "read from this state", threshold_days=threshold_days, cursor_paths=cursor_paths
+    )
     assert not problems, f"read from {checkpoint.describe()}:\n" + "\n".join(problems)
 
 
 def check_future_state_covers_streams(
-    future_state: Sequence[Mapping[str, Any]], streams: Mapping[str, StreamInfo], missing_streams: Sequence[str]
+    future_state: Sequence[Mapping[str, Any]],
+    streams: Mapping[str, StreamInfo],
+    missing_streams: Sequence[str],
+    *,
+    high_strictness: bool = True,
 ) -> None:
-    """Every incremental stream has a future state, unless listed in ``missing_streams``."""
+    """Every incremental stream has a future state, unless listed in ``missing_streams``; as in
+    Airbyte's acceptance tests, only at ``test_strictness_level: high``."""
+    if not high_strictness:
+        return
     covered = {_state_stream(state) for state in future_state}
     uncovered = sorted(set(streams) - covered - set(missing_streams))
     assert not uncovered, (

@@ -199,7 +199,8 @@ class AcceptanceSuite:
         """The read from the first read's final STATEs returns nothing older than them."""
         streams = self._incremental_streams(entry, acceptance_reads)
         check_two_sequential_reads(
-            acceptance_reads.incremental_first(entry), acceptance_reads.incremental_second(entry), streams
+            acceptance_reads.incremental_first(entry), acceptance_reads.incremental_second(entry), streams,
+            threshold_days=entry.threshold_days, cursor_paths=entry.cursor_paths,
         )
 
     @for_section("incremental", checkpoint=lambda cls: list(range(cls.intermediate_states)))
@@ -215,7 +216,10 @@ class AcceptanceSuite:
         if checkpoint >= len(picked):
             pytest.skip(f"the first read has only {len(picked)} intermediate STATE(s) to read from")
         chosen = picked[checkpoint]
-        check_read_from_checkpoint(chosen, acceptance_reads.from_state(entry, chosen.state), streams)
+        check_read_from_checkpoint(
+            chosen, acceptance_reads.from_state(entry, chosen.state), streams,
+            threshold_days=entry.threshold_days, cursor_paths=entry.cursor_paths,
+        )
 
     @for_section("incremental")
     def test_future_state(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
@@ -227,7 +231,9 @@ class AcceptanceSuite:
         streams = self._incremental_streams(entry, acceptance_reads)
         with open(entry.future_state_path, encoding="utf-8") as handle:
             future = per_stream_states(json.load(handle))
-        check_future_state_covers_streams(future, streams, entry.missing_streams)
+        check_future_state_covers_streams(
+            future, streams, entry.missing_streams, high_strictness=acceptance_reads.config.high_strictness
+        )
         check_future_state_read(acceptance_reads.future_state(entry, future), future, streams)
 
     @for_section("incremental")
