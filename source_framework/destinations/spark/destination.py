@@ -110,6 +110,11 @@ class SparkDestination(Destination):
         self._starting = threading.Thread(target=self._start_spark, daemon=True)
         self._start_lock = threading.Lock()  # streams synced at once may ask for Spark together
 
+    @property
+    def secrets(self) -> list[str]:
+        """What of the master URL no log line or error may show (a Spark Connect token or header)."""
+        return master_secrets(self.master)
+
     # -- Spark --------------------------------------------------------------------------------
 
     def _start_spark(self) -> None:
@@ -123,7 +128,12 @@ class SparkDestination(Destination):
         self.start_spark()  # not started ahead (a state command): start it now
         self._starting.join()
         if self._spark_error is not None:
-            raise RuntimeError(f"Spark did not start (master {shown_master(self.master)}): {self._spark_error}") from self._spark_error
+            # not chained when the URL holds secrets: pyspark's own error quotes it, token and all
+            reason = str(self._spark_error)
+            for secret in master_secrets(self.master):
+                reason = reason.replace(secret, "****")
+            cause = None if master_secrets(self.master) else self._spark_error
+            raise RuntimeError(f"Spark did not start (master {shown_master(self.master)}): {reason}") from cause
         return self._spark
 
     # -- where tables are -----------------------------------------------------------------------
@@ -276,13 +286,30 @@ class SparkDestination(Destination):
 
 
 def shown_master(master: str) -> str:
-    """A Spark master URL to show: without a Spark Connect ``;token=`` or a ``user:password@``
-    (the config's ``spark_master`` is no secret's name, so nothing else masks them)."""
-    return _TOKEN.sub(r"\1****", _USER_INFO.sub("://****@", master))
+    """A Spark master URL to show: without the values of its Spark Connect parameters (a
+    ``;token=``, and any other ``;key=value``, which Spark Connect sends as a header: custom auth
+    headers go there), except the settings it reserves, nor a ``user:password@`` (the config's
+    ``spark_master`` is no secret's name, so nothing else masks them)."""
+    for secret in master_secrets(master):
+        master = master.replace(secret, "****")
+    return master
 
 
-_TOKEN = re.compile(r"(;token=)[^;]*", re.IGNORECASE)
-_USER_INFO = re.compile(r"://[^/@]*@")
+def master_secrets(master: str) -> list[str]:
+    """The parts of a master URL to mask wherever they appear (pyspark's errors quote the URL)."""
+    found = [match.group(1) for match in _USER_INFO.finditer(master)]
+    for match in _PARAMETER.finditer(master):
+        if match.group(1).lower() not in _CONNECT_SETTINGS and match.group(2):
+            found.append(match.group(2))
+    return sorted(set(found), key=len, reverse=True)
+
+
+_PARAMETER = re.compile(r";([^;=/]+)=([^;]*)")
+_USER_INFO = re.compile(r"://([^/@]*)@")
+#: Spark Connect URL parameters that are settings, not headers (``pyspark.sql.connect``'s ChannelBuilder)
+_CONNECT_SETTINGS = {"use_ssl", "user_id", "user_agent", "session_id", "grpc_keepalive_enabled",
+                     "grpc_keepalive_time_ms", "grpc_keepalive_timeout_ms", "grpc_keepalive_without_calls",
+                     "grpc_max_message_size"}
 
 #: the ``writer`` settings: "auto" (the default) is "arrow", whatever the master
 WRITERS = ("auto", "arrow", "spark")
