@@ -334,9 +334,10 @@ def run_read(
             concurrency = concurrency_of(parsed, config, source)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
             destination = make_destination(source, config, parsed, output)
-            if getattr(destination, "secrets", None):  # a Spark Connect URL's token and headers
+            master_secrets = getattr(destination, "secrets", None)  # a Spark Connect URL's token and headers
+            if master_secrets:
                 known = output.secrets
-                output.secrets = masking.secrets = SecretFilter([*known.secrets, *known.short_secrets, *destination.secrets])
+                output.secrets = masking.secrets = SecretFilter([*known.secrets, *known.short_secrets, *master_secrets])
                 update_secrets(output.secrets.secrets)
             if wrap_destination is not None:
                 destination = wrap_destination(destination)
