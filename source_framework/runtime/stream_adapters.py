@@ -35,6 +35,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence, Sized
+from contextlib import contextmanager
 from queue import Empty
 from typing import Any
 
@@ -284,8 +285,12 @@ class CdkStreamAdapter(StreamAdapter):
         return [cursor] if isinstance(cursor, str) and cursor else list(cursor or [])
 
     def validate_state(self, state: Mapping[str, Any]) -> None:
+        """Try the state on the stream, then leave the stream as it was: airbyte-cdk gives a stream
+        its state only just before reading it, and a substream listed earlier may read its parents
+        through this very object (source-github shares its parents so), which must not have it yet."""
         if "state" in dir(self.stream):  # as airbyte-cdk's AbstractSource decides
-            self.stream.state = state  # type: ignore[attr-defined]
+            with _attributes_restored(self.stream):
+                self.stream.state = state  # type: ignore[attr-defined]
 
     def start(self, state: Mapping[str, Any]) -> None:
         stream = self.stream
@@ -537,6 +542,24 @@ class _PartitionSlice(SliceRead):
 
     def close(self) -> None:
         self._stream.cursor.close_partition(self._partition)
+
+
+@contextmanager
+def _attributes_restored(stream: Any) -> Iterator[None]:
+    """The stream's attributes as they were before the block: containers copied whole (a setter may
+    change a dict in place), any other object kept as the very same one (a parent stream shared
+    with the catalog must stay shared)."""
+    saved: dict[str, Any] = {}
+    for name, value in vars(stream).items():
+        try:
+            saved[name] = copy.deepcopy(value) if isinstance(value, (dict, list, set)) else value
+        except Exception:  # a container holding what cannot be copied
+            saved[name] = value
+    try:
+        yield
+    finally:
+        vars(stream).clear()
+        vars(stream).update(saved)
 
 
 # -- the source around its streams ----------------------------------------------------------
