@@ -10,6 +10,7 @@ import os
 
 from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, stream_states, write_json
 from source_framework.demo.api import DemoApi, Faults
+from source_framework.demo.source import DemoSource
 
 
 def ids(spark, warehouse, name):
@@ -104,13 +105,28 @@ def test_state_set_after_a_crash_moves_the_partitions_the_table_committed_beyond
     assert ids(spark, warehouse, "store_orders") == expected
 
 
+class ResetUsersMeanwhile(DemoSource):
+    """The demo source whose first ``streams()`` call, made by ``read`` after it loaded the state file
+    and before it locked its tables, runs ``state reset --stream users --tables`` on that file."""
+
+    def __init__(self, state_file, config):
+        super().__init__()
+        self.state_file, self.config, self.reset_done = state_file, config, False
+
+    def streams(self, config):
+        if not self.reset_done:
+            self.reset_done = True
+            reset = run_in_process("state", "reset", "--state-file", self.state_file, "--config", self.config,
+                                   "--stream", "users", "--tables")
+            assert reset.returncode == 0, reset.stderr
+        return super().streams(config)
+
+
 def test_a_reset_while_another_stream_syncs_with_the_same_state_file_is_not_undone(spark, tmp_path):
     """A cron ``read`` of orders and an operator's ``state reset --stream users --tables`` on the same
     state file: the read had loaded the file before the reset, and each of its checkpoints wrote its
     whole copy back, users' old cursor included. The next users sync then started from that cursor
     into the emptied table: 599 of its 600 rows were gone (found in review)."""
-    from source_framework.demo.source import DemoSource
-
     with DemoApi(records=600, api_key=API_KEY, seed=7).start() as api:
         warehouse = tmp_path / "warehouse"
         config = write_json(tmp_path / "config.json", config_for(api, warehouse))
@@ -119,17 +135,8 @@ def test_a_reset_while_another_stream_syncs_with_the_same_state_file_is_not_undo
         state_file = str(tmp_path / "state.json")
         assert run_in_process("read", "--config", config, "--catalog", users, "--state-file", state_file).returncode == 0
 
-        class ResetMeanwhile(DemoSource):
-            def streams(self, config_now):  # the orders read has loaded the state file by now
-                if not getattr(self, "reset_done", False):
-                    self.reset_done = True
-                    reset = run_in_process("state", "reset", "--state-file", state_file, "--config", config,
-                                           "--stream", "users", "--tables")
-                    assert reset.returncode == 0, reset.stderr
-                return super().streams(config_now)
-
         meanwhile = run_in_process("read", "--config", config, "--catalog", orders, "--state-file", state_file,
-                                   source=ResetMeanwhile())
+                                   source=ResetUsersMeanwhile(state_file, config))
         assert meanwhile.returncode == 0, meanwhile.stderr
         with open(state_file) as handle:
             assert [m["stream"]["stream_descriptor"]["name"] for m in json.load(handle)] == ["orders"]
@@ -142,8 +149,6 @@ def test_a_reset_of_the_stream_a_read_waits_to_lock_is_not_undone(spark, tmp_pat
     """A cron ``read`` of users loads the state file, then waits for the users table's lock (held by an
     operator's ``state reset --stream users --tables``). Once it had the lock, it synced from the cursor
     it had loaded into the emptied table: every row before that cursor was gone (found in review)."""
-    from source_framework.demo.source import DemoSource
-
     with DemoApi(records=600, api_key=API_KEY, seed=7).start() as api:
         warehouse = tmp_path / "warehouse"
         config = write_json(tmp_path / "config.json", config_for(api, warehouse))
@@ -151,17 +156,8 @@ def test_a_reset_of_the_stream_a_read_waits_to_lock_is_not_undone(spark, tmp_pat
         state_file = str(tmp_path / "state.json")
         assert run_in_process("read", "--config", config, "--catalog", users, "--state-file", state_file).returncode == 0
 
-        class ResetMeanwhile(DemoSource):
-            def streams(self, config_now):  # the read has loaded the state file, and has no lock yet
-                if not getattr(self, "reset_done", False):
-                    self.reset_done = True
-                    reset = run_in_process("state", "reset", "--state-file", state_file, "--config", config,
-                                           "--stream", "users", "--tables")
-                    assert reset.returncode == 0, reset.stderr
-                return super().streams(config_now)
-
         meanwhile = run_in_process("read", "--config", config, "--catalog", users, "--state-file", state_file,
-                                   source=ResetMeanwhile())
+                                   source=ResetUsersMeanwhile(state_file, config))
         assert meanwhile.returncode == 0, meanwhile.stderr
         assert "changed while this run waited for its tables" in meanwhile.stderr
         assert ids(spark, warehouse, "users") == sorted(r["id"] for r in all_records(api, "users"))
