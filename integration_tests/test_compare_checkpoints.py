@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -25,7 +27,12 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
     workdir = tmp_path / "compare"
     with DemoApi(records=RECORDS, api_key=API_KEY, seed=11).start() as api:
         config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "unused-warehouse"))
-        catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "orders"))
+        # A catalog namespace the source does not give its streams: `read` places the tables by the
+        # source's (demo/users), and so must the comparison.
+        configured = catalog("users", "orders")
+        for entry in configured["streams"]:
+            entry["stream"]["namespace"] = "catalog_ns"
+        catalog_path = write_json(tmp_path / "catalog.json", configured)
         run = subprocess.run(
             [sys.executable, "-m", "source_framework.compare", "--connector", MAIN, "--config", config, "--catalog", catalog_path,
              "--intervals", "none,500", "--crash-at", "0.3", "--workdir", str(workdir)],
@@ -40,6 +47,7 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
 
     results = json.loads((workdir / "compare.json").read_text())
     assert [s["label"] for s in results["settings"]] == ["none", "500"]
+    assert [s["concurrency"] for s in results["settings"]] == [None, None]  # the config's own level
     by_label = {s["label"]: s for s in results["settings"]}
     for setting in results["settings"]:
         ours, cdk, crash = setting["ours"], setting["airbyte_cdk"], setting["crash"]
@@ -79,3 +87,102 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
 def test_the_connectors_own_command_line_has_no_compare_command():
     run = subprocess.run([sys.executable, MAIN, "compare-checkpoints", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "invalid choice" in run.stderr
+
+
+def _compare_in_process(tmp_path, capsys, *args, config=None):
+    from source_framework.compare.command import main
+
+    config = {"api_key": API_KEY, "api_url": "http://127.0.0.1:9", "start_date": "2025-01-01T00:00:00Z",
+              "destination": {"type": "spark"}, **(config or {})}
+    argv = ["--connector", MAIN, "--config", write_json(tmp_path / "config.json", config),
+            "--catalog", write_json(tmp_path / "catalog.json", catalog("users")), "--workdir", str(tmp_path / "work"), *args]
+    code = main(argv)
+    return code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("args, config, says", [
+    # no Spark table would be written: nothing to compare, where it used to report a clean pass
+    ([], {"destination": {"type": "stdout"}}, "destination.type"),
+    # the spec's own check, naming the user's file (it named the comparison's temporary copy, exit 1)
+    ([], {"page_size": "abc"}, "does not match the connector's spec"),
+    # the outputs, checked before the syncs run (they raised tracebacks after all of them)
+    (["--json", "/nonexistent-folder/compare.json"], {}, "--json"),
+    (["--plot", "/nonexistent-folder/compare.png"], {}, "--plot"),
+    (["--concurrency", ","], {}, "--concurrency"),
+])
+def test_bad_input_is_refused_before_any_sync_runs(tmp_path, capsys, args, config, says):
+    code, captured = _compare_in_process(tmp_path, capsys, *args, config=config)
+    assert code == 2, captured.err
+    assert says in captured.err and "Traceback" not in captured.err
+    assert API_KEY not in captured.err
+    assert not (tmp_path / "work").exists() or not list((tmp_path / "work").rglob("*.stderr.log"))  # no sync started
+
+
+def test_a_workdir_that_is_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "work").write_text("not a folder")
+    code, captured = _compare_in_process(tmp_path, capsys)
+    assert code == 2 and "--workdir" in captured.err and "Traceback" not in captured.err
+    assert str(tmp_path / "config.json") not in captured.err or "work" in captured.err
+
+
+def test_a_catalog_stream_the_connector_lacks_is_refused(tmp_path, capsys):
+    from source_framework.compare.command import main
+
+    configured = catalog("users")
+    configured["streams"][0]["stream"]["name"] = "no_such_stream"
+    argv = ["--connector", MAIN, "--config", write_json(tmp_path / "config.json", {"api_key": API_KEY,
+            "api_url": "http://127.0.0.1:9", "start_date": "2025-01-01T00:00:00Z"}),
+            "--catalog", write_json(tmp_path / "catalog.json", configured), "--workdir", str(tmp_path / "work")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no_such_stream" in err and str(tmp_path / "catalog.json") in err
+
+
+def _children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_sigterm_stops_the_running_sync_and_removes_the_secret_config_copy(tmp_path):
+    """A scheduler's stop used to end the tool alone: its child sync ran on, and the config copy
+    holding the API key stayed on disk."""
+    workdir = tmp_path / "compare"
+    with DemoApi(records=RECORDS, api_key=API_KEY, seed=11).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "unused-warehouse"))
+        compare = subprocess.Popen(
+            [sys.executable, "-m", "source_framework.compare", "--connector", MAIN, "--config", config,
+             "--catalog", write_json(tmp_path / "catalog.json", catalog("users")), "--intervals", "none",
+             "--no-cdk", "--no-crash", "--workdir", str(workdir)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )
+        try:
+            copy = workdir / "interval-none" / "config.json"
+            deadline = time.monotonic() + 60
+            while not (copy.exists() and _children(compare.pid)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            children = _children(compare.pid)
+            assert children and API_KEY in copy.read_text()
+            compare.send_signal(signal.SIGTERM)
+            out, err = compare.communicate(timeout=60)
+        finally:
+            compare.kill()
+    assert compare.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err and out == ""
+    assert not any(_alive(child) for child in children)
+    assert not copy.exists()

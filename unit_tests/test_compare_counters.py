@@ -5,8 +5,11 @@ import os
 import signal
 import time
 
+import pytest
+
 from source_framework.compare.counters import ReadCounters
 from source_framework.compare.probe import CountingDestination
+from source_framework.compare.runner import RunResult, first_commit_seconds
 from source_framework.destinations.base import CommitReceipt, StreamTarget
 from unit_tests.conftest import RecordingDestination
 
@@ -73,3 +76,37 @@ def test_the_counting_destination_passes_everything_through_and_counts_writes(tm
     assert inner.sinks["users"].calls == [("commit", {"c": 1}, {"n": 1}), ("finish", {"c": 1}, {"n": 2})]
     assert inner.closed and destination.spark == "the session"
     assert counters.read("users") == 3
+
+
+def test_the_first_commit_is_timed_to_its_own_streams_state(tmp_path):
+    """A one-slice stream checkpoints only when it finishes, and its STATE pairs with its own
+    checkpoint: "first commit s" paired one stream's STATE with another's checkpoint (clamped to 0)."""
+    counters = ReadCounters.create(str(tmp_path / "c"), ["stores", "users"])
+    destination = CountingDestination(RecordingDestination(), counters)
+    stores = destination.open_stream(StreamTarget(name="stores", namespace=None, json_schema={}, incremental=False))
+    users = destination.open_stream(StreamTarget(name="users", namespace=None, json_schema={}, incremental=True))
+    stores.write({"id": 1})
+    stores.finish({"c": 1}, notes={})  # its only checkpoint
+    asked = counters.first_checkpoint_at()
+    assert asked is not None and counters.first_checkpoint_stream() == "stores"
+    users.commit({"c": 2}, {})
+    assert counters.first_checkpoint_at() == asked and counters.first_checkpoint_stream() == "stores"
+
+    run = RunResult(name="clean", argv=[], returncode=0, killed=False, seconds=1.0, records=1, states=2,
+                    repeated_states=0, max_at_risk=1, at_risk_at_end=0, covered=1,
+                    first_state_wall=asked + 0.5, first_state_walls={"users": asked + 0.5, "stores": asked + 2.0})
+    assert first_commit_seconds(counters, run) == pytest.approx(2.0, abs=0.001)
+    counters.close()
+
+
+def test_a_first_checkpoint_of_a_stream_nobody_counts_pairs_with_the_first_state(tmp_path):
+    counters = ReadCounters.create(str(tmp_path / "c"), [])  # the benchmark's way: no stream counted
+    destination = CountingDestination(RecordingDestination(), counters)
+    sink = destination.open_stream(StreamTarget(name="users", namespace=None, json_schema={}, incremental=True))
+    sink.commit({"c": 1}, {})
+    asked = counters.first_checkpoint_at()
+    assert asked is not None and counters.first_checkpoint_stream() is None
+    run = RunResult(name="b", argv=[], returncode=0, killed=False, seconds=1.0, records=0, states=1,
+                    repeated_states=0, max_at_risk=0, at_risk_at_end=0, covered=0, first_state_wall=asked + 0.25)
+    assert first_commit_seconds(counters, run) == pytest.approx(0.25, abs=0.001)
+    counters.close()

@@ -4,7 +4,7 @@ import json
 
 from source_framework.compare.commits import CommitStats
 from source_framework.compare.experiment import CrashResult, SettingResult
-from source_framework.compare.plot import plot_comparison
+from source_framework.compare.plot import chart_series, plot_comparison
 from source_framework.compare.report import CRASH_COLUMNS, RUN_COLUMNS, Report
 from source_framework.compare.runner import RunResult
 from source_framework.compare.settings import Setting
@@ -70,3 +70,19 @@ def test_the_chart_is_a_png(tmp_path):
     path = plot_comparison(results(), str(tmp_path / "chart.png"), title="orders")
     with open(path, "rb") as handle:
         assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_each_concurrency_level_is_its_own_line_over_the_intervals():
+    """--concurrency 1,4: the chart joined all four settings into one line over four ticks, and the
+    JSON did not say which level a setting ran at."""
+    settings = [Setting(None, 1), Setting(None, 4), Setting(100, 1), Setting(100, 4)]
+    speeds = {Setting(None, 1): 1.0, Setting(None, 4): 4.0, Setting(100, 1): 2.0, Setting(100, 4): 8.0}
+    runs = [SettingResult(s, run("clean", 20000, 13, 20000 / speeds[s] / 1000, 10), CommitStats(1, 1, 20000)) for s in settings]
+    labels, lines = chart_series(runs)
+    assert labels == ["none", "100"]
+    assert [(line.name, line.xs, line.records_per_second) for line in lines] == [
+        ("ours (into Spark), concurrency 1", [0, 1], [1000.0, 2000.0]),
+        ("ours (into Spark), concurrency 4", [0, 1], [4000.0, 8000.0]),
+    ]
+    data = Report(runs, ["orders"], None).to_json()
+    assert [(s["interval"], s["concurrency"]) for s in data["settings"]] == [(None, 1), (None, 4), (100, 1), (100, 4)]

@@ -3,9 +3,11 @@
 import io
 
 import orjson
+import pytest
 
+from source_framework.compare.experiment import RunFailed, _completed
 from source_framework.compare.risk import ScheduleTracker
-from source_framework.compare.runner import _follow
+from source_framework.compare.runner import RunResult, _follow
 
 
 def state(stream, value, count):
@@ -70,3 +72,21 @@ def test_our_runs_read_counts_come_from_the_probe():
     tracker = ScheduleTracker()
     _follow(stdout, tracker, lambda: dict(counts))
     assert tracker.max_at_risk == 180 and tracker.at_risk(counts) == 80
+
+
+def test_a_failed_runs_reason_is_taken_from_its_trace_error_on_stdout(tmp_path):
+    """airbyte-cdk reports a failure on stdout; the tool showed only the (empty) end of stderr."""
+    stdout = io.BytesIO(b"\n".join([
+        b'{"type":"LOG","log":{"level":"INFO","message":"Starting syncing"}}',
+        b'{"type":"TRACE","trace":{"type":"ERROR","emitted_at":1,"error":{"message":"this source cannot be read",'
+        b'"failure_type":"system_error"}}}',
+    ]))
+    tracker = ScheduleTracker()
+    _follow(stdout, tracker, None)
+    assert tracker.errors == ["this source cannot be read"]
+    stderr = tmp_path / "cdk.stderr.log"
+    stderr.write_text("")
+    run = RunResult(name="cdk", argv=[], returncode=1, killed=False, seconds=1.0, records=0, states=0, repeated_states=0,
+                    max_at_risk=0, at_risk_at_end=0, covered=0, errors=tracker.errors, stderr_path=str(stderr))
+    with pytest.raises(RunFailed, match="(?s)'cdk' run exited with code 1; it reported:\n  this source cannot be read"):
+        _completed(run)

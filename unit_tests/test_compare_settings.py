@@ -49,7 +49,7 @@ def test_concurrency_levels_multiply_the_intervals_and_reach_the_config():
     assert with_concurrency(parse_intervals("none"), None) == [Setting(None)]
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "four", "4,4"])
+@pytest.mark.parametrize("text", ["0", "-1", "four", "4,4", ",", " , "])
 def test_bad_concurrency_levels_are_refused_with_the_option_named(text):
     with pytest.raises(ValueError, match="--concurrency"):
         with_concurrency(parse_intervals("none"), text)

@@ -10,7 +10,7 @@ For each interval: one uninterrupted ``read`` into a fresh warehouse, one killed
 after ``--crash-at`` of the records were read and resumed from its last STATEs, and airbyte-cdk's
 own ``read`` of the same streams for reference (see ``experiment``). Prints a table on stdout
 (Markdown with ``--markdown``), writes JSON and a PNG chart (defaults in ``--workdir``).
-Progress goes to stderr. Exit codes: 0 done, 1 a sync failed, 2 bad input.
+Progress goes to stderr. Exit codes: 0 done, 1 a sync failed, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM).
 
 The connector is its entry script (``main.py``, calling ``source_framework.launch``); every
 sync runs it again in a child process. It is a tool, not part of any connector's command line:
@@ -23,15 +23,22 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from source_framework.compare.settings import parse_intervals, with_concurrency
-from source_framework.runtime.entrypoint import run_script
-from source_framework.runtime.inputs import InputError, load_catalog, load_config
+from source_framework.compare.settings import Setting, parse_intervals, with_concurrency
+from source_framework.runtime.entrypoint import SourceFailed, prepare_streams, run_script
+from source_framework.runtime.entrypoint import build_parser as build_read_parser
+from source_framework.runtime.inputs import InputError, check_config, load_catalog, load_config
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr
+from source_framework.runtime.secrets import SecretFilter, find_secrets
 
 DEFAULT_INTERVALS = "none,10000,1000,100"
+EXIT_INTERRUPTED = 130  # as a shell reports a command ended by Ctrl-C
 logger = logging.getLogger("source_framework.compare")
 
 
@@ -80,19 +87,25 @@ def main(argv: list[str] | None = None) -> int:
         crash_at = None if parsed.no_crash else parse_fraction(parsed.crash_at)
         script = connector_script(parsed.connector)
         source = connector_source(script)
+        tables = checked_tables(source, config, catalog, settings, parsed)
+        workdir = writable_folder(parsed.workdir, "--workdir")
+        json_path = writable_file(parsed.json or os.path.join(workdir, "compare.json"), "--json")
+        plot_path = writable_file(parsed.plot or os.path.join(workdir, "compare.png"), "--plot")
     except (InputError, ValueError) as error:
         sys.stderr.write(f"error: {error}\n")
         return EXIT_BAD_INPUT
 
-    tables = stream_tables(catalog)
-    workdir = os.path.abspath(parsed.workdir)
     experiment = Experiment(workdir, script, source, config, parsed.catalog, tables,
                             spark_master=parsed.spark_master, with_cdk=not parsed.no_cdk)
     try:
-        results = [experiment.run_setting(setting, crash_at) for setting in settings]
+        with _sigterm_as_interrupt():
+            results = [experiment.run_setting(setting, crash_at) for setting in settings]
     except RunFailed as error:
         sys.stderr.write(f"error: {error}\n")
         return EXIT_FAILED
+    except KeyboardInterrupt:  # the running sync was stopped and the secret config copy removed
+        sys.stderr.write("interrupted: the comparison stopped; its results are incomplete and were not written\n")
+        return EXIT_INTERRUPTED
     if crash_at is not None:
         logger.info("checking the crash-and-resume tables against the uninterrupted ones with Spark")
         _check_tables(experiment, results, parsed.spark_master or (config.get("destination") or {}).get("spark_master"))
@@ -101,12 +114,29 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(results, names, crash_at)
     sys.stdout.write(report.markdown() if parsed.markdown else report.text())
     sys.stdout.flush()
-    json_path = parsed.json or os.path.join(workdir, "compare.json")
     with open(json_path, "w", encoding="utf-8") as handle:
         json.dump(report.to_json(), handle, indent=2)
-    plot_path = plot_comparison(results, parsed.plot or os.path.join(workdir, "compare.png"), title=", ".join(names))
+    plot_path = plot_comparison(results, plot_path, title=", ".join(names))
     sys.stderr.write(f"results: {json_path}\nchart:   {plot_path}\n")
     return EXIT_OK
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's stop, ``kill``) ends the comparison as Ctrl-C does, so the running
+    child sync is stopped too and the config copy holding the secrets is removed; by default the
+    tool would die alone, leaving both behind."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def parse_fraction(text: str) -> float:
@@ -138,18 +168,62 @@ def connector_source(script: str) -> Any:
     return captured[0]
 
 
-def stream_tables(catalog: Any) -> list[Any]:
-    """Each configured stream's name, namespace (the Spark destination places its table) and key."""
+def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, settings: Sequence[Setting],
+                   parsed: argparse.Namespace) -> list[Any]:
+    """The configured streams' tables, after the checks ``read`` makes of its input, once per
+    setting's config: the children would each fail on them, after the runs before them.
+
+    Where a table is and its key come from the stream adapters ``read`` builds (``prepare_streams``),
+    so the comparison looks where the syncs write: a catalog namespace the source does not use
+    otherwise sends it to an empty place, which reads as a clean pass."""
     from source_framework.compare.experiment import StreamTable
 
+    read_args = build_read_parser().parse_args(["read", "--config", parsed.config, "--catalog", parsed.catalog])
+    spec = source.spec(logger)
+    secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
+    try:
+        for setting in settings:
+            applied = setting.apply(config)
+            check_config(source, applied, spec, parsed.config)
+            kind = (applied.get("destination") or {}).get("type", "spark")
+            if kind != "spark":
+                raise InputError(f"config file '{parsed.config}': destination.type is {kind!r}; the comparison "
+                                 "checks the tables the syncs write, so it needs the Spark destination")
+            adapters = prepare_streams(source, applied, catalog, {}, read_args, set())
+    except SourceFailed as failure:
+        raise InputError(secrets.mask(" ".join(str(failure).split()))) from None
+    except InputError as error:
+        raise InputError(secrets.mask(str(error))) from None
     tables = []
-    for configured in catalog.streams:
-        stream = configured.stream
-        keys = configured.primary_key or stream.source_defined_primary_key or []
+    for adapter in adapters.values():
+        keys = adapter.primary_key
         # Nested key paths are stored inside JSON-string columns; then compare whole rows instead.
         key = [path[0] for path in keys] if keys and all(len(path) == 1 for path in keys) else []
-        tables.append(StreamTable(stream.name, stream.namespace, key))
+        tables.append(StreamTable(adapter.name, adapter.namespace, key))
     return tables
+
+
+def writable_folder(path: str, flag: str) -> str:
+    folder = os.path.abspath(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{flag}: cannot use {folder} as a folder ({error.strerror or error})") from None
+    return folder
+
+
+def writable_file(path: str, flag: str) -> str:
+    """``path``, once its folder exists and this user may write a file there (checked before the syncs,
+    not after them)."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise ValueError(f"{flag}: {target} is a folder, not a file")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{flag}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
+        raise ValueError(f"{flag}: cannot write {target}")
+    return target
 
 
 def _check_tables(experiment: Any, results: list[Any], master: str | None) -> None:

@@ -12,13 +12,14 @@ Usage::
     child = ReadCounters.open("/tmp/run.counters", ["users", "orders"])        # child
     slot = child.slot("orders")
     child.add(slot)                                                           # once per record
-    child.mark_first_checkpoint()                                             # at the first commit asked
+    child.mark_first_checkpoint(slot)                                         # at the first commit asked
     counters.read("orders"), counters.total()                                  # parent, any time
-    counters.first_checkpoint_at()                                             # time.time() of that, or None
+    counters.first_checkpoint_at(), counters.first_checkpoint_stream()         # time.time() of that, "orders"
 
-One slot past the streams' holds when the sync first asked for a checkpoint (microseconds since
-the epoch): the end of its first slice, with slice checkpoints. The parent compares it with the
-time the STATE of that checkpoint reached it, which is what the sync's first commit costs.
+Two slots past the streams' hold when the sync first asked for a checkpoint (microseconds since
+the epoch: the end of its first slice, with slice checkpoints) and of which stream. The parent
+compares that time with the moment that stream's first STATE reached it, which is what the
+sync's first commit costs (another stream's STATE may come first).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class ReadCounters:
         self._view = memoryview(handle).cast("q")
         self._local = [0] * len(self.streams)  # the writer's own copies: no read-modify-write on the map
         self._first_checkpoint = len(self.streams)  # the slot after the streams'
+        self._first_checkpoint_slot = len(self.streams) + 1  # and its stream's slot + 1 (0: not counted)
         self._marked = False
 
     @classmethod
@@ -71,16 +73,22 @@ class ReadCounters:
             self._local[slot] = value
             self._view[slot] = value
 
-    def mark_first_checkpoint(self) -> None:
-        """Writer side: the sync asks for a checkpoint; the first time only, note when."""
+    def mark_first_checkpoint(self, slot: int = -1) -> None:
+        """Writer side: the stream in ``slot`` asks for a checkpoint; the first time only, note when."""
         if not self._marked:
             self._marked = True
+            self._view[self._first_checkpoint_slot] = slot + 1 if slot >= 0 else 0
             self._view[self._first_checkpoint] = int(time.time() * 1_000_000)
 
     def first_checkpoint_at(self) -> float | None:
         """When the sync first asked for a checkpoint (``time.time()``), or None if it did not."""
         value = int(self._view[self._first_checkpoint])
         return value / 1_000_000 if value else None
+
+    def first_checkpoint_stream(self) -> str | None:
+        """The stream of that first checkpoint; None when none was asked or its stream is not counted."""
+        slot = int(self._view[self._first_checkpoint_slot]) - 1
+        return self.streams[slot] if 0 <= slot < len(self.streams) else None
 
     def read(self, stream: str) -> int:
         slot = self.slot(stream)
@@ -98,4 +106,4 @@ class ReadCounters:
 
 
 def _slots(streams: Sequence[str]) -> int:
-    return len(streams) + 1  # and the first checkpoint's time
+    return len(streams) + 2  # and the first checkpoint's time and stream

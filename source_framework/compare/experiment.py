@@ -97,6 +97,10 @@ class Experiment:
         self.script = script
         self.source = source
         self.config = dict(config)
+        if spark_master:
+            # In the config copy (owner-only), not on the children's command lines, where anyone
+            # on the machine sees a Spark Connect URL's token.
+            self.config["destination"] = {**(self.config.get("destination") or {}), "spark_master": spark_master}
         self.catalog_path = os.path.abspath(catalog_path)
         self.tables = list(tables)
         self.spark_master = spark_master
@@ -111,10 +115,7 @@ class Experiment:
         try:
             logger.info("setting %s: uninterrupted sync", setting.label)
             clean = _completed(runner.run_ours("clean", self._read_args(config_path, folder, "clean")))
-            with closing(self.read_destination(setting, folder, "clean")) as destination:
-                commits = sum(
-                    (commit_stats(destination.committed_table(t.namespace, t.name)) for t in self.tables), CommitStats()
-                )
+            commits = self._committed(setting, folder, clean)
             result = SettingResult(setting, clean, commits, folder=folder)
             if crash_at is not None and clean.records > 0:
                 result.crash = self._crash_and_resume(runner, config_path, folder, clean, crash_at)
@@ -124,6 +125,22 @@ class Experiment:
         finally:
             os.remove(config_path)  # it holds the user's secrets; the results do not
         return result
+
+    def _committed(self, setting: Setting, folder: str, clean: RunResult) -> CommitStats:
+        """What the clean run committed; a stream it read with no commit where its table should be
+        is an error, not a pass: every later figure and the row check would compare nothing."""
+        total = CommitStats()
+        with closing(self.read_destination(setting, folder, "clean")) as destination:
+            for table in self.tables:
+                committed = destination.committed_table(table.namespace, table.name)
+                stats = commit_stats(committed)
+                if stats.commits == 0 and clean.reads.get(table.name, 0) > 0:
+                    raise RunFailed(
+                        f"the 'clean' run read {clean.reads[table.name]:,} records of '{table.name}', but no commit "
+                        f"is in its table at {committed.path}: the comparison would check an empty table"
+                    )
+                total += stats
+        return total
 
     def _crash_and_resume(
         self, runner: SyncRunner, config_path: str, folder: str, clean: RunResult, crash_at: float
@@ -166,11 +183,8 @@ class Experiment:
         return path
 
     def _read_args(self, config_path: str, folder: str, warehouse: str) -> list[str]:
-        args = ["read", "--config", config_path, "--catalog", self.catalog_path,
+        return ["read", "--config", config_path, "--catalog", self.catalog_path,
                 "--warehouse", os.path.join(folder, warehouse), "--quiet"]
-        if self.spark_master:
-            args += ["--spark-master", self.spark_master]
-        return args
 
     def read_destination(self, setting: Setting, folder: str, warehouse: str) -> Any:
         """The Spark destination the children's ``read`` into ``<folder>/<warehouse>`` wrote to: built
@@ -185,8 +199,10 @@ def _config_path(folder: str) -> str:
 
 def _completed(run: RunResult) -> RunResult:
     if run.returncode != EXIT_OK and not run.killed:
+        reported = "".join(f"\n  {message}" for message in run.errors[-3:])
         raise RunFailed(
-            f"the '{run.name}' run exited with code {run.returncode}; the end of its stderr "
-            f"({run.stderr_path}):\n{run.stderr_tail()}"
+            f"the '{run.name}' run exited with code {run.returncode}"
+            + (f"; it reported:{reported}" if reported else "")
+            + f"\nthe end of its stderr ({run.stderr_path}):\n{run.stderr_tail()}"
         )
     return run

@@ -1,8 +1,9 @@
 """A PNG a person can look at: throughput and records at risk against the checkpoint interval.
 
-Two panels over the settings in the order compared (``none`` = slice checkpoints only): records
+Two panels over the intervals in the order compared (``none`` = slice checkpoints only): records
 per second, and the most records at risk (log scale: intervals span orders of magnitude), each
-for our runtime and, for reference, airbyte-cdk's own read. matplotlib draws it with the Agg
+for our runtime and, for reference, airbyte-cdk's own read; one line per concurrency level
+(``--concurrency 1,4``). matplotlib draws it with the Agg
 backend, so no display is needed.
 
 Usage::
@@ -13,8 +14,38 @@ Usage::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from source_framework.compare.experiment import SettingResult
+
+
+@dataclass
+class Series:
+    """One line of both panels: ``xs`` index the interval labels."""
+
+    name: str
+    style: str
+    xs: list[int]
+    records_per_second: list[float]
+    max_at_risk: list[int]
+
+
+def chart_series(results: Sequence[SettingResult]) -> tuple[list[str], list[Series]]:
+    """The interval labels along the x axis and the lines: ours and airbyte-cdk's per concurrency level."""
+    labels = list(dict.fromkeys(r.setting.interval_label for r in results))
+    lines = []
+    for level in dict.fromkeys(r.setting.concurrency for r in results):
+        runs = [r for r in results if r.setting.concurrency == level]
+        suffix = "" if level is None else f", concurrency {level}"
+        for name, style, pairs in (
+            (f"ours (into Spark){suffix}", "o-", [(r, r.clean) for r in runs]),
+            (f"airbyte-cdk read (no destination){suffix}", "s--", [(r, r.cdk) for r in runs if r.cdk is not None]),
+        ):
+            if pairs:
+                lines.append(Series(name, style, [labels.index(r.setting.interval_label) for r, _ in pairs],
+                                    [run.records_per_second for _, run in pairs],
+                                    [max(run.max_at_risk, 1) for _, run in pairs]))  # log scale: no zero
+    return labels, lines
 
 
 def plot_comparison(results: Sequence[SettingResult], path: str, title: str | None = None) -> str:
@@ -23,23 +54,18 @@ def plot_comparison(results: Sequence[SettingResult], path: str, title: str | No
     matplotlib.use("Agg")  # files only: no display on servers and CI
     from matplotlib import pyplot
 
-    labels = [r.setting.label for r in results]
-    positions = list(range(len(results)))
+    labels, lines = chart_series(results)
     figure, (speed, risk) = pyplot.subplots(2, 1, figsize=(7.5, 7), sharex=True)
     try:
-        speed.plot(positions, [r.clean.records_per_second for r in results], "o-", label="ours (into Spark)")
-        risk.plot(positions, [max(r.clean.max_at_risk, 1) for r in results], "o-", label="ours")
-        with_cdk = [(i, r.cdk) for i, r in zip(positions, results, strict=True) if r.cdk is not None]
-        if with_cdk:
-            xs = [i for i, _ in with_cdk]
-            speed.plot(xs, [run.records_per_second for _, run in with_cdk], "s--", label="airbyte-cdk read (no destination)")
-            risk.plot(xs, [max(run.max_at_risk, 1) for _, run in with_cdk], "s--", label="airbyte-cdk read")
+        for line in lines:
+            speed.plot(line.xs, line.records_per_second, line.style, label=line.name)
+            risk.plot(line.xs, line.max_at_risk, line.style, label=line.name)
         speed.set_ylabel("records / s")
         speed.set_ylim(bottom=0)
         risk.set_ylabel("most records at risk")
         risk.set_yscale("log")
         risk.set_xlabel("state_checkpoint_interval (none: slice checkpoints only)")
-        risk.set_xticks(positions, labels)
+        risk.set_xticks(list(range(len(labels))), labels)
         for axes in (speed, risk):
             axes.grid(True, alpha=0.3)
             axes.margins(x=0.12)  # keep the first and last points off the frame

@@ -45,7 +45,7 @@ class CountingSink(StreamSink):
         self._counters.add(self._slot)
 
     def commit(self, *args: Any, **kwargs: Any) -> Future[Any]:
-        self._counters.mark_first_checkpoint()
+        self._counters.mark_first_checkpoint(self._slot)
         return self._inner.commit(*args, **kwargs)
 
     def committed(self) -> Iterator[Any]:
@@ -61,6 +61,7 @@ class CountingSink(StreamSink):
         self._inner.discard_reset(reset_id)
 
     def finish(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        self._counters.mark_first_checkpoint(self._slot)  # a one-slice stream's only checkpoint
         return self._inner.finish(*args, **kwargs)
 
     def abort(self) -> None:

@@ -143,6 +143,7 @@ def _run_json(run: RunResult | None) -> dict[str, Any] | None:
 def _setting_json(result: SettingResult) -> dict[str, Any]:
     data: dict[str, Any] = {
         "interval": result.setting.interval,
+        "concurrency": result.setting.concurrency,  # None: the config's own concurrency_level
         "label": result.setting.label,
         "ours": {**(_run_json(result.clean) or {}), "spark_commits": result.commits.commits,
                  "data_files": result.commits.files, "committed_rows": result.commits.rows},

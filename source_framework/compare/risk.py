@@ -42,6 +42,8 @@ class ScheduleTracker:
         self._last_value: dict[str, Any] = {}
         self.first_state_at: float | None = None  # time.perf_counter() when the first STATE arrived
         self.first_state_wall: float | None = None  # time.time() then (compared with the child's clock)
+        self.first_state_walls: dict[str, float] = {}  # the same, per stream
+        self.errors: list[str] = []  # the messages of TRACE errors, in order
 
     # --- events -------------------------------------------------------------------------------
 
@@ -60,6 +62,7 @@ class ScheduleTracker:
         self.sample(reads)
         if self.first_state_at is None:
             self.first_state_at, self.first_state_wall = time.perf_counter(), time.time()
+        self.first_state_walls.setdefault(stream, time.time())
         self.states += 1
         value = (state.get("stream") or {}).get("stream_state")
         if stream in self._last_value and self._last_value[stream] == value:

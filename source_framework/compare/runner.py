@@ -38,6 +38,7 @@ from source_framework.compare.risk import ScheduleTracker
 from source_framework.runtime.process import EXIT_OK
 
 KILL_POLL_SECONDS = 0.002  # how often the counters are checked while a kill is pending
+STOP_GRACE_SECONDS = 10  # a child told to stop (we were interrupted) gets this long before SIGKILL
 _RECORD_PREFIX = b'{"type":"RECORD","record":{"stream":"'
 
 
@@ -57,12 +58,15 @@ class RunResult:
     at_risk_at_end: int  # read but not covered by a received STATE when the run ended (or was killed)
     covered: int  # records covered by the STATEs (and COMPLETEs) received
     last_states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reads: dict[str, int] = field(default_factory=dict)  # records per stream
+    errors: list[str] = field(default_factory=list)  # the TRACE error messages on its stdout
     stderr_path: str = ""
     first_state_seconds: float | None = None  # from the process's start to its first STATE line
     #: from the moment the sync first asked for a checkpoint (its first slice's end, at slice
     #: checkpoints) to that STATE line: what the first commit costs (ours only)
     first_commit_seconds: float | None = None
     first_state_wall: float | None = None  # time.time() when the first STATE line arrived
+    first_state_walls: dict[str, float] = field(default_factory=dict)  # the same, per stream
 
     @property
     def ok(self) -> bool:
@@ -101,9 +105,7 @@ class SyncRunner:
         ]
         try:
             run = self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after)
-            asked = counters.first_checkpoint_at()
-            if asked is not None and run.first_state_wall is not None:
-                run.first_commit_seconds = max(0.0, run.first_state_wall - asked)
+            run.first_commit_seconds = first_commit_seconds(counters, run)
             return run
         finally:
             counters.close()
@@ -141,14 +143,18 @@ class SyncRunner:
             reader = threading.Thread(target=_follow, args=(process.stdout, tracker, reads), daemon=True)
             reader.start()
             killed = False
-            if kill_after is not None and total is not None:
-                while process.poll() is None:
-                    if total() >= kill_after:
-                        process.kill()  # SIGKILL: no clean-up of any kind, as in a real crash
-                        killed = True
-                        break
-                    time.sleep(KILL_POLL_SECONDS)
-            returncode = process.wait()
+            try:
+                if kill_after is not None and total is not None:
+                    while process.poll() is None:
+                        if total() >= kill_after:
+                            process.kill()  # SIGKILL: no clean-up of any kind, as in a real crash
+                            killed = True
+                            break
+                        time.sleep(KILL_POLL_SECONDS)
+                returncode = process.wait()
+            except BaseException:  # Ctrl-C or SIGTERM (see command.py): no sync goes on without us
+                _stop(process)
+                raise
             seconds = time.perf_counter() - started
             reader.join()
         final_reads = reads() if reads is not None else dict(tracker.record_lines)
@@ -165,10 +171,21 @@ class SyncRunner:
             at_risk_at_end=tracker.at_risk(final_reads),
             covered=tracker.covered_total(),
             last_states=tracker.last_states,
+            reads=dict(final_reads),
             stderr_path=stderr_path,
             first_state_seconds=None if tracker.first_state_at is None else tracker.first_state_at - started,
             first_state_wall=tracker.first_state_wall,
+            first_state_walls=dict(tracker.first_state_walls),
+            errors=list(tracker.errors),
         )
+
+
+def first_commit_seconds(counters: ReadCounters, run: RunResult) -> float | None:
+    """From the sync's first checkpoint asked to its STATE line: that stream's first STATE, as
+    another stream's may come earlier."""
+    asked, stream = counters.first_checkpoint_at(), counters.first_checkpoint_stream()
+    state_at = run.first_state_walls.get(stream) if stream is not None else run.first_state_wall
+    return None if asked is None or state_at is None else max(0.0, state_at - asked)
 
 
 def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Callable[[], dict[str, int]] | None) -> None:
@@ -199,10 +216,24 @@ def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Callabl
         tracker.on_state(stream, state, count, reads() if reads else None)
     elif kind == "TRACE":
         trace = message.get("trace") or {}
+        if trace.get("type") == "ERROR":
+            # airbyte-cdk reports a failure on stdout, not stderr: this is the reason a run failed.
+            tracker.errors.append(str((trace.get("error") or {}).get("message", "")))
         status = trace.get("stream_status") or {}
         if trace.get("type") == "STREAM_STATUS" and status.get("status") == "COMPLETE":
             stream = (status.get("stream_descriptor") or {}).get("name", "")
             tracker.on_complete(stream, reads() if reads else None)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM first, so the sync releases its table locks and stops its JVM; SIGKILL if it lingers."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _child_env() -> dict[str, str]:

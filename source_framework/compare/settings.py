@@ -35,8 +35,12 @@ class Setting:
     concurrency: int | None = None
 
     @property
+    def interval_label(self) -> str:
+        return "none" if self.interval is None else str(self.interval)
+
+    @property
     def label(self) -> str:
-        interval = "none" if self.interval is None else str(self.interval)
+        interval = self.interval_label
         return interval if self.concurrency is None else f"{interval} c{self.concurrency}"
 
     @property
@@ -93,4 +97,6 @@ def with_concurrency(settings: list[Setting], text: str | None) -> list[Setting]
         if level in levels:
             raise ValueError(f"--concurrency: {level} is given twice")
         levels.append(level)
+    if not levels:
+        raise ValueError(f"--concurrency: {text!r} names no level; give e.g. 1,4")
     return [Setting(s.interval, level) for s in settings for level in levels]

@@ -24,7 +24,6 @@ import logging
 import os
 import runpy
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,7 +32,6 @@ from typing import Any, BinaryIO
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
 from airbyte_cdk.utils.airbyte_secrets_utils import update_secrets
-from airbyte_cdk.utils.constants import ENV_REQUEST_CACHE_PATH
 from airbyte_cdk.utils.traced_exception import AirbyteTracedException
 
 from source_framework.destinations.base import (
@@ -63,6 +61,7 @@ from source_framework.runtime.process import (
 )
 from source_framework.runtime.progress import make_progress
 from source_framework.runtime.read import read_streams, schema_missing_message
+from source_framework.runtime.request_cache import request_cache_folder
 from source_framework.runtime.secrets import (
     MaskingLogFilter,
     SecretFilter,
@@ -320,7 +319,7 @@ def run_read(
     output = ProtocolOutput(progress.protocol_stream(protocol_out or private_stdout()))
     if not in_process:
         log_to_stderr(parsed.debug)
-    with _masking_logs() as masking, _request_cache_folder():
+    with _masking_logs() as masking, request_cache_folder():
         try:
             config = load_config(parsed.config)
             output.secrets = masking.secrets = SecretFilter(find_secrets(config, {}))  # until the spec says more
@@ -409,22 +408,6 @@ def _masking_logs() -> Iterator[MaskingLogFilter]:
     finally:
         for handler in handlers:
             handler.removeFilter(masking)
-
-
-@contextmanager
-def _request_cache_folder() -> Iterator[None]:
-    """airbyte-cdk's HTTP cache (streams with ``use_cache``) writes its files where its entrypoint
-    points it: a temporary folder for the command."""
-    previous = os.environ.get(ENV_REQUEST_CACHE_PATH)
-    with tempfile.TemporaryDirectory(prefix="source-framework-cache-", ignore_cleanup_errors=True) as folder:
-        os.environ[ENV_REQUEST_CACHE_PATH] = folder
-        try:
-            yield
-        finally:
-            if previous is None:
-                os.environ.pop(ENV_REQUEST_CACHE_PATH, None)
-            else:
-                os.environ[ENV_REQUEST_CACHE_PATH] = previous
 
 
 def prepare_streams(
