@@ -3,6 +3,7 @@ table writer (against a fake table), and the typed jobs between them."""
 
 from __future__ import annotations
 
+import os
 import traceback
 
 import pyarrow as pa
@@ -243,6 +244,7 @@ def test_headers_in_the_spark_connect_url_are_not_shown_and_a_url_spark_refuses_
     assert "HeaderSecret0042" not in shown and "Tok42" not in shown
     assert "user_id=ann" in shown and "x-api-key=****" in shown
 
+    connect_mode = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
     refused = SparkDestination(str(tmp_path), default_namespace="demo",
                                master="sc://localhost:15002/;token=U3VwZXJTZWNyZXRUb2tlbjQy==")
     refused.start_spark()
@@ -251,3 +253,6 @@ def test_headers_in_the_spark_connect_url_are_not_shown_and_a_url_spark_refuses_
     refused.close()
     shown_error = "".join(traceback.format_exception(error.value))
     assert "Spark did not start" in shown_error and "U3VwZXJTZWNyZXRUb2tlbjQy" not in shown_error
+    # pyspark's "this process speaks Spark Connect" is not left behind by a session that never started:
+    # the next local session of the process (a test's, a tool's) failed with CONTEXT_UNAVAILABLE_FOR_REMOTE_CLIENT
+    assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == connect_mode

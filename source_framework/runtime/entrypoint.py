@@ -379,7 +379,7 @@ def run_read(
                 result = read_streams(
                     adapters, catalog, states, destination, output, rebuild=rebuild, progress=progress,
                     side_messages=MessageDrain(source), state_as_given=parsed.from_state_as_given,
-                    concurrency=concurrency,
+                    concurrency=concurrency, stop_on_failure=getattr(source, "stop_sync_on_stream_failure", False) is True,
                 )
         except KeyboardInterrupt:
             logger.warning(

@@ -204,8 +204,9 @@ class LiveProgress(Progress):
             if self._last_draw is not None and now - self._last_draw < self.interval:
                 return False
             self._last_draw = now
-            self.draws += 1
         self._live.refresh()
+        with self._draw_lock:
+            self.draws += 1  # counted once drawn: whoever waits for a draw then sees it on the console
         return True
 
     def stream_started(self, result: StreamResult) -> None:

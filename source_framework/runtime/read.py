@@ -457,8 +457,11 @@ def read_streams(
     side_messages: Callable[[], Iterable[Any]] = lambda: (),
     state_as_given: bool = False,
     concurrency: int = 1,
+    stop_on_failure: bool = False,
 ) -> ReadResult:
-    """Sync every configured stream in catalog order; a failing stream does not stop the others.
+    """Sync every configured stream in catalog order; a failing stream does not stop the others,
+    unless ``stop_on_failure`` (the source's ``stop_sync_on_stream_failure``, as airbyte-cdk
+    reads it): then no stream starts after the first failure.
 
     ``adapters`` holds every stream the catalog names (see ``runtime.entrypoint``), so nothing
     here fails on bad input. Streams named in ``rebuild`` (``"*"``: all) start over and replace
@@ -472,14 +475,27 @@ def read_streams(
     rebuild = set(rebuild)
     shared = Shared(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
 
-    def sync(configured: Any) -> Callable[[], StreamResult]:
-        return lambda: _sync_one(adapters[configured.stream.name], configured.destination_sync_mode.value, states,
-                                 destination, output, rebuild, progress, side_messages, state_as_given, concurrency, shared)
+    failed = threading.Event()
+
+    def sync(configured: Any) -> Callable[[], StreamResult | None]:
+        def task() -> StreamResult | None:
+            name = configured.stream.name
+            if failed.is_set():
+                logger.info("stream %s is not synced: the source stops the sync at the first stream that fails "
+                            "(stop_sync_on_stream_failure)", name)
+                return None
+            synced = _sync_one(adapters[name], configured.destination_sync_mode.value, states, destination, output,
+                               rebuild, progress, side_messages, state_as_given, concurrency, shared)
+            if synced.error is not None and stop_on_failure:
+                failed.set()
+            return synced
+
+        return task
 
     result = ReadResult()
     with gc_for_streaming():
         for together in _groups(catalog.streams, adapters):
-            result.streams += run_in_order([sync(c) for c in together], concurrency, shared.stop)
+            result.streams += [r for r in run_in_order([sync(c) for c in together], concurrency, shared.stop) if r]
             _print_leftovers(side_messages, output)
     return result
 

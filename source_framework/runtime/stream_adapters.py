@@ -259,7 +259,7 @@ class CdkStreamAdapter(StreamAdapter):
                 transformer.transform(data, schema)
 
             self.transform = transform
-        self._start_state: dict[str, Any] = {}
+        self._start_state: MutableMapping[str, Any] = {}
         self._tracker: MutableMapping[str, Any] = {}
         self._last_state: Mapping[str, Any] = {}
         self._reader: Any = None
@@ -312,7 +312,9 @@ class CdkStreamAdapter(StreamAdapter):
             start = stream.state  # type: ignore[attr-defined]  # some streams rework the state in their setter
         except AttributeError:
             start = state
-        self._start_state = dict(start or {})
+        # airbyte-cdk hands read_records the very object the getter returned: a stream that moves
+        # its state in place has later slices see what the earlier ones read.
+        self._start_state = start if isinstance(start, MutableMapping) else dict(start or {})
         self._tracker = copy.deepcopy(self._start_state)
         self._last_state = copy.deepcopy(self._start_state)
         self._reader = self._checkpoint_reader()

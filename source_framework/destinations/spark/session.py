@@ -61,6 +61,7 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 LOG_LEVEL = "WARN"
+CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's process-wide "sessions are Spark Connect"
 
 
 def get_spark(
@@ -131,4 +132,14 @@ def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> Spark
     for key, value in settings.items():
         if key.startswith("spark.sql."):
             builder = builder.config(key, value)
-    return builder.getOrCreate()
+    connect_mode = os.environ.get(CONNECT_MODE_VARIABLE)
+    try:
+        return builder.getOrCreate()
+    except BaseException:
+        # pyspark set it before trying: left behind, every later session of this process would be
+        # taken for a Connect one ("Remote client cannot create a SparkContext").
+        if connect_mode is None:
+            os.environ.pop(CONNECT_MODE_VARIABLE, None)
+        else:
+            os.environ[CONNECT_MODE_VARIABLE] = connect_mode
+        raise
