@@ -11,12 +11,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import threading
 
 import pytest
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, kill_at, run_in_process, write_json
+from integration_tests.conftest import (
+    API_KEY,
+    all_records,
+    catalog,
+    config_for,
+    kill_at,
+    run_in_process,
+    run_main,
+    write_json,
+)
 from source_framework import IncrementalHttpStream, Source
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import SCHEMAS, DemoSource, Users
@@ -753,3 +763,24 @@ def test_item_16_a_spark_connect_urls_token_and_headers_never_reach_the_output(a
     shown = json.dumps(output.messages) + output.stderr
     assert "Spark did not start" in shown
     assert "HeaderSecret0042" not in shown and "U3VwZXJTZWNyZXRUb2tlbjQy" not in shown
+
+
+# -- 17. a Spark Connect server that does not answer stops the sync in bounded time ------------------------------------
+
+
+def test_item_17_a_spark_connect_server_that_stops_answering_ends_the_sync_instead_of_hanging(api, tmp_path):
+    """pyspark's own retries wait about 10 minutes per call; each stream then waited its own
+    (found in review: 13 min for one sync whose server died). Nothing listens at the URL here,
+    which is what a dead server looks like to the client; ``test_spark_cluster`` kills a real one
+    in the middle of a sync."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: connections are refused
+    config_path = write_json(tmp_path / "config.json", settings(
+        api, tmp_path / "warehouse", spark_master=f"sc://127.0.0.1:{port}", writer="spark", connect_retry_seconds=2))
+    run = run_main("read", "--config", config_path, "--catalog", write_json(tmp_path / "catalog.json", catalog("users", "stores")),
+                   timeout=150)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert not run.of_type("STATE")  # nothing committed, nothing claimed
+    errors = [m["trace"]["error"]["message"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert len(errors) == 2 and all("Spark did not start" in error for error in errors), errors

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from integration_tests.conftest import API_KEY, ROOT, catalog, config_for, run_main, write_json
+from integration_tests.conftest import API_KEY, MAIN, ROOT, catalog, config_for, run_main, write_json
 from integration_tests.test_crash_recovery import MODES, Orchestrator, table_rows
 from source_framework.demo.api import DemoApi
 
@@ -183,6 +183,45 @@ empty = records_to_arrow([], schema, extracted_at_ms=[], sync_id="s", checkpoint
 info = table.commit(empty, state={"seen": "2025-01-01T00:00:00Z"}, seq=0)
 print(json.dumps({"rows": info.rows, "files": len(info.files), "read": table.read().count()}))
 """
+
+
+def test_a_connect_server_dying_mid_sync_fails_the_sync_in_bounded_time(spark, api, work, catalog_path, connect_url):
+    """Kills the module's Connect server, so it runs after the other Connect tests. pyspark's own
+    retries waited about 10 minutes per call and each stream waited again (13 min for one sync,
+    found in review); with ``connect_retry_seconds`` the first failed call ends its stream and
+    every later commit fails at once. Every STATE printed before stays covered by its table."""
+    warehouse = str(work / "connect-dies")
+    destination = {"type": "spark", "warehouse": warehouse, "spark_master": connect_url, "writer": "spark",
+                   "connect_retry_seconds": 3}
+    config = write_json(work / "connect-dies.json", config_for(api, warehouse, state_checkpoint_interval=250,
+                                                               destination=destination))
+    sync = subprocess.Popen([sys.executable, MAIN, "read", "--config", config, "--catalog", catalog_path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert sync.stdout is not None
+        messages = []
+        for line in sync.stdout:  # until the first commit is through
+            messages.append(json.loads(line))
+            if messages[-1]["type"] == "STATE":
+                break
+        server = int(Path(glob.glob(str(work / "connect-pids" / "*.pid"))[0]).read_text().strip())
+        os.kill(server, signal.SIGKILL)
+        out, err = sync.communicate(timeout=240)
+    finally:
+        sync.kill()
+    messages += [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert sync.returncode == 1, err.decode(errors="replace")[-3000:]
+    errors = [m["trace"]["error"]["message"] for m in messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
+    assert any("stopped answering" in error for error in errors), errors
+    covered: dict[str, int] = {}
+    for message in messages:
+        if message["type"] == "STATE":
+            state = message["state"]
+            name = state["stream"]["stream_descriptor"]["name"]
+            covered[name] = covered.get(name, 0) + int(state["sourceStats"]["recordCount"])
+    assert covered
+    for name, count in covered.items():
+        assert len(table_rows(spark, warehouse, name)) >= count
 
 
 def test_sync_on_local_cluster_executors_equals_embedded_run(spark, api, work, catalog_path, reference, monkeypatch):

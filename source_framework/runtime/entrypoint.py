@@ -531,6 +531,7 @@ def make_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Na
 def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace) -> Any:
     """The Spark destination the config's ``destination`` section and the flags describe."""
     from source_framework.destinations.spark.destination import SparkDestination
+    from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
     settings = dict(config.get("destination") or {})
     try:
@@ -545,6 +546,7 @@ def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.N
             retention_seconds=float(settings.get("retention_hours", 6)) * 3600,
             wait_for_lock=bool(getattr(parsed, "wait_for_lock", False)),
             writer=str(settings.get("writer", "auto")),
+            connect_retry_seconds=float(settings.get("connect_retry_seconds", CONNECT_RETRY_SECONDS)),
         )
     except (TypeError, ValueError) as error:
         raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None

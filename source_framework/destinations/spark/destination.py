@@ -49,7 +49,7 @@ from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.layout import table_path
-from source_framework.destinations.spark.session import get_spark
+from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock
 from source_framework.destinations.spark.table_writer import TableWriter
@@ -90,6 +90,7 @@ class SparkDestination(Destination):
         retention_seconds: float = DEFAULT_RETENTION_SECONDS,
         wait_for_lock: bool = False,
         writer: str = "auto",
+        connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
     ) -> None:
         self.warehouse = os.path.realpath(warehouse)
         self.default_namespace = default_namespace
@@ -102,10 +103,12 @@ class SparkDestination(Destination):
         #: commits of Arrow tables are written by this process (``writer``, see the module docstring)
         self.arrow_writes = writer != "spark"
         self.sync_id = new_sync_id()
-        self.committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records, max_pending_bytes)
+        self.connect_retry_seconds = connect_retry_seconds
+        self.committer = BackgroundCommitter(self._apply, max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
         self._spark: Any = None
         self._spark_error: BaseException | None = None
+        self._spark_lost: BaseException | None = None  # the Connect server stopped answering
         self._spark_conf = dict(spark_conf or {})
         self._starting = threading.Thread(target=self._start_spark, daemon=True)
         self._start_lock = threading.Lock()  # streams synced at once may ask for Spark together
@@ -119,7 +122,7 @@ class SparkDestination(Destination):
 
     def _start_spark(self) -> None:
         try:
-            self._spark = get_spark(self.master, conf=self._spark_conf)
+            self._spark = get_spark(self.master, conf=self._spark_conf, connect_retry_seconds=self.connect_retry_seconds)
         except BaseException as error:  # re-raised on first use, in the thread that needs it
             self._spark_error = error
 
@@ -134,7 +137,28 @@ class SparkDestination(Destination):
                 reason = reason.replace(secret, "****")
             cause = None if master_secrets(self.master) else self._spark_error
             raise RuntimeError(f"Spark did not start (master {shown_master(self.master)}): {reason}") from cause
+        if self._spark_lost is not None:
+            # Each stream would otherwise wait out the retries again, on a session that is gone.
+            raise RuntimeError(
+                f"the Spark Connect server (master {shown_master(self.master)}) stopped answering earlier in this run "
+                f"({self._masked(self._spark_lost)}); nothing more is committed through it"
+            )
         return self._spark
+
+    def _apply(self, jobs: list[Any]) -> Any:
+        """The committer's work: one table's queued commits, noting a Connect server that is gone."""
+        try:
+            return jobs[0].writer.apply(jobs)
+        except Exception as error:
+            if self.master.startswith("sc://") and self._spark_lost is None and _unreachable(error):
+                self._spark_lost = error
+            raise
+
+    def _masked(self, error: BaseException) -> str:
+        reason = " ".join(str(error).split())[:300]
+        for secret in master_secrets(self.master):
+            reason = reason.replace(secret, "****")
+        return reason
 
     # -- where tables are -----------------------------------------------------------------------
 
@@ -283,6 +307,16 @@ class SparkDestination(Destination):
         fault_point("state.set.committed")
         table.clear_reset()
         return info.rows
+
+
+def _unreachable(error: BaseException) -> bool:
+    """A gRPC call the server never answered (gone, or not listening), after pyspark's retries."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if "StatusCode.UNAVAILABLE" in str(seen) or "RETRIES_EXCEEDED" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def shown_master(master: str) -> str:

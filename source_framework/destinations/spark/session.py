@@ -24,7 +24,8 @@ JVM settings such as ``spark.driver.memory`` or ``spark.executor.memory`` belong
 server and are ignored here, and so is the log level (``sparkContext`` does not exist under
 Connect). pyspark makes a whole process either classic or Connect (``pyspark.sql.functions``
 follows the first session), so a process running a classic session cannot open a Connect
-one. The client's packages (``grpcio``, ``zstandard``, ...) come with ``setup.py``;
+one. A call the server does not answer is retried for ``connect_retry_seconds`` (120 s), not
+pyspark's 10 minutes. The client's packages (``grpcio``, ``zstandard``, ...) come with ``setup.py``;
 ``integration_tests/test_spark_cluster.py`` syncs through a real Connect server.
 """
 
@@ -34,6 +35,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -61,6 +63,8 @@ DEFAULT_CONF: dict[str, str] = {
 }
 
 LOG_LEVEL = "WARN"
+#: how long a Spark Connect call retries a server that does not answer (destination ``connect_retry_seconds``)
+CONNECT_RETRY_SECONDS = 120.0
 CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's process-wide "sessions are Spark Connect"
 
 
@@ -68,14 +72,16 @@ def get_spark(
     master: str = "local[*]",
     app_name: str = "source_framework",
     conf: dict | None = None,
+    connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
 ) -> SparkSession:
     """Return a configured SparkSession (the existing one if Spark already runs here).
 
     ``conf`` entries override :data:`DEFAULT_CONF`; values are passed as strings.
+    ``connect_retry_seconds``: how long a Spark Connect call retries a server that does not answer.
     """
     settings = {**DEFAULT_CONF, **{key: _conf_value(value) for key, value in (conf or {}).items()}}
     if master.startswith("sc://"):
-        return _connect_session(master, app_name, settings)
+        return _connect_session(master, app_name, settings, connect_retry_seconds)
     if "spark.driver.extraJavaOptions" not in (conf or {}):
         # Spark's classes from the environment's class-data archive, if built (``jvm_cache``).
         options = f"{settings['spark.driver.extraJavaOptions']} {java_options()}".strip()
@@ -122,12 +128,34 @@ def _lower_priority_for_children() -> Iterator[None]:
             pass
 
 
+def bounded_retry_policy(seconds: float) -> Any:
+    """pyspark's retry policy, with as many doublings from 0.2 s (at most 15 s apart) as fit in
+    ``seconds``: a server that restarts is waited for, a dead one fails the call in that time.
+    pyspark's default waits about 10 minutes, per call."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    retries, waited, backoff = 0, 0.0, 0.2
+    while waited < seconds:
+        waited += backoff
+        retries += 1
+        backoff = min(backoff * 2, 15.0)
+    return DefaultPolicy(max_retries=retries, backoff_multiplier=2.0, initial_backoff=200, max_backoff=15_000,
+                         max_server_retry_delay=int(seconds * 1000))
+
+
 def _conf_value(value: object) -> str:
     """Spark expects ``true``/``false``, not Python's ``True``/``False``."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _connect_session(url: str, app_name: str, settings: dict[str, str]) -> SparkSession:
+def _connect_session(url: str, app_name: str, settings: dict[str, str], retry_seconds: float) -> SparkSession:
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    # The client exists before the builder's first call to the server (it sets the settings), so
+    # that call retries as briefly as every later one.
+    client_session = ConnectSession(connection=url)
+    client_session.client.set_retry_policies([bounded_retry_policy(retry_seconds)])
+    ConnectSession._set_default_and_active_session(client_session)  # what the builder then returns
     builder = SparkSession.builder.remote(url).appName(app_name)
     for key, value in settings.items():
         if key.startswith("spark.sql."):
