@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -346,3 +347,17 @@ def test_expected_records_tool_takes_a_module_and_class_from_the_current_folder(
     )
     assert process.returncode == 0, process.stderr[-3000:]
     assert {json.loads(line)["stream"] for line in process.stdout.splitlines()} >= {"notes"}
+
+
+def test_command_line_takes_pytest_settings_from_the_connectors_folder_not_the_frameworks(tmp_path):
+    """With source_framework installed from a checkout (pip install -e), pytest took the
+    checkout's own pytest.ini (``-n 2``): ``-p no:xdist`` then failed on "-n"."""
+    connector = tmp_path / "connector"
+    shutil.copytree(TINY, connector)
+    process = subprocess.run(
+        [sys.executable, "-m", "source_framework.testing", "--connector", "main.py",
+         "--", "-q", "-p", "no:xdist", "-p", "no:warnings", "-k", "test_spec or test_check or test_future_state"],
+        cwd=connector, capture_output=True, text=True, timeout=300,
+    )
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    assert "4 passed" in process.stdout, process.stdout[-2000:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import tempfile
 
 import pytest
 import yaml
@@ -585,3 +586,16 @@ def test_the_cdk_suite_still_refuses_keys_cat_does_not_know(tmp_path):
     path = _write(tmp_path, _high(discovery__0__validate_primary_key=True))
     with pytest.raises(ValueError, match="validate_primary_key"):
         _cdk_suite(path).get_scenarios()
+
+
+def test_a_catalog_or_future_state_the_config_names_but_that_is_missing_or_broken_is_named():
+    """A bare FileNotFoundError (and its traceback) was all a test using one said."""
+    from source_framework.testing.catalogs import load_catalog, load_json
+
+    with pytest.raises(ValueError, match="configured_catalog_path '/nowhere/catalog.json' does not exist"):
+        load_catalog("/nowhere/catalog.json")
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as broken:
+        broken.write("{not json")
+        broken.flush()
+        with pytest.raises(ValueError, match=f"future_state_path '{broken.name}' is not a readable JSON file"):
+            load_json(broken.name, "future_state_path")

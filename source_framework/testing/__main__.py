@@ -51,8 +51,36 @@ def main(argv: list[str] | None = None) -> int:
     target = os.path.abspath(str(spec.origin if spec else ""))
     if options.only:
         target += "::" + ("TestAcceptance" if options.only == "acceptance" else "TestStandardSuite")
-    args = ["-p", "no:cacheprovider", f"--rootdir={os.path.dirname(config)}", target, *pytest_args]
+    folder = os.path.dirname(config)
+    # pytest would take its settings from the folders above ``target``: this package's, e.g. the
+    # framework's own pytest.ini in an editable install. The connector's folder decides instead.
+    args = ["-p", "no:cacheprovider", f"--rootdir={folder}", "-c", pytest_settings(folder), target, *pytest_args]
     return int(pytest.main(args))
+
+
+def pytest_settings(folder: str) -> str:
+    """The pytest settings file pytest would use for tests in ``folder`` (searched upwards, as
+    pytest does), or an empty one."""
+    sections = {"pytest.ini": None, ".pytest.ini": None, "pyproject.toml": "[tool.pytest.ini_options]",
+                "tox.ini": "[pytest]", "setup.cfg": "[tool:pytest]"}
+    current = os.path.abspath(folder)
+    while True:
+        for name, section in sections.items():
+            path = os.path.join(current, name)
+            if os.path.isfile(path) and (section is None or _holds(path, section)):
+                return path
+        parent = os.path.dirname(current)
+        if parent == current:
+            return os.devnull
+        current = parent
+
+
+def _holds(path: str, section: str) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return any(line.strip() == section for line in handle)
+    except OSError:
+        return False
 
 
 if __name__ == "__main__":

@@ -43,11 +43,23 @@ class StreamInfo:
 
 
 def load_catalog(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        catalog = json.load(handle)
+    """The configured catalog a test names (``configured_catalog_path``); a missing or unreadable
+    file is a ValueError naming it."""
+    catalog = load_json(path, "configured_catalog_path")
     if not isinstance(catalog, dict) or not isinstance(catalog.get("streams"), list):
         raise ValueError(f"'{path}' is not a configured catalog (no 'streams' list)")
     return catalog
+
+
+def load_json(path: str, key: str) -> Any:
+    """A JSON file an acceptance test config names under ``key``."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise ValueError(f"{key} '{path}' does not exist") from None
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{key} '{path}' is not a readable JSON file: {error}") from None
 
 
 def incremental_only(catalog: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,7 +37,6 @@ project has one, else start a local one.
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -52,7 +51,7 @@ from source_framework.testing.acceptance_config import (
     ReadEntry,
 )
 from source_framework.testing.acceptance_reads import AcceptanceReads
-from source_framework.testing.catalogs import stream_infos, stream_names
+from source_framework.testing.catalogs import load_json, stream_infos, stream_names
 from source_framework.testing.connector_reference import ConnectorReference
 from source_framework.testing.connector_runs import ConnectorRunner
 from source_framework.testing.incremental_checks import (
@@ -132,15 +131,18 @@ class AcceptanceSuite:
 
     # --- fixtures ---------------------------------------------------------------------------
 
+    # Class methods: a class-scoped fixture runs once for all the class's test instances.
     @pytest.fixture(scope="class")
-    def acceptance_reads(self, tmp_path_factory: pytest.TempPathFactory) -> AcceptanceReads:
-        workdir = tmp_path_factory.mktemp(f"acceptance-{type(self).__name__}")
-        config = type(self).acceptance_config()
-        runner = ConnectorRunner(type(self).connector_reference(), workdir=str(workdir), env=config.environment)
-        return AcceptanceReads(runner, config, spark_master=type(self).spark_master)
+    @classmethod
+    def acceptance_reads(cls, tmp_path_factory: pytest.TempPathFactory) -> AcceptanceReads:
+        workdir = tmp_path_factory.mktemp(f"acceptance-{cls.__name__}")
+        config = cls.acceptance_config()
+        runner = ConnectorRunner(cls.connector_reference(), workdir=str(workdir), env=config.environment)
+        return AcceptanceReads(runner, config, spark_master=cls.spark_master)
 
     @pytest.fixture(scope="class")
-    def acceptance_spark(self, request: pytest.FixtureRequest) -> Any:
+    @classmethod
+    def acceptance_spark(cls, request: pytest.FixtureRequest) -> Any:
         """The project's ``spark`` fixture if it has one, else a local session for this class."""
         try:
             yield request.getfixturevalue("spark")
@@ -229,8 +231,7 @@ class AcceptanceSuite:
         if entry.future_state_path is None:
             pytest.skip(f"{entry.id} has no future_state")
         streams = self._incremental_streams(entry, acceptance_reads)
-        with open(entry.future_state_path, encoding="utf-8") as handle:
-            future = per_stream_states(json.load(handle))
+        future = per_stream_states(load_json(entry.future_state_path, "future_state_path"))
         check_future_state_covers_streams(
             future, streams, entry.missing_streams, high_strictness=acceptance_reads.config.high_strictness
         )
