@@ -3,7 +3,8 @@
 APIs filter with ``updatedAt >= cursor``: a sync resumed from a state re-reads the records whose
 cursor equals the state's value. The CDK, Singer and Fivetran accept those duplicates. We keep,
 with every commit, each partition's highest cursor value and, for the records carrying it, their
-primary key and a hash of their data (the "boundary"); a run that resumes from exactly that
+primary key and a hash of their data (the fields the schema declares: only they get a column;
+the "boundary"); a run that resumes from exactly that
 commit's state skips a re-read record only when key AND hash match: it is byte for byte a record
 the table holds. A record updated since, at a new cursor value or at the same one (timestamps
 with second granularity), is always written.
@@ -43,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import orjson
@@ -61,13 +62,17 @@ FULL_EVERY = 100
 _HASH_BYTES = 8  # 64 bits: a changed record matching its committed hash has odds of 2**-64
 
 
-def record_hash(record: Mapping[str, Any]) -> str | None:
+def record_hash(record: Mapping[str, Any], declared: Collection[str] | None = None) -> str | None:
     """A short hash of ``record``'s data as handed to the destination, or None if it has no
-    canonical JSON form (such a record is never skipped).
+    canonical JSON form (such a record is never skipped). ``declared``: the schema's top-level
+    fields, the only ones that get a column; the others (a read time a connector adds) do not make
+    the row another one.
 
     Why orjson with sorted keys and blake2b: the same data gives the same bytes whatever the
     key order, quickly; 8 bytes of blake2b keep each boundary record's hash at 16 characters.
     """
+    if declared is not None:
+        record = {name: value for name, value in record.items() if name in declared}
     try:
         encoded = orjson.dumps(record if isinstance(record, dict) else dict(record), option=orjson.OPT_SORT_KEYS)
     except (TypeError, ValueError):
@@ -98,9 +103,11 @@ class Boundary:
         primary_key: list[list[str]],
         resumed: Mapping[str, Any] | None = None,
         stream: str = "",
+        declared: Collection[str] | None = None,
     ) -> None:
         self.enabled = len(cursor_field) == 1 and bool(primary_key)
         self.stream = stream
+        self._declared = frozenset(declared) if declared is not None else None  # see record_hash
         self.cursor_field = self._cursor = cursor_field[0] if cursor_field else ""
         self._key_paths = primary_key
         # Most keys are one top-level field: read it without walking a path (a call per record).
@@ -182,7 +189,7 @@ class Boundary:
         """The resumed commit holds this very record (key and hash): skip it, once."""
         key = self._key(record)
         committed = skip.get(key)
-        if committed is None or committed != record_hash(record):
+        if committed is None or committed != record_hash(record, self._declared):
             return False
         del skip[key]
         return True
@@ -298,7 +305,7 @@ class Boundary:
             entry = self._entries[partition]
             for key, value in entry.records.items():
                 if isinstance(value, Mapping):
-                    entry.records[key] = record_hash(value)
+                    entry.records[key] = record_hash(value, self._declared)
             self._json.pop(partition, None)
             if entry.records:
                 self._json[partition] = _entry_json(entry)

@@ -144,7 +144,9 @@ class StreamSync:
         resumed = self._resume(state_as_given)
         self._start_state = copy.deepcopy(self._last_state)
         adapter.start(self._start_state)
-        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed, stream=self.name)
+        properties = target.json_schema.get("properties")
+        self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed, stream=self.name,
+                                 declared=list(properties) if isinstance(properties, Mapping) and properties else None)
 
     def _resume(self, state_as_given: bool) -> Mapping[str, Any] | None:
         """Pick the start state from the table's commits; return the boundary to skip."""
