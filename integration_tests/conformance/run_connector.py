@@ -11,23 +11,25 @@ the config, catalog and state read from the same files the command line names.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from typing import Any
 
-from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.sources.source import Source
 
 
 def build(style: str, args: list[str]) -> Any:
     module = importlib.import_module(f"connectors.{style}")
-    config_path = AirbyteEntrypoint.extract_config(args)
-    catalog_path = AirbyteEntrypoint.extract_catalog(args)
-    state_path = AirbyteEntrypoint.extract_state(args)
+    # Only the three files: airbyte-cdk's own extract_* refuse the flags only ours takes.
+    files = argparse.ArgumentParser(add_help=False)
+    for flag in ("--config", "--catalog", "--state"):
+        files.add_argument(flag)
+    named, _ = files.parse_known_args(args)
     return module.build_source(
-        Source.read_config(config_path) if config_path else None,
-        Source.read_catalog(catalog_path) if catalog_path else None,
-        Source.read_state(state_path) if state_path else None,
+        Source.read_config(named.config) if named.config else None,
+        Source.read_catalog(named.catalog) if named.catalog else None,
+        Source.read_state(named.state) if named.state else None,
     )
 
 
