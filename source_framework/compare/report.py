@@ -30,7 +30,8 @@ NOTES = [
     "slice checkpoints) to that checkpoint's STATE line.",
     "max at risk: the most records read but not covered by a STATE the caller had received (what a crash "
     "can cost); ours is counted when each STATE line arrives, airbyte-cdk's as RECORD lines since the "
-    "stream's last STATE.",
+    "stream's last STATE. With concurrency, a slice committed ahead of the STATE's watermark counts as at "
+    "risk although a resumed run skips it: 'read again' in the crash table is what the crash cost.",
     "repeated: STATEs equal to the same stream's previous one.",
     "read again: records read by the killed run and again by the resume (killed + resume - uninterrupted).",
     "duplicates / missing: rows of the final table whose key is there more / less often than in the "
