@@ -186,3 +186,24 @@ def test_sigterm_stops_the_running_sync_and_removes_the_secret_config_copy(tmp_p
     assert "interrupted" in err and "Traceback" not in err and out == ""
     assert not any(_alive(child) for child in children)
     assert not copy.exists()
+
+
+def test_a_connector_whose_spec_raises_is_named_not_a_traceback(tmp_path, capsys):
+    from source_framework.compare.command import main
+
+    script = tmp_path / "broken_main.py"
+    script.write_text(
+        "import sys\n"
+        "from source_framework import launch\n"
+        "from source_framework.demo import DemoSource\n\n\n"
+        "class BrokenSpec(DemoSource):\n"
+        "    def spec(self, logger):\n"
+        "        raise OSError('spec.json is not where the connector looks')\n\n\n"
+        "if __name__ == '__main__':\n"
+        "    launch(BrokenSpec(), sys.argv[1:])\n"
+    )
+    argv = ["--connector", str(script), "--config", write_json(tmp_path / "config.json", {"api_key": API_KEY}),
+            "--catalog", write_json(tmp_path / "catalog.json", catalog("users")), "--workdir", str(tmp_path / "work")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the source's spec() raised OSError: spec.json is not where the connector looks" in err and "Traceback" not in err

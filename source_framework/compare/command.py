@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from source_framework.compare.settings import Setting, parse_intervals, with_concurrency
-from source_framework.runtime.entrypoint import SourceFailed, prepare_streams, run_script
+from source_framework.runtime.entrypoint import SourceFailed, prepare_streams, run_script, source_call
 from source_framework.runtime.entrypoint import build_parser as build_read_parser
 from source_framework.runtime.inputs import InputError, check_config, load_catalog, load_config
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr
@@ -179,9 +179,11 @@ def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, setting
     from source_framework.compare.experiment import StreamTable
 
     read_args = build_read_parser().parse_args(["read", "--config", parsed.config, "--catalog", parsed.catalog])
-    spec = source.spec(logger)
-    secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
+    secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
     try:
+        with source_call("spec()"):
+            spec = source.spec(logger)
+        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
         for setting in settings:
             applied = setting.apply(config)
             check_config(source, applied, spec, parsed.config)
