@@ -8,6 +8,7 @@ session; ``state`` commands too, except where a command is killed mid-way.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from integration_tests.conftest import (
 )
 from source_framework import IncrementalHttpStream, Source
 from source_framework.demo.api import DemoApi
-from source_framework.demo.source import SCHEMAS, DemoSource, Users
+from source_framework.demo.source import SCHEMAS, DemoSource, Orders, Users
 from source_framework.destinations.spark.layout import table_path
 from source_framework.destinations.spark.table import SparkTable
 from source_framework.runtime.entrypoint import build_parser, run_command
@@ -823,3 +824,78 @@ def test_item_18_a_re_read_record_that_differs_only_in_an_undeclared_field_is_no
     assert second.returncode == 0, second.messages[-3:]
     table = rows(spark, users_table(tmp_path / "warehouse"))
     assert len(table) == len(set(table)) == USERS
+
+
+# -- 19. records a lookback window reads again are not written again ----------------------------------------------------
+
+
+class OrdersWithLookback(Orders):
+    """Each sync re-reads the five days before its state (``DateWindowStream.lookback``), as
+    connectors do for records that arrive late; ``fail_after``: the sync dies after that many."""
+
+    lookback = dt.timedelta(days=5)
+    fail_after: int | None = None
+
+    @property
+    def name(self) -> str:
+        return "orders"
+
+    def get_json_schema(self):
+        with open(os.path.join(SCHEMAS, "orders.json")) as handle:
+            return json.load(handle)
+
+    def parse_response(self, response, **kwargs):
+        for record in super().parse_response(response, **kwargs):
+            if self.fail_after is not None:
+                if self.fail_after == 0:
+                    raise RuntimeError("the API went away")
+                self.fail_after -= 1
+            yield record
+
+
+class LookbackSource(DemoSource):
+    def __init__(self, fail_after: int | None = None) -> None:
+        super().__init__()
+        self.fail_after = fail_after
+
+    def streams(self, config):
+        orders = OrdersWithLookback(config)
+        orders.fail_after = self.fail_after
+        return [orders]
+
+
+def order_rows(spark, warehouse):
+    return rows(spark, table_path(str(warehouse), "demo", "orders"))
+
+
+def api_orders(api):
+    from source_framework.streams.cursor import parse_datetime
+
+    return sorted((r["id"], parse_datetime(r["updatedAt"]).replace(tzinfo=None).isoformat())
+                  for r in all_records(api, "orders", {"start": "2000-01-01T00:00:00Z", "end": "2100-01-01T00:00:00Z"}))
+
+
+def test_item_19_the_next_sync_writes_no_record_its_lookback_reads_again_unchanged(spark, api, tmp_path):
+    """airbyte-cdk emits the lookback window's records again on every sync; in a table they were
+    rows written twice. A record updated since is a new version and is written."""
+    config = settings(api, tmp_path / "warehouse")
+    first = sync(config, "orders", source=LookbackSource())
+    assert first.returncode == 0, first.messages[-3:]
+    second = sync(config, "orders", state=first.final_state_list(), source=LookbackSource())
+    assert second.returncode == 0, second.messages[-3:]
+    table = order_rows(spark, tmp_path / "warehouse")
+    assert table == api_orders(api)  # every order once
+    api.touch("orders", 3)
+    third = sync(config, "orders", state=second.final_state_list(), source=LookbackSource())
+    assert third.returncode == 0, third.messages[-3:]
+    table = order_rows(spark, tmp_path / "warehouse")
+    assert len(table) == len(set(table)) == USERS + 3 and set(api_orders(api)) <= set(table)
+
+
+def test_item_19_a_sync_resumed_after_it_died_writes_nothing_its_lookback_reads_again(spark, api, tmp_path):
+    config = settings(api, tmp_path / "warehouse")
+    died = sync(config, "orders", source=LookbackSource(fail_after=150))
+    assert died.returncode == 1 and died.final_state_list(), died.messages[-3:]
+    resumed = sync(config, "orders", state=died.final_state_list(), source=LookbackSource())
+    assert resumed.returncode == 0, resumed.messages[-3:]
+    assert order_rows(spark, tmp_path / "warehouse") == api_orders(api)  # as one uninterrupted sync: each once

@@ -234,3 +234,25 @@ def test_slots_of_an_earlier_run_are_dropped_once_the_stream_was_read_to_its_end
     (entry,) = resumed.snapshot().values()
     assert keys(entry) == [[10]]
     assert resumed.checkpoint(unconfirmed=0)[1]  # a full boundary: a delta cannot drop a slot
+
+
+def test_a_record_below_where_the_resumed_partition_had_got_is_for_the_table_to_tell():
+    """None: read again under the resumed state (a lookback window, a parent read from the start);
+    only the table can say whether it holds that very record (``StreamSink.holds``)."""
+    first = Boundary(["t"], [["id"]])
+    first.start_partition('{"store": 1}')
+    for record in ({"id": 1, "t": 1}, {"id": 2, "t": 5}):
+        first.already_committed(record)
+    first.start_partition("")  # a date window: slots are compared with the highest of any slot
+    first.already_committed({"id": 9, "t": 7})
+    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    resumed.start_partition('{"store": 1}')
+    assert resumed.already_committed({"id": 1, "t": 1}) is None
+    assert resumed.already_committed({"id": 2, "t": 5}) is True  # the record at the cursor: skipped, as before
+    assert resumed.already_committed({"id": 3, "t": 6}) is False  # above it: new
+    resumed.start_partition('{"store": 2}')  # a partition the resumed commit had not read: all new
+    assert resumed.already_committed({"id": 20, "t": 1}) is False
+    resumed.start_partition("")
+    assert resumed.already_committed({"id": 8, "t": 6}) is None
+    assert resumed.already_committed({"id": 10, "t": 8}) is False
+    assert Boundary(["t"], [["id"]]).already_committed({"id": 1, "t": 1}) is False  # nothing resumed

@@ -67,6 +67,9 @@ class CountingSink(StreamSink):
     def abort(self) -> None:
         self._inner.abort()
 
+    def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
+        return self._inner.holds(records)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

@@ -102,6 +102,13 @@ class StreamSink(ABC):
     def abort(self) -> None:
         """The stream failed: drop what is not committed. Committed data stays."""
 
+    def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
+        """For each of ``records``, whether the table already holds it as a row of its own (records
+        a resumed sync read again below its state: a lookback window, a parent read again). Only
+        a row equal in every column counts; each row answers for one record. None where the sink
+        has no table to look in."""
+        return [False] * len(records)
+
     def undeclared_fields(self) -> dict[str, int]:
         """``{field: records}``: fields records carried that the stream's schema does not declare,
         so no column holds them (the Spark tables name them in each row's ``_sf_meta``). For the

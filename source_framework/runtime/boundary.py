@@ -9,6 +9,11 @@ commit's state skips a re-read record only when key AND hash match: it is byte f
 the table holds. A record updated since, at a new cursor value or at the same one (timestamps
 with second granularity), is always written.
 
+Below the boundary. A record read again with a cursor under the one its partition had reached
+in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
+by the boundary: ``already_committed`` answers None and the read loop asks the table
+(``StreamSink.holds``), which compares it row for row with what it holds under its key.
+
 Which partition a record belongs to: its slice's partition (``streams.cursor.partition_key``:
 a parent record, a store), where the slice names one. Slices that name none (date windows, a
 substream's plain ``{"store_id": 1, "since": ...}`` dicts) each get a slot of their own for this
@@ -128,6 +133,10 @@ class Boundary:
         self._warned = False
         self._partition = ""
         self._current: _Entry | None = None
+        #: the sort key of the cursor each partition of the resumed commit had reached ("#": the
+        #: highest of the slots of slices without a partition), and the current partition's
+        self._reached: dict[str, Any] = {}
+        self._reached_here: Any = None
         self.skipped = 0
         #: the sort key of the highest cursor value of this run's records (``cursor_sort_key``)
         self.highest: Any = None
@@ -144,6 +153,10 @@ class Boundary:
         if not partition:
             partition = f"#{self._run}:{self._slots}"
             self._slots += 1
+            # Slots are not matched across runs: compare with the highest cursor of any of them.
+            self._reached_here = self._reached.get("#")
+        else:
+            self._reached_here = self._reached.get(partition)
         self._partition = partition
         self._current = self._entries.get(partition)
 
@@ -159,31 +172,39 @@ class Boundary:
             self._force_full = True
         self._carried = []
 
-    def already_committed(self, record: Mapping[str, Any]) -> bool:
-        """Track ``record``; True if the resumed commit holds exactly this record at this cursor."""
+    def already_committed(self, record: Mapping[str, Any]) -> bool | None:
+        """Track ``record``; True if the resumed commit holds exactly this record at this cursor.
+        None: it lies below where the resumed commit's partition had got (a lookback window, a
+        parent read again from the start), so the table may hold it: ask the table (``holds``)."""
         if not self.enabled:
             return False
         value = record.get(self._cursor)
         if value is None:
             return False
-        self._track(value, record)  # skipped or not, it is at this partition's edge in the table
+        sort_key = self._track(value, record)  # skipped or not, it is at this partition's edge in the table
         skip = self._skip.get(value) if self._skip else None
         if skip is not None and self._take_committed(skip, record):
             self.skipped += 1
             return True
+        if self._reached and sort_key is not None:
+            top = self._reached_here
+            if top is not None and sort_key[0] == top[0] and sort_key <= top:
+                return None
         return False
 
-    def _track(self, value: Any, record: Mapping[str, Any]) -> None:
+    def _track(self, value: Any, record: Mapping[str, Any]) -> Any:
+        """Note ``record`` at the partition's edge; its cursor's sort key (None: not comparable)."""
         entry = self._current
         if entry is not None and value == entry.cursor:
             self._add(entry, record)
-            return
+            return entry.sort_key
         try:  # ``_sort_key`` written out: this runs for nearly every record, a call is ~10% of it
             sort_key = cursor_sort_key(value)
         except CursorValueError:
             sort_key = None
         if entry is None or entry.sort_key is None or (sort_key is not None and sort_key > entry.sort_key):
             self._replace(value, sort_key, record)
+        return sort_key
 
     def _take_committed(self, skip: dict[tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
         """The resumed commit holds this very record (key and hash): skip it, once."""
@@ -320,6 +341,12 @@ class Boundary:
             if partition.startswith("#"):
                 self._carried.append(partition)
             cursor = raw.get("cursor")
+            reached = _sort_key(cursor)
+            if reached is not None:
+                slot = "#" if partition.startswith("#") else partition
+                known = self._reached.get(slot)
+                if known is None or (known[0] == reached[0] and reached > known):
+                    self._reached[slot] = reached
             if raw.get("overflow"):
                 self._entries[partition] = _Entry(cursor, _sort_key(cursor), {}, overflow=True)
                 continue

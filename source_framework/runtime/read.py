@@ -81,6 +81,8 @@ POLL_EVERY = 256
 #: records converted, then written) and reading the next 800 ~6 ms: 200,000 records took 3.4 s at
 #: 16, 2.65 s at 32, 2.25 s with no bound (slice checkpoints: 1.65 s).
 MAX_IN_FLIGHT = 32
+#: records read again below the resumed state held before the table is asked about them at once
+HELD_RECORDS = 10_000
 
 
 class StateRefused(Exception):
@@ -138,6 +140,7 @@ class StreamSync:
         # (future, state to print or None, records handed when the commit was asked for)
         self._queue: deque[tuple[Any, dict[str, Any] | None, int, int]] = deque()
         self._uncovered = 0  # records handed since the last commit was asked for
+        self._held: list[Mapping[str, Any]] = []  # read again below the resumed state (``_write_held``)
         self._warned_size = False
         # A state the stream yielded itself, and what the adapter said then (see _current_state)
         self._yielded: tuple[dict[str, Any], Mapping[str, Any] | None] | None = None
@@ -226,8 +229,14 @@ class StreamSync:
                 if transform is not None:
                     data = dict(data)
                     transform(data)
-                if boundary.already_committed(data):
+                seen = boundary.already_committed(data)
+                if seen:
                     result.skipped += 1
+                    continue
+                if seen is None:  # read again below the resumed state: the table is asked before the commit
+                    self._held.append(data)
+                    if len(self._held) >= HELD_RECORDS:
+                        self._write_held()
                     continue
                 write(data)
                 result.handed += 1
@@ -248,7 +257,23 @@ class StreamSync:
         self._finish()
         return result
 
+    def _write_held(self) -> None:
+        """Write the records read again that the table does not hold yet; those it holds, row for
+        row, are skipped: a resumed sync then writes nothing twice that a lookback window or a
+        parent read from the start brings back (the boundary only knows the records at its cursor)."""
+        held, self._held = self._held, []
+        if not held:
+            return
+        for record, in_table in zip(held, self.sink.holds(held), strict=True):
+            if in_table:
+                self.result.skipped += 1
+                continue
+            self.sink.write(record)
+            self.result.handed += 1
+            self._uncovered += 1
+
     def _finish(self) -> None:
+        self._write_held()
         if self.checkpoints:
             self.checkpoint(final=True)
             # Records that did not move the state (cursor ties) are committed under the last one.
@@ -347,6 +372,7 @@ class StreamSync:
     def checkpoint(self, final: bool = False) -> None:
         """Commit what was read and queue its STATE, unless the state has not moved, or lags the
         records read (then they wait for a checkpoint whose state covers them)."""
+        self._write_held()
         state = self._current_state()
         if not final and self._lags(state):
             self._print_ready(wait=False)

@@ -117,6 +117,9 @@ class StreamBuffer(StreamSink):
         self._records, self._extracted_at = [], []
         self._batches, self._batched_rows = [], 0
 
+    def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
+        return self._writer.holds(records)
+
     def undeclared_fields(self) -> dict[str, int]:
         return dict(self._writer.undeclared.by_field)
 

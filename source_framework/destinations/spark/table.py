@@ -381,6 +381,16 @@ class SparkTable:
         """``file:`` URIs of the data files a Spark reader sees now."""
         return [status.path for status in self._log.live_files()]
 
+    def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
+        """The ``columns`` of the rows a reader sees now that match the Arrow filter ``where``, read
+        with this process's Arrow (no Spark): files written before a column existed give nulls."""
+        import pyarrow.dataset as ds
+
+        paths = [_local_path(uri) for uri in self.live_files()]
+        if not paths:
+            return schema.empty_table().select(columns)
+        return ds.dataset(paths, schema=schema, format="parquet").to_table(columns=columns, filter=where)
+
     def _live_names(self) -> set[str]:
         return {file_name(status.path) for status in self._log.live_files()}
 

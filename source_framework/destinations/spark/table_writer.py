@@ -40,14 +40,22 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from source_framework.destinations.base import APPEND_DEDUP, OVERWRITE, CommitReceipt, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
-from source_framework.destinations.spark.arrow_conversion import CHECKPOINT, UndeclaredFields, records_to_arrow
+from source_framework.destinations.spark.arrow_conversion import (
+    CHECKPOINT,
+    METADATA_COLUMNS,
+    UndeclaredFields,
+    records_to_arrow,
+)
 from source_framework.destinations.spark.committer import CommitJob
 from source_framework.destinations.spark.table import SparkTable, StagedFiles, arrow_frame
 from source_framework.destinations.spark.table_schema import (
@@ -142,6 +150,34 @@ class TableWriter:
         and counts undeclared fields under their lock."""
         return records_to_arrow(records, self.schema, extracted_at_ms=extracted_at_ms, sync_id=self.sync_id,
                                 checkpoint=-1, undeclared=self.undeclared)
+
+    def holds(self, records: list[Any]) -> list[bool]:
+        """Which ``records`` the table holds already, row for row (``StreamSink.holds``). Called in
+        the reading thread; it reads only committed files. Looked up by primary key, then compared
+        in every data column as the commit would write them. Anything that cannot be compared so
+        (no top-level key, a file it cannot read) answers False: written again, never dropped."""
+        keys = [path[0] for path in self.target.primary_key if len(path) == 1]
+        if not records or not keys or len(keys) != len(self.target.primary_key):
+            return [False] * len(records)
+        try:
+            candidates = records_to_arrow(records, self.schema, extracted_at_ms=0, sync_id=self.sync_id, checkpoint=-1,
+                                          undeclared=UndeclaredFields())
+            columns = [name for name in candidates.column_names if name not in METADATA_COLUMNS]
+            where = None
+            for key in keys:
+                match = pc.field(key).isin(candidates.column(key).drop_null())
+                where = match if where is None else where & match
+            held = Counter(_row_bytes(row) for row in self.table.rows_where(candidates.schema, columns, where).to_pylist())
+        except Exception as error:  # the table cannot say: write them (a duplicate is recoverable, a loss is not)
+            logger.warning("%s: could not look up %d record(s) read again in the table (%s); they are written",
+                           self.name, len(records), error)
+            return [False] * len(records)
+        answers = []
+        for row in candidates.select(columns).to_pylist():
+            encoded = _row_bytes(row)
+            answers.append(held[encoded] > 0)
+            held[encoded] -= 1
+        return answers
 
     def _log_undeclared(self, names: list[str]) -> None:
         logger.warning(
@@ -250,6 +286,10 @@ class TableWriter:
 
 
 # -- Spark columns ------------------------------------------------------------------------------------
+
+
+def _row_bytes(row: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
 
 
 def column(name: str) -> Any:
