@@ -256,3 +256,28 @@ def test_headers_in_the_spark_connect_url_are_not_shown_and_a_url_spark_refuses_
     # pyspark's "this process speaks Spark Connect" is not left behind by a session that never started:
     # the next local session of the process (a test's, a tool's) failed with CONTEXT_UNAVAILABLE_FOR_REMOTE_CLIENT
     assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == connect_mode
+
+
+def test_the_table_tells_which_records_read_again_it_holds_row_for_row(tmp_path):
+    """``holds``: looked up by key in the committed files (this process's Arrow, no Spark), equal in
+    every data column; each row answers for one record; a record changed since is not held."""
+    from source_framework.destinations.spark.table import SparkTable
+
+    def no_spark():
+        raise AssertionError("holds must not start Spark")
+
+    table = SparkTable(no_spark, str(tmp_path / "numbers"), arrow_writes=True)
+    writer = TableWriter(table, target(), SCHEMA)
+    writer.apply([job(writer, [1, 2, 3], {"n": 3})])
+    assert writer.holds([{"id": 2, "n": 2}, {"id": 2, "n": 2}, {"id": 3, "n": 4}, {"id": 9, "n": 9}, {"id": 1, "n": 1}]) == [
+        True, False, False, False, True]  # one row for two copies; an update; a new key
+    assert writer.holds([]) == []
+    nested = TableWriter(table, StreamTarget("numbers", None, JSON_SCHEMA, incremental=True, destination_sync_mode=APPEND,
+                                             primary_key=[["meta", "id"]], cursor_field=["n"]), SCHEMA)
+    assert nested.holds([{"id": 1, "n": 1}]) == [False]  # a nested key is not looked up: written again, never dropped
+    wider = {"properties": {**JSON_SCHEMA["properties"], "label": {"type": ["null", "string"]}}}
+    grown = TableWriter(table, StreamTarget("numbers", None, wider, incremental=True, destination_sync_mode=APPEND,
+                                            primary_key=[["id"]], cursor_field=["n"]),
+                        arrow_schema(wider), recorded_schema=table.recorded_schema())
+    # files written before the column existed read as null there
+    assert grown.holds([{"id": 1, "n": 1}, {"id": 2, "n": 2, "label": "new"}]) == [True, False]

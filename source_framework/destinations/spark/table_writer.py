@@ -97,6 +97,7 @@ class TableWriter:
         self._reset_id: str | None = None
         self._staged: list[StagedFiles] = []
         self._failed: BaseException | None = None
+        self._lookup_failed = False  # ``holds`` could not read the table (warned once)
         self.commits = 0  # writes that reached the table
         self.rows = 0  # rows they published
 
@@ -169,8 +170,10 @@ class TableWriter:
                 where = match if where is None else where & match
             held = Counter(_row_bytes(row) for row in self.table.rows_where(candidates.schema, columns, where).to_pylist())
         except Exception as error:  # the table cannot say: write them (a duplicate is recoverable, a loss is not)
-            logger.warning("%s: could not look up %d record(s) read again in the table (%s); they are written",
-                           self.name, len(records), error)
+            if not self._lookup_failed:
+                self._lookup_failed = True
+                logger.warning("%s: could not look up records read again in the table (%s); they are written "
+                               "(said once per stream)", self.name, error)
             return [False] * len(records)
         answers = []
         for row in candidates.select(columns).to_pylist():
