@@ -68,10 +68,27 @@ def ids(spark, path):
     return sorted(r["id"] for r in spark.read.parquet(str(path)).select("id").collect())
 
 
-def api_rows(api):
+def api_rows(api, path="users", params=None):
+    """(id, updatedAt) of every record the API serves at ``path``, as ``rows`` reads a table."""
     from source_framework.streams.cursor import parse_datetime
 
-    return sorted((r["id"], parse_datetime(r["updatedAt"]).replace(tzinfo=None).isoformat()) for r in all_records(api, "users"))
+    return sorted((r["id"], parse_datetime(r["updatedAt"]).replace(tzinfo=None).isoformat())
+                  for r in all_records(api, path, params))
+
+
+class UnderDemoName:
+    """A demo stream's subclass synced under the demo stream's name and schema (``demo_name``),
+    not the subclass's own."""
+
+    demo_name = ""
+
+    @property
+    def name(self) -> str:
+        return self.demo_name
+
+    def get_json_schema(self):
+        with open(os.path.join(SCHEMAS, f"{self.demo_name}.json")) as handle:
+            return json.load(handle)
 
 
 def users_table(warehouse):
@@ -791,17 +808,11 @@ def test_item_17_a_spark_connect_server_that_stops_answering_ends_the_sync_inste
 # -- 18. a field the schema does not declare does not make a re-read record new ---------------------------------------
 
 
-class UsersStampedOnRead(Users):
+class UsersStampedOnRead(UnderDemoName, Users):
     """Each record read carries the moment it was read, a field the schema does not declare (as an
     ``AddFields`` of ``{{ now_utc() }}`` in a manifest does): it gets no column."""
 
-    @property
-    def name(self) -> str:
-        return "users"
-
-    def get_json_schema(self):
-        with open(os.path.join(SCHEMAS, "users.json")) as handle:
-            return json.load(handle)
+    demo_name = "users"
 
     def parse_response(self, response, **kwargs):
         for record in super().parse_response(response, **kwargs):
@@ -829,20 +840,13 @@ def test_item_18_a_re_read_record_that_differs_only_in_an_undeclared_field_is_no
 # -- 19. records a lookback window reads again are not written again ----------------------------------------------------
 
 
-class OrdersWithLookback(Orders):
+class OrdersWithLookback(UnderDemoName, Orders):
     """Each sync re-reads the five days before its state (``DateWindowStream.lookback``), as
     connectors do for records that arrive late; ``fail_after``: the sync dies after that many."""
 
+    demo_name = "orders"
     lookback = dt.timedelta(days=5)
     fail_after: int | None = None
-
-    @property
-    def name(self) -> str:
-        return "orders"
-
-    def get_json_schema(self):
-        with open(os.path.join(SCHEMAS, "orders.json")) as handle:
-            return json.load(handle)
 
     def parse_response(self, response, **kwargs):
         for record in super().parse_response(response, **kwargs):
@@ -869,10 +873,7 @@ def order_rows(spark, warehouse):
 
 
 def api_orders(api):
-    from source_framework.streams.cursor import parse_datetime
-
-    return sorted((r["id"], parse_datetime(r["updatedAt"]).replace(tzinfo=None).isoformat())
-                  for r in all_records(api, "orders", {"start": "2000-01-01T00:00:00Z", "end": "2100-01-01T00:00:00Z"}))
+    return api_rows(api, "orders", {"start": "2000-01-01T00:00:00Z", "end": "2100-01-01T00:00:00Z"})
 
 
 def test_item_19_the_next_sync_writes_no_record_its_lookback_reads_again_unchanged(spark, api, tmp_path):
