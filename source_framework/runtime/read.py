@@ -22,6 +22,11 @@ Concurrency (``runtime.concurrency``): a stream's next slices are fetched by wor
 while the loop works on the current one, and streams of airbyte-cdk's concurrent framework are
 synced several at once; each loop still takes its slices in order, so each stream's checkpoints
 and STATEs are those of a sync that reads one slice after another.
+
+A slice that fails fails its stream, except where the adapter's cursor tracks slices apart
+(``StreamAdapter.slices_fail_apart``: airbyte-cdk's concurrent framework): there, as airbyte-cdk
+does, the error is reported, the slice is not closed (its state does not move) and the other
+slices are read; the stream ends INCOMPLETE (``SlicesFailed``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +98,16 @@ class RowsMissing(Exception):
     """The sink committed fewer rows than the records handed to it: the STATE is not printed."""
 
 
+class SlicesFailed(Exception):
+    """A stream was read to its end, but some of its slices failed (each reported as it failed)."""
+
+    def __init__(self, stream: str, errors: list[Exception]) -> None:
+        self.errors = errors
+        first = errors[0]
+        super().__init__(f"stream '{stream}': {len(errors)} slice(s) failed and are not covered by its state; "
+                         f"the first: {getattr(first, 'message', None) or first}")
+
+
 class SchemaMissing(Exception):
     """A stream has no JSON schema, so its table has no columns."""
 
@@ -144,6 +159,8 @@ class StreamSync:
         self._warned_size = False
         # A state the stream yielded itself, and what the adapter said then (see _current_state)
         self._yielded: tuple[dict[str, Any], Mapping[str, Any] | None] | None = None
+        self._slice_error: Exception | None = None  # the slice being read failed (``_until_failure``)
+        self._failed_slices: list[Exception] = []
         resumed = self._resume(state_as_given)
         self._start_state = copy.deepcopy(self._last_state)
         adapter.start(self._start_state)
@@ -204,6 +221,8 @@ class StreamSync:
         transform = adapter.transform
         workers = self.concurrency if adapter.concurrency_safe else 1
         stopped = self.shared.stop.is_set
+        # A full refresh publishes only a complete read: there a failed slice fails the stream.
+        apart = adapter.slices_fail_apart and self.checkpoints
         for stream_slice in read_ahead(adapter.slices(), workers, permits=self.shared.permits):
             if stopped():
                 raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")
@@ -211,7 +230,8 @@ class StreamSync:
             in_slice = 0
             boundary.start_partition(stream_slice.partition)
             observe = stream_slice.observe
-            for item in stream_slice.items():
+            items = stream_slice.items()
+            for item in self._until_failure(items) if apart else items:
                 data: Mapping[str, Any] | None
                 if type(item) is dict:
                     data = item
@@ -246,7 +266,10 @@ class StreamSync:
                     self.checkpoint()
                 elif not in_slice % POLL_EVERY:
                     self._poll()
-            stream_slice.close()
+            if self._slice_error is None:
+                stream_slice.close()
+            else:
+                self._slice_failed()
             result.slices += 1
             self._drain_side_messages()
             if self.checkpoints:
@@ -255,7 +278,28 @@ class StreamSync:
         boundary.finish()
         self._drain_side_messages()
         self._finish()
+        if self._failed_slices:
+            result.error = SlicesFailed(self.name, self._failed_slices)
         return result
+
+    def _until_failure(self, items: Iterable[Any]) -> Iterator[Any]:
+        """The slice's items; what reading them raises ends the slice, not the stream (see
+        ``StreamAdapter.slices_fail_apart``). What the loop itself raises is not caught here."""
+        try:
+            yield from items
+        except Exception as error:
+            self._slice_error = error
+
+    def _slice_failed(self) -> None:
+        """Report the slice's error as airbyte-cdk does when a partition fails, and read on. Its
+        records read before the error are committed with the next checkpoint, whose state does
+        not cover them: a later sync reads them again and finds them in the table (``holds``)."""
+        error, self._slice_error = self._slice_error, None
+        assert error is not None
+        self._failed_slices.append(error)
+        report_error(self.output, self.name, self.adapter.namespace, error)
+        logger.error("stream %s: a slice failed, its other slices are read on; its state stays where it was for that "
+                     "slice: %s", self.name, self.output.secrets.mask(str(error)))
 
     def _write_held(self) -> None:
         """Write the records read again that the table does not hold yet; those it holds, row for
@@ -608,13 +652,13 @@ def _sync_one(
             sync.print_committed()
         stream_result = sync.result if sync is not None else StreamResult(name=name)
         stream_result.error = error
-        failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
-        message = getattr(error, "message", None) or f"stream '{name}' failed: {error}"
-        output.error(message, error, failure_type=failure_type, stream=name, namespace=namespace)
-        output.stream_status(name, namespace, "INCOMPLETE")
-        logger.error("stream %s failed after %d records: %s", name, stream_result.records, output.secrets.mask(str(error)))
-    else:
+        report_error(output, name, namespace, error)
+    if stream_result.error is None:
         output.stream_status(name, namespace, "COMPLETE")
+    else:  # failed, or read to its end with failed slices (each reported when it failed)
+        output.stream_status(name, namespace, "INCOMPLETE")
+        logger.error("stream %s failed after %d records: %s", name, stream_result.records,
+                     output.secrets.mask(str(stream_result.error)))
     stream_result.duration = time.monotonic() - started
     if sink is not None:
         stream_result.undeclared_fields = sink.undeclared_fields()
@@ -622,6 +666,14 @@ def _sync_one(
     if progress is not None:
         progress.stream_finished(stream_result)
     return stream_result
+
+
+def report_error(output: ProtocolOutput, name: str, namespace: str | None, error: BaseException) -> None:
+    """A TRACE ERROR for stream ``name``, with the error's own message and failure type where it
+    carries them (airbyte-cdk's ``AirbyteTracedException``)."""
+    failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
+    message = getattr(error, "message", None) or f"stream '{name}' failed: {error}"
+    output.error(message, error, failure_type=failure_type, stream=name, namespace=namespace)
 
 
 def _schema_of(adapter: StreamAdapter) -> Mapping[str, Any]:

@@ -111,6 +111,10 @@ class StreamAdapter(ABC):
         #: no object with them. Only airbyte-cdk's concurrent framework promises that; a Python
         #: connector's substream often reads its parent through the parent stream's own object.
         self.syncs_alongside_others = False
+        #: a slice whose reading fails ends alone: the stream reads its other slices, and its state
+        #: leaves the failed one where it was (``close`` is not called for it). Only a cursor that
+        #: tracks each slice apart can promise that, as airbyte-cdk's concurrent cursors do.
+        self.slices_fail_apart = False
 
     @property
     @abstractmethod
@@ -482,6 +486,8 @@ class ConcurrentStreamAdapter(StreamAdapter):
         # Partitions are airbyte-cdk's unit of concurrent reading; their cursor observes apart.
         self.concurrency_safe = True
         self.syncs_alongside_others = True
+        # airbyte-cdk's concurrent framework reports a failed partition and reads the others.
+        self.slices_fail_apart = True
 
     @property
     def name(self) -> str:

@@ -1,0 +1,147 @@
+"""One partition of a declarative substream fails (its store's orders answer 404): airbyte-cdk's
+concurrent framework reports the error, reads the other partitions, moves their states and
+leaves the failed partition's where it was; the stream ends INCOMPLETE and the sync exits non-zero.
+
+Ours stopped the stream at the failed partition (found comparing with airbyte-cdk), so a parent
+that is gone for good kept every partition after it from ever syncing again. Now ours reads on as
+airbyte-cdk does, and the records the failed partition yielded before it failed are committed
+with the rest, covered by no state: the next sync reads them again and, finding them in the
+table, writes none of them twice.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import parse_qs, urlsplit
+
+import conformance_harness as harness
+import pytest
+
+
+class Failing:
+    """Which requests of a style's stream answer 404: those of one partition (``path`` and
+    ``partition(query)``), from its ``later``-th page on when ``half_way`` (after the records of
+    its first pages were read). ``of_partition(record)``: the record is one of that partition's;
+    ``after(record)``: of a partition read after it."""
+
+    def __init__(self, style, stream, path, partition, page_param, first_page, later, of_partition, after):
+        self.style, self.stream, self.path, self.partition = style, stream, path, partition
+        self.page_param, self.first_page, self.later = page_param, first_page, later
+        self.of_partition, self.after = of_partition, after
+
+    def fails(self, path, query, half_way):
+        if path != self.path or not self.partition(query):
+            return False
+        page = int(query.get(self.page_param, [self.first_page])[0])
+        return page >= (self.later if half_way else self.first_page)
+
+
+CASES = {
+    # a SubstreamPartitionRouter: store 2's orders (per-partition state, pages by offset)
+    "substream": Failing(
+        "declarative_substream", "store_orders", "/stores/2/orders", lambda query: True, "offset", 0, later=20,
+        of_partition=lambda record: record["storeId"] == 2, after=lambda record: record["storeId"] > 2,
+    ),
+    # DatetimeBasedCursor windows of 120 days (one sequential state): the second window's orders
+    "date_window": Failing(
+        "declarative_datetime", "orders", "/orders", lambda query: query.get("start", [""])[0].startswith("2025-05-01"),
+        "page", 1, later=2,
+        of_partition=lambda record: "2025-05-01" <= record["updatedAt"] < "2025-08-29",
+        after=lambda record: record["updatedAt"] >= "2025-08-29",
+    ),
+}
+
+
+class PartitionFails(harness.ShopApi):
+    """The demo API whose ``failing`` requests answer 404 while ``down``."""
+
+    def __init__(self, *args, failing, half_way, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.failing, self.half_way, self.down = failing, half_way, True
+
+    def respond(self, method, target, headers, body):
+        parts = urlsplit(target)
+        if self.down and self.failing.fails(parts.path, parse_qs(parts.query), self.half_way):
+            return 404, {"error": "not found"}, {}
+        return super().respond(method, target, headers, body)
+
+
+@pytest.fixture
+def failing_api():
+    apis = []
+
+    def start(failing, half_way=False):
+        api = PartitionFails(records=harness.RECORDS, api_key=harness.API_KEY, seed=harness.SEED,
+                             stores=harness.STORES, failing=failing, half_way=half_way).start()
+        apis.append(api)
+        return api
+
+    yield start
+    for api in apis:
+        api.stop()
+
+
+def _catalog(case, config):
+    catalog = harness.configured_catalog(case.style, config)
+    return {"streams": [s for s in catalog["streams"] if s["stream"]["name"] == case.stream]}
+
+
+def _ended(run):
+    return [(m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])
+            for m in run.messages if m.get("type") == "TRACE" and m["trace"].get("type") == "STREAM_STATUS"
+            and m["trace"]["stream_status"]["status"] in ("COMPLETE", "INCOMPLETE")]
+
+
+def _first_sync(failing_api, case, tmp_path, half_way, concurrency):
+    """airbyte-cdk's read and ours into a new warehouse, from an API where ``case`` fails."""
+    api = failing_api(case, half_way)
+    config = harness.source_config(api)
+    catalog = _catalog(case, config)
+    cdk = harness.cdk_read(case.style, config, catalog)
+    # the reference: the stream INCOMPLETE, the partitions after the failed one read, and the
+    # failed one's records read before its error (its first pages) printed
+    assert _ended(cdk) == [(case.stream, "INCOMPLETE")], cdk.describe()
+    records = cdk.records(case.stream)
+    assert any(case.after(record) for record in records), cdk.describe()
+    assert any(case.of_partition(record) for record in records) == half_way, cdk.describe()
+    warehouse = str(tmp_path / "warehouse")
+    ours = harness.ours_read(case.style, harness.ours_config(api, warehouse), catalog, args=["--concurrency", str(concurrency)])
+    return api, config, catalog, warehouse, cdk, ours
+
+
+@pytest.mark.parametrize("concurrency", harness.CONCURRENCIES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_partitions_after_a_failed_one_are_synced_as_under_airbyte_cdk(failing_api, case, concurrency, tmp_path, spark):
+    case = CASES[case]
+    api, config, catalog, warehouse, cdk, ours = _first_sync(failing_api, case, tmp_path, False, concurrency)
+    assert ours.returncode != 0, ours.describe()
+    assert _ended(ours) == _ended(cdk) == [(case.stream, "INCOMPLETE")]
+    assert any("404" in error for error in ours.errors()), ours.describe()
+    assert ours.final_state_list() == cdk.final_state_list(), (
+        f"final state: ours {json.dumps(ours.final_state_list())}, airbyte-cdk's {json.dumps(cdk.final_state_list())}"
+    )
+    harness.check_tables_equal_records(harness.read_tables(spark, warehouse, case.style, catalog), cdk, harness.infos(catalog))
+
+    stdout = harness.ours_read(case.style, config, catalog, args=["--destination", "stdout", "--concurrency", str(concurrency)])
+    problems = harness.multiset_diff(harness.record_multisets(cdk, catalog), harness.record_multisets(stdout, catalog))
+    assert not problems, "RECORD messages of ours (--destination stdout) vs airbyte-cdk's:\n" + "\n".join(problems)
+    assert stdout.final_state_list() == cdk.final_state_list()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_partition_failing_half_way_then_resumed_lands_every_record_once(failing_api, case, tmp_path, spark):
+    case = CASES[case]
+    api, config, catalog, warehouse, cdk, first = _first_sync(failing_api, case, tmp_path, True, 4)
+    assert first.returncode != 0 and _ended(first) == [(case.stream, "INCOMPLETE")], first.describe()
+    assert first.final_state_list() == cdk.final_state_list()
+    harness.check_tables_equal_records(harness.read_tables(spark, warehouse, case.style, catalog), cdk, harness.infos(catalog))
+
+    api.down = False  # the partition is back: the next sync reads it again from its state
+    state = first.final_state_list()
+    resumed = harness.ours_read(case.style, harness.ours_config(api, warehouse), catalog, state, args=["--concurrency", "4"])
+    assert resumed.ok(), resumed.describe()
+    everything = harness.cdk_read(case.style, config, catalog)
+    assert everything.ok(), everything.describe()
+    # the failed partition's first pages, committed by the failed sync, were read again: none twice
+    harness.check_tables_equal_records(harness.read_tables(spark, warehouse, case.style, catalog), everything, harness.infos(catalog))
+    assert resumed.final_state_list() == harness.cdk_read(case.style, config, catalog, state).final_state_list()
