@@ -70,6 +70,9 @@ class CountingSink(StreamSink):
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
         return self._inner.holds(records)
 
+    def may_commit_uncovered_rows(self) -> bool:
+        return self._inner.may_commit_uncovered_rows()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

@@ -102,6 +102,13 @@ class StreamSink(ABC):
     def abort(self) -> None:
         """The stream failed: drop what is not committed. Committed data stays."""
 
+    def may_commit_uncovered_rows(self) -> bool:
+        """Whether records may be committed under a state that does not cover them (those of a slice
+        that failed while its stream read on): the next sync reads them again, and they must still
+        end up once. True where ``holds`` finds them again, or where there is no table to hold
+        them twice (stdout prints what it is given, as airbyte-cdk does)."""
+        return False
+
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
         """For each of ``records``, whether the table already holds it as a row of its own (records
         a resumed sync read again below its state: a lookback window, a parent read again). Only

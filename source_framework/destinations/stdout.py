@@ -41,6 +41,9 @@ class StdoutSink(StreamSink):
     def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         return done(CommitReceipt(self._written))
 
+    def may_commit_uncovered_rows(self) -> bool:
+        return True
+
 
 class StdoutDestination(Destination):
     """``--destination stdout``: what ``airbyte-cdk``'s own entrypoint prints, with our checkpoints."""

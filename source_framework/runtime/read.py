@@ -221,8 +221,9 @@ class StreamSync:
         transform = adapter.transform
         workers = self.concurrency if adapter.concurrency_safe else 1
         stopped = self.shared.stop.is_set
-        # A full refresh publishes only a complete read: there a failed slice fails the stream.
-        apart = adapter.slices_fail_apart and self.checkpoints
+        # A failed slice fails the stream where a full refresh publishes only a complete read, and
+        # where its records, committed under no state, could not be told apart when read again.
+        apart = adapter.slices_fail_apart and self.checkpoints and self.sink.may_commit_uncovered_rows()
         for stream_slice in read_ahead(adapter.slices(), workers, permits=self.shared.permits):
             if stopped():
                 raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")

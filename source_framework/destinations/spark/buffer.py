@@ -130,6 +130,9 @@ class StreamBuffer(StreamSink):
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
         return self._writer.holds(records)
 
+    def may_commit_uncovered_rows(self) -> bool:
+        return self._writer.looks_up_rows
+
     def undeclared_fields(self) -> dict[str, int]:
         return dict(self._writer.undeclared.by_field)
 

@@ -152,14 +152,20 @@ class TableWriter:
         return records_to_arrow(records, self.schema, extracted_at_ms=extracted_at_ms, sync_id=self.sync_id,
                                 checkpoint=-1, undeclared=self.undeclared)
 
+    @property
+    def looks_up_rows(self) -> bool:
+        """``holds`` can find a record in the table: the primary key is one or more top-level fields."""
+        key = self.target.primary_key
+        return bool(key) and all(len(path) == 1 for path in key)
+
     def holds(self, records: list[Any]) -> list[bool]:
         """Which ``records`` the table holds already, row for row (``StreamSink.holds``). Called in
         the reading thread; it reads only committed files. Looked up by primary key, then compared
         in every data column as the commit would write them. Anything that cannot be compared so
         (no top-level key, a file it cannot read) answers False: written again, never dropped."""
-        keys = [path[0] for path in self.target.primary_key if len(path) == 1]
-        if not records or not keys or len(keys) != len(self.target.primary_key):
+        if not records or not self.looks_up_rows:
             return [False] * len(records)
+        keys = [path[0] for path in self.target.primary_key]
         try:
             candidates = records_to_arrow(records, self.schema, extracted_at_ms=0, sync_id=self.sync_id, checkpoint=-1,
                                           undeclared=UndeclaredFields())
