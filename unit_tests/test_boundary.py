@@ -57,9 +57,52 @@ def test_date_time_cursors_and_composite_keys():
     assert snap["cursor"] == "2025-01-01T00:00:00Z" and keys(snap) == [[1, 2]]
 
 
-def test_without_primary_key_nothing_is_skipped():
+def test_without_primary_key_a_boundary_written_before_record_hashes_skips_nothing():
     boundary = Boundary(["t"], [], resumed={"": {"cursor": 1, "keys": [[1]]}})
     assert read(boundary, [(None, [{"id": 1, "t": 1}])]) == [{"id": 1, "t": 1}]
+
+
+# -- without a primary key, the records at the cursor are known by their data ---------------------
+
+
+def test_without_primary_key_a_record_at_the_cursor_is_skipped_as_often_as_the_commit_holds_its_data():
+    first = Boundary(["t"], [])
+    read(first, [(None, [{"n": "a", "t": 1}, {"n": "b", "t": 2}, {"n": "b", "t": 2}, {"n": "c", "t": 2}])])
+    (entry,) = first.snapshot().values()
+    assert entry["cursor"] == 2 and len(entry["records"]) == 3  # numbered: the two b's are two rows
+    resumed = Boundary(["t"], [], resumed=first.snapshot())
+    again = [{"n": "b", "t": 2}, {"n": "b", "t": 2}, {"n": "b", "t": 2}, {"n": "c", "t": 2}, {"n": "d", "t": 2},
+             {"n": "c", "t": 3}]
+    # two b's and the c were committed: skipped; a third b, d and c at t=3 are new
+    assert read(resumed, [(None, again)]) == [{"n": "b", "t": 2}, {"n": "d", "t": 2}, {"n": "c", "t": 3}]
+    assert resumed.skipped == 3
+
+
+def test_without_primary_key_each_committed_row_is_counted_once_through_any_number_of_resumes():
+    """A skipped record is counted where this run keeps it and no longer where the resumed commit
+    kept it: a boundary that counted it twice would skip a new record with the same data."""
+    boundary = Boundary(["t"], [])
+    read(boundary, [(store(1), [{"n": "a", "t": 5}]), (None, [{"n": "x", "t": 7}])])
+    for _ in range(3):  # each run reads the same records again, and one new "a" and one new "x"
+        boundary = Boundary(["t"], [], resumed=boundary.snapshot())
+        written = read(boundary, [(store(1), [{"n": "a", "t": 5}]), (None, [{"n": "x", "t": 7}])])
+        assert written == [] and boundary.skipped == 2
+        boundary.finish()
+        snapshot = boundary.snapshot()
+        assert sorted(len(entry["records"]) for entry in snapshot.values()) == [1, 1], snapshot
+    boundary = Boundary(["t"], [], resumed=boundary.snapshot())
+    new = [(store(1), [{"n": "a", "t": 5}, {"n": "a", "t": 5}]), (None, [{"n": "x", "t": 7}, {"n": "x", "t": 7}])]
+    assert read(boundary, new) == [{"n": "a", "t": 5}, {"n": "x", "t": 7}]
+
+
+def test_without_primary_key_a_partition_skips_only_what_it_committed_itself():
+    first = Boundary(["t"], [])
+    read(first, [(store(1), [{"n": "a", "t": 5}]), (store(2), [{"n": "a", "t": 5}])])
+    resumed = Boundary(["t"], [], resumed=first.snapshot())
+    # store 1 has a second "a" now, store 2 is read as before: store 2's row does not cover store 1's new one
+    written = read(resumed, [(store(1), [{"n": "a", "t": 5}, {"n": "a", "t": 5}]), (store(2), [{"n": "a", "t": 5}])])
+    assert written == [{"n": "a", "t": 5}]
+    assert resumed.skipped == 2
 
 
 # -- issue 11, defect 6: an update that kept its cursor value is not "already committed" ----------

@@ -207,11 +207,5 @@ def test_without_a_primary_key_a_failed_partition_fails_its_stream_and_commits_n
     assert resumed.ok(), resumed.describe()
     everything = harness.cdk_read(case.style, config, catalog)
     assert everything.ok(), everything.describe()
-    # Every record; twice only store 1's record at its cursor, which a resumed stream without a
-    # primary key reads again there and writes again (README, "Exactly once")
-    partitions = first.final_state_list()[0]["stream"]["stream_state"]["states"]
-    (store_1,) = [p["cursor"]["updatedAt"] for p in partitions if p["partition"]["store_id"] == 1]
-    again = [r for r in everything.records(case.stream) if r["storeId"] == 1 and r["updatedAt"] == store_1]
-    assert len(again) == 1
-    expected = harness.Reference({case.stream: everything.records(case.stream) + again})
-    harness.check_tables_equal_records(table_checks.read_tables(spark, destination, infos), expected, infos)
+    # every record once: store 1's record at its cursor, read again, is known by its data
+    harness.check_tables_equal_records(table_checks.read_tables(spark, destination, infos), everything, infos)

@@ -9,6 +9,12 @@ commit's state skips a re-read record only when key AND hash match: it is byte f
 the table holds. A record updated since, at a new cursor value or at the same one (timestamps
 with second granularity), is always written.
 
+Without a primary key, the records at the cursor are numbered instead (``[[0], hash], [[1],
+hash], ...``): a record read again is skipped while its partition's entry (for a slice that
+names none, any slot's) holds a row with the same data not matched yet; so two identical events
+committed are skipped twice and a third one like them is written. Each row is counted by one
+entry only (``_keyless_committed``), or a new record could be skipped for it.
+
 Below the boundary. A record read again with a cursor under the one its partition had reached
 in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
 by the boundary: ``already_committed`` answers None and the read loop asks the table
@@ -110,7 +116,9 @@ class Boundary:
         stream: str = "",
         declared: Collection[str] | None = None,
     ) -> None:
-        self.enabled = len(cursor_field) == 1 and bool(primary_key)
+        self.enabled = len(cursor_field) == 1
+        # Without a primary key a record at the cursor is known by its data alone (``_keyless_committed``).
+        self._keyless = not primary_key
         self.stream = stream
         self._declared = frozenset(declared) if declared is not None else None  # see record_hash
         self.cursor_field = self._cursor = cursor_field[0] if cursor_field else ""
@@ -120,6 +128,10 @@ class Boundary:
         self._entries: dict[str, _Entry] = {}
         # What the resumed commit holds, by cursor value then key -> hash: skipped once each.
         self._skip: dict[Any, dict[tuple[Any, ...], str]] = {}
+        # Keyless: per partition ("#": every slot), by cursor value then hash, which committed
+        # rows hold that data, as (partition, number) in the resumed commit's entries.
+        self._held_by_data: dict[str, dict[Any, dict[str, list[tuple[str, tuple[Any, ...]]]]]] = {}
+        self._pool = ""  # the current partition's key in ``_held_by_data``
         self._run = uuid.uuid4().hex[:6]  # names this run's slots for slices without a partition
         self._slots = 0
         self._carried: list[str] = []  # slots of earlier runs, dropped once this run read every slice
@@ -155,8 +167,10 @@ class Boundary:
             self._slots += 1
             # Slots are not matched across runs: compare with the highest cursor of any of them.
             self._reached_here = self._reached.get("#")
+            self._pool = "#"
         else:
             self._reached_here = self._reached.get(partition)
+            self._pool = partition
         self._partition = partition
         self._current = self._entries.get(partition)
 
@@ -181,6 +195,8 @@ class Boundary:
         value = record.get(self._cursor)
         if value is None:
             return False
+        if self._keyless:
+            return self._keyless_committed(value, record)
         sort_key = self._track(value, record)  # skipped or not, it is at this partition's edge in the table
         skip = self._skip.get(value) if self._skip else None
         if skip is not None and self._take_committed(skip, record):
@@ -206,6 +222,31 @@ class Boundary:
             self._replace(value, sort_key, record)
         return sort_key
 
+    def _keyless_committed(self, value: Any, record: Mapping[str, Any]) -> bool:
+        """Without a primary key: True while the resumed commit holds, in this partition (any slot
+        for a slice that names none), a row at this cursor with this record's data that no other
+        record read again was matched with. The row is then counted where this run keeps it and
+        no longer where the commit kept it, so that no row is ever counted twice: a boundary that
+        did would skip a new record with the same data. Nothing is left for the table to tell
+        (``holds`` needs a key)."""
+        at_value = self._held_by_data.get(self._pool, {}).get(value) if self._held_by_data else None
+        if at_value:
+            digest = record_hash(record, self._declared)
+            holders = at_value.get(digest) if digest is not None else None
+            if holders and digest is not None:
+                partition, number = holders.pop()
+                if not holders:
+                    del at_value[digest]
+                entry = self._entries.get(partition)
+                if entry is not None and entry.records.pop(number, None) is not None:
+                    self._kept -= 1
+                    self._mark(partition)
+                self._track(value, record)
+                self.skipped += 1
+                return True
+        self._track(value, record)
+        return False
+
     def _take_committed(self, skip: dict[tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
         """The resumed commit holds this very record (key and hash): skip it, once."""
         key = self._key(record)
@@ -219,7 +260,12 @@ class Boundary:
         """Another record at the partition's highest cursor."""
         if entry.overflow:
             return
-        key = self._key(record)
+        if self._keyless:  # numbered, each record a row of its own
+            key: tuple[Any, ...] = (len(entry.records),)
+            while key in entry.records:  # a number freed by ``_keyless_committed``
+                key = (key[0] + 1,)
+        else:
+            key = self._key(record)
         if key not in entry.records:
             if self._kept >= MAX_KEYS:
                 self._overflow(entry)
@@ -244,7 +290,7 @@ class Boundary:
         if self._kept >= MAX_KEYS:
             self._overflow(entry)
             return
-        entry.records[self._key(record)] = record
+        entry.records[(0,) if self._keyless else self._key(record)] = record
         self._kept += 1
         self._mark()
 
@@ -265,9 +311,10 @@ class Boundary:
                 self.stream, MAX_KEYS, self._partition or '""', entry.cursor, at_cursor,
             )
 
-    def _mark(self) -> None:
-        """The current partition changed for the next checkpoint (kept in order of last change)."""
-        partition = self._partition
+    def _mark(self, partition: str | None = None) -> None:
+        """The current partition (or ``partition``) changed for the next checkpoint (kept in
+        order of last change)."""
+        partition = self._partition if partition is None else partition
         if self._changed.get(partition) != self._checkpoints:
             self._changed.pop(partition, None)
             self._changed[partition] = self._checkpoints
@@ -357,7 +404,11 @@ class Boundary:
                 continue
             records = {_as_key(key): digest for key, digest in pairs if isinstance(digest, str)}
             self._entries[partition] = _Entry(cursor, _sort_key(cursor), dict(records))
-            if _hashable(cursor):
+            if _hashable(cursor) and self._keyless:
+                at_value = self._held_by_data.setdefault("#" if partition.startswith("#") else partition, {})
+                for number, digest in records.items():
+                    at_value.setdefault(cursor, {}).setdefault(digest, []).append((partition, number))
+            elif _hashable(cursor):
                 self._skip.setdefault(cursor, {}).update(records)
             self._kept += len(records)
             if records:
