@@ -238,7 +238,8 @@ class Boundary:
                 if not holders:
                     del at_value[digest]
                 entry = self._entries.get(partition)
-                if entry is not None and entry.records.pop(number, None) is not None:
+                # (an entry that moved to a higher cursor since numbers other rows)
+                if entry is not None and entry.cursor == value and entry.records.pop(number, None) is not None:
                     self._kept -= 1
                     self._mark(partition)
                 self._track(value, record)
