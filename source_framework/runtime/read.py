@@ -223,7 +223,9 @@ class StreamSync:
         stopped = self.shared.stop.is_set
         # A failed slice fails the stream where a full refresh publishes only a complete read, and
         # where its records, committed under no state, could not be told apart when read again.
-        apart = adapter.slices_fail_apart and self.checkpoints and self.sink.may_commit_uncovered_rows()
+        apart = adapter.slices_fail_apart and self.checkpoints and (
+            adapter.failed_slices_covered or self.sink.may_commit_uncovered_rows()
+        )
         for stream_slice in read_ahead(adapter.slices(), workers, permits=self.shared.permits):
             if stopped():
                 raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")

@@ -115,6 +115,10 @@ class StreamAdapter(ABC):
         #: leaves the failed one where it was (``close`` is not called for it). Only a cursor that
         #: tracks each slice apart can promise that, as airbyte-cdk's concurrent cursors do.
         self.slices_fail_apart = False
+        #: what a failed slice yielded before its error is covered by the state (its cursor moved
+        #: with each record, in order), so it may be committed whatever the sink; else only where
+        #: the sink finds such records again (``StreamSink.may_commit_uncovered_rows``)
+        self.failed_slices_covered = False
 
     @property
     @abstractmethod
@@ -326,6 +330,12 @@ class CdkStreamAdapter(StreamAdapter):
         # refresh, substream cursors) must read one slice after another.
         independent_slices = type(self._reader) in (IncrementalCheckpointReader, FullRefreshCheckpointReader)
         self.concurrency_safe = independent_slices and getattr(self.stream, "concurrency_safe", False) is True
+        # source_framework's partitioned bases move one cursor per partition record by record, in
+        # order: a partition that fails keeps its cursor at the last record it yielded.
+        self.slices_fail_apart = self.failed_slices_covered = (
+            independent_slices and self._observed and getattr(stream, "partitions_fail_apart", False) is True
+            and getattr(stream, "is_sorted", False) is True
+        )
 
     def _checkpoint_reader(self) -> Any:
         """airbyte-cdk's own checkpoint reader, noting on the way whether ``stream_slices``

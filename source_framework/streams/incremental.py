@@ -105,6 +105,7 @@ class IncrementalHttpStream(HttpStream, ABC):
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
         "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",
+        "partitions_fail_apart",
     )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

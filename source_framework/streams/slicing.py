@@ -109,7 +109,16 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
 
     Implement ``partitions()``; each slice is ``{"partition": {...}, "cursor_start": value}`` and
     ``cursor_for(slice)`` gives the value the partition's requests start from.
+
+    ``partitions_fail_apart`` (default True): a partition whose reading fails (a parent the API
+    answers 404 for) is reported with a TRACE error and the other partitions are read; the
+    failed one's cursor stays at the last record it yielded, which is committed with it, and the
+    stream ends INCOMPLETE. Only for a sorted stream (``is_sorted``): an unsorted partition's
+    cursor may have passed records it had not read yet, so there a failure stops the stream.
+    False: any failure stops the stream where it happened, as airbyte-cdk's ``HttpSubStream`` does.
     """
+
+    partitions_fail_apart: bool = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
