@@ -104,8 +104,8 @@ class SlicesFailed(Exception):
     def __init__(self, stream: str, errors: list[Exception]) -> None:
         self.errors = errors
         first = errors[0]
-        super().__init__(f"stream '{stream}': {len(errors)} slice(s) failed and are not covered by its state; "
-                         f"the first: {getattr(first, 'message', None) or first}")
+        super().__init__(f"stream '{stream}': {len(errors)} slice(s) failed, the others were read; a failed slice's "
+                         f"state stays where its reading stopped. The first: {getattr(first, 'message', None) or first}")
 
 
 class SchemaMissing(Exception):
