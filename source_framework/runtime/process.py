@@ -35,12 +35,26 @@ def private_stdout() -> BinaryIO:
     return os.fdopen(protocol_fd, "wb", buffering=1 << 16)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a line is logged, not as it was when the handler was
+    made: a caller that swaps stderr (a test's capture, a notebook) and closes the old one leaves
+    no handler writing to a closed file (py4j logs from its own thread, long after)."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: object) -> None:
+        pass
+
+
 def log_to_stderr(debug: bool = False) -> None:
     """One handler on the root logger, writing to stderr; ``debug`` (``--debug``) lowers the level."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root.addHandler(handler)
     level = logging.DEBUG if debug else logging.INFO
