@@ -74,3 +74,32 @@ def test_a_failed_store_does_not_keep_the_stores_after_it_from_syncing(spark, tm
                                  first.state_file(str(tmp_path / "state.json")))
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         assert _ids(spark, warehouse) == Counter((store, r["id"]) for store, records in everything.items() for r in records)
+
+
+@pytest.mark.parametrize("attributes, settings", [({"partitions_fail_apart": False}, {}), ({}, {"assume_sorted": False})],
+                         ids=["opted-out", "unsorted"])
+def test_a_stream_that_may_not_read_on_stops_at_the_failed_store_and_resumes_from_there(
+    spark, tmp_path, monkeypatch, attributes, settings
+):
+    """Opted out (``partitions_fail_apart = False``, airbyte-cdk's ``HttpSubStream`` behaviour), or
+    unsorted (the partition's cursor may have passed records it had not read yet): the stream stops
+    at the failed store, keeping what the stores before it committed."""
+    from source_framework.demo.source import StoreOrders
+
+    for name, value in attributes.items():
+        monkeypatch.setattr(StoreOrders, name, value)
+    with StoreGone(records=1500, api_key=API_KEY, seed=7).start() as api:
+        everything = {store: all_records(api, f"stores/{store}/orders", {"since": "2025-01-01T00:00:00Z"})
+                      for store in range(1, 11)}
+        warehouse = tmp_path / "warehouse"
+        config = write_json(tmp_path / "config.json", config_for(api, warehouse, page_size=PAGE, **settings))
+        cat = write_json(tmp_path / "catalog.json", catalog("store_orders"))
+        first = run_in_process("read", "--config", config, "--catalog", cat)
+        assert first.returncode != 0 and _ended(first) == ["INCOMPLETE"], first.stderr[-2000:]
+        committed = _ids(spark, warehouse)
+        assert {store for store, _ in committed} == {1, 2}  # nothing of store 3's page, nothing after it
+        api.down = False
+        resumed = run_in_process("read", "--config", config, "--catalog", cat, "--state",
+                                 first.state_file(str(tmp_path / "state.json")))
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+        assert _ids(spark, warehouse) == Counter((store, r["id"]) for store, records in everything.items() for r in records)
