@@ -278,7 +278,8 @@ class StreamSync:
             if self.checkpoints:
                 self.checkpoint()
         adapter.finish()
-        boundary.finish()
+        if not self._failed_slices:  # else earlier runs' slots may still describe rows not read again
+            boundary.finish()
         self._drain_side_messages()
         self._finish()
         if self._failed_slices:
