@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -262,12 +263,27 @@ def test_every_nth_request_fails_with_alternating_5xx(session):
         assert statuses == [200, 500, 200, 503, 200, 500, 200, 503]
 
 
+class _ServerClock:
+    """The demo server's ``time`` module, its sleeps recorded instead of waited. Only the server's:
+    patching ``time.sleep`` itself recorded every thread's (py4j's finalizer thread, left by a test
+    that started Spark in the same worker, sleeps 1 s in a loop: it spun, 25,000 times)."""
+
+    def __init__(self) -> None:
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 def test_delay_and_unsorted_pages(session, monkeypatch):
-    slept: list[float] = []
-    monkeypatch.setattr("source_framework.demo.api.server.time.sleep", slept.append)  # the delay asked for, not waited
+    clock = _ServerClock()
+    monkeypatch.setattr("source_framework.demo.api.server.time", clock)  # the delay asked for, not waited
     with DemoApi(records=50, faults=Faults(delay_ms=60, unsorted_pages=True)).start() as api:
         page = get(session, api, "/users", limit=10)
-        assert slept == [0.06]
+        assert clock.slept == [0.06]
         assert [u["id"] for u in page["data"]] == list(range(10, 0, -1))
         api.set_faults(Faults(unsorted_pages=True))
         ids = [u["id"] for u in all_users(session, api, limit=10)]
