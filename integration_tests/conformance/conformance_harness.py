@@ -286,6 +286,13 @@ def _json_roundtrip(messages: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(json.dumps(m)) for m in messages]
 
 
+def stream_ends(run: Any) -> list[tuple[str, str]]:
+    """Each stream's COMPLETE or INCOMPLETE status, in order, from a run's protocol messages (dicts)."""
+    return [(m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])
+            for m in run.messages if m.get("type") == "TRACE" and m["trace"].get("type") == "STREAM_STATUS"
+            and m["trace"]["stream_status"]["status"] in ("COMPLETE", "INCOMPLETE")]
+
+
 # --- comparing records ------------------------------------------------------------------------
 
 

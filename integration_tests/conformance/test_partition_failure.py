@@ -98,12 +98,6 @@ def _catalog(case, config):
     return {"streams": [s for s in catalog["streams"] if s["stream"]["name"] == case.stream]}
 
 
-def _ended(run):
-    return [(m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])
-            for m in run.messages if m.get("type") == "TRACE" and m["trace"].get("type") == "STREAM_STATUS"
-            and m["trace"]["stream_status"]["status"] in ("COMPLETE", "INCOMPLETE")]
-
-
 def _first_sync(failing_api, case, tmp_path, half_way, concurrency):
     """airbyte-cdk's read and ours into a new warehouse, from an API where ``case`` fails."""
     api = failing_api(case, half_way)
@@ -112,7 +106,7 @@ def _first_sync(failing_api, case, tmp_path, half_way, concurrency):
     cdk = harness.cdk_read(case.style, config, catalog)
     # the reference: the stream INCOMPLETE, the partitions after the failed one read, and the
     # failed one's records read before its error (its first pages) printed
-    assert _ended(cdk) == [(case.stream, "INCOMPLETE")], cdk.describe()
+    assert harness.stream_ends(cdk) == [(case.stream, "INCOMPLETE")], cdk.describe()
     records = cdk.records(case.stream)
     assert any(case.after(record) for record in records), cdk.describe()
     assert any(case.of_partition(record) for record in records) == half_way, cdk.describe()
@@ -127,7 +121,7 @@ def test_the_partitions_after_a_failed_one_are_synced_as_under_airbyte_cdk(faili
     case = CASES[case]
     api, config, catalog, warehouse, cdk, ours = _first_sync(failing_api, case, tmp_path, False, concurrency)
     assert ours.returncode != 0, ours.describe()
-    assert _ended(ours) == _ended(cdk) == [(case.stream, "INCOMPLETE")]
+    assert harness.stream_ends(ours) == harness.stream_ends(cdk) == [(case.stream, "INCOMPLETE")]
     assert any("404" in error for error in ours.errors()), ours.describe()
     assert ours.final_state_list() == cdk.final_state_list(), (
         f"final state: ours {json.dumps(ours.final_state_list())}, airbyte-cdk's {json.dumps(cdk.final_state_list())}"
@@ -144,7 +138,7 @@ def test_the_partitions_after_a_failed_one_are_synced_as_under_airbyte_cdk(faili
 def test_a_partition_failing_half_way_then_resumed_lands_every_record_once(failing_api, case, tmp_path, spark):
     case = CASES[case]
     api, config, catalog, warehouse, cdk, first = _first_sync(failing_api, case, tmp_path, True, 4)
-    assert first.returncode != 0 and _ended(first) == [(case.stream, "INCOMPLETE")], first.describe()
+    assert first.returncode != 0 and harness.stream_ends(first) == [(case.stream, "INCOMPLETE")], first.describe()
     assert first.final_state_list() == cdk.final_state_list()
     harness.check_tables_equal_records(harness.read_tables(spark, warehouse, case.style, catalog), cdk, harness.infos(catalog))
 
@@ -198,7 +192,7 @@ def test_without_a_primary_key_a_failed_partition_fails_its_stream_and_commits_n
     everything = harness.cdk_read(case.style, config, catalog)  # the reference, failing store 2 the same way
     before = harness.Reference({case.stream: [r for r in everything.records(case.stream) if r["storeId"] < 2]})
     first = ours(None)
-    assert first.returncode != 0 and _ended(first) == [(case.stream, "INCOMPLETE")], first.describe()
+    assert first.returncode != 0 and harness.stream_ends(first) == [(case.stream, "INCOMPLETE")], first.describe()
     # store 1 only: none of store 2's first page (yielded, then its partition failed), nothing after it
     harness.check_tables_equal_records(table_checks.read_tables(spark, destination, infos), before, infos)
 

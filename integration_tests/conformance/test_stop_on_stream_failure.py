@@ -4,6 +4,7 @@ after it (found in review)."""
 
 from __future__ import annotations
 
+import conformance_harness as harness
 import pytest
 from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer, ConnectorSpecification
 from airbyte_cdk.sources import AbstractSource
@@ -65,13 +66,6 @@ def _cdk_statuses(output):
             if m.trace.stream_status is not None and m.trace.stream_status.status.name in ("COMPLETE", "INCOMPLETE")]
 
 
-def _ended(output):
-    """Each stream's COMPLETE or INCOMPLETE status, in order."""
-    return [(m["trace"]["stream_status"]["stream_descriptor"]["name"], m["trace"]["stream_status"]["status"])
-            for m in output.messages if m.get("type") == "TRACE" and m["trace"].get("type") == "STREAM_STATUS"
-            and m["trace"]["stream_status"]["status"] in ("COMPLETE", "INCOMPLETE")]
-
-
 @pytest.mark.parametrize("stop", [True, False])
 @pytest.mark.parametrize("concurrency", ["1", "4"])
 def test_the_streams_after_a_failure_are_synced_only_if_the_source_goes_on_as_under_airbyte_cdk(stop, concurrency):
@@ -80,5 +74,5 @@ def test_the_streams_after_a_failure_are_synced_only_if_the_source_goes_on_as_un
     synced = sorted({r.record.stream for r in theirs.records})
     assert synced == (["broken", "first"] if stop else ["after", "broken", "first"])
     assert sorted({record["stream"] for record in ours.record_messages()}) == synced
-    assert _ended(ours) == [(s.stream_descriptor.name, s.status.name) for s in _cdk_statuses(theirs)]
+    assert harness.stream_ends(ours) == [(s.stream_descriptor.name, s.status.name) for s in _cdk_statuses(theirs)]
     assert ours.returncode != 0
