@@ -900,3 +900,50 @@ def test_item_19_a_sync_resumed_after_it_died_writes_nothing_its_lookback_reads_
     resumed = sync(config, "orders", state=died.final_state_list(), source=LookbackSource())
     assert resumed.returncode == 0, resumed.messages[-3:]
     assert order_rows(spark, tmp_path / "warehouse") == api_orders(api)  # as one uninterrupted sync: each once
+
+
+class KeylessOrdersWithLookback(OrdersWithLookback):
+    """The same stream without a primary key (an event log): a record read again can be known by
+    its data alone."""
+
+    primary_key = None
+
+
+class KeylessLookbackSource(LookbackSource):
+    def streams(self, config):
+        orders = KeylessOrdersWithLookback(config)
+        orders.fail_after = self.fail_after
+        return [orders]
+
+
+KEYLESS = {"orders": {"primary_key": []}}
+
+
+def keyless_sync(config, state=None, fail_after=None):
+    return read(KeylessLookbackSource(fail_after), config, catalog("orders", overrides=KEYLESS), state=state)
+
+
+def test_item_19_without_a_primary_key_the_lookback_window_is_not_written_again(spark, api, tmp_path):
+    """Found in review: without a key, records read again below the cursor could not be looked up
+    and every sync wrote its lookback window once more. They are now found by their data, each
+    row of an earlier sync answering for one record read again."""
+    config = settings(api, tmp_path / "warehouse")
+    first = keyless_sync(config)
+    assert first.returncode == 0, first.messages[-3:]
+    second = keyless_sync(config, state=first.final_state_list())
+    assert second.returncode == 0, second.messages[-3:]
+    assert order_rows(spark, tmp_path / "warehouse") == api_orders(api)
+    before = order_rows(spark, tmp_path / "warehouse")
+    api.touch("orders", 3)  # three new versions: without a key, new rows beside the old ones
+    third = keyless_sync(config, state=second.final_state_list())
+    assert third.returncode == 0, third.messages[-3:]
+    assert order_rows(spark, tmp_path / "warehouse") == sorted(before + [row for row in api_orders(api) if row not in before])
+
+
+def test_item_19_without_a_primary_key_a_resumed_sync_writes_nothing_its_lookback_reads_again(spark, api, tmp_path):
+    config = settings(api, tmp_path / "warehouse")
+    died = keyless_sync(config, fail_after=150)
+    assert died.returncode == 1 and died.final_state_list(), died.messages[-3:]
+    resumed = keyless_sync(config, state=died.final_state_list())
+    assert resumed.returncode == 0, resumed.messages[-3:]
+    assert order_rows(spark, tmp_path / "warehouse") == api_orders(api)

@@ -281,3 +281,36 @@ def test_the_table_tells_which_records_read_again_it_holds_row_for_row(tmp_path)
                         arrow_schema(wider), recorded_schema=table.recorded_schema())
     # files written before the column existed read as null there
     assert grown.holds([{"id": 1, "n": 1}, {"id": 2, "n": 2, "label": "new"}]) == [True, False]
+
+
+def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_record_read_again(tmp_path):
+    """Keyless ``holds``: rows of earlier syncs at the records' cursor values, equal in every data
+    column, each answering for one record read again in the whole sync, whichever call asks; rows
+    this sync wrote answer for none (one may be a record read once that an identical new one must
+    not be taken for)."""
+    from source_framework.destinations.spark.arrow_conversion import records_to_arrow
+    from source_framework.destinations.spark.table import SparkTable
+
+    def no_spark():
+        raise AssertionError("holds must not start Spark")
+
+    def rows_job(writer, records):
+        data = records_to_arrow(records, SCHEMA, extracted_at_ms=0, sync_id=writer.sync_id, checkpoint=-1)
+        return CommitJob(writer, [data], data.num_rows, data.nbytes, {"n": 9}, ResumeNotes(start_state={}))
+
+    table = SparkTable(no_spark, str(tmp_path / "events"), arrow_writes=True)
+    keyless = StreamTarget("events", None, JSON_SCHEMA, incremental=True, destination_sync_mode=APPEND, primary_key=[],
+                           cursor_field=["n"])
+    earlier = TableWriter(table, keyless, SCHEMA, sync_id="earlier")
+    earlier.apply([rows_job(earlier, [{"id": 1, "n": 1}, {"id": 2, "n": 2}, {"id": 2, "n": 2}])])
+    writer = TableWriter(table, keyless, SCHEMA, recorded_schema=table.recorded_schema(), sync_id="this")
+    assert writer.looks_up_rows
+    writer.apply([rows_job(writer, [{"id": 3, "n": 3}])])  # this sync's own row
+    assert writer.holds([{"id": 2, "n": 2}, {"id": 1, "n": 1}, {"id": 3, "n": 3}, {"id": 1, "n": 2}]) == [
+        True, True, False, False]
+    # one of the two identical rows is left for this sync, and no row for a second id 1
+    assert writer.holds([{"id": 1, "n": 1}, {"id": 2, "n": 2}, {"id": 2, "n": 2}]) == [False, True, False]
+    undeclared_cursor = StreamTarget("events", None, JSON_SCHEMA, incremental=True, destination_sync_mode=APPEND,
+                                     primary_key=[], cursor_field=["updated"])
+    blind = TableWriter(table, undeclared_cursor, SCHEMA, recorded_schema=table.recorded_schema(), sync_id="this")
+    assert not blind.looks_up_rows and blind.holds([{"id": 1, "n": 1}]) == [False]  # no column to look in: written

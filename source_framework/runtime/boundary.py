@@ -9,16 +9,17 @@ commit's state skips a re-read record only when key AND hash match: it is byte f
 the table holds. A record updated since, at a new cursor value or at the same one (timestamps
 with second granularity), is always written.
 
-Without a primary key, the records at the cursor are numbered instead (``[[0], hash], [[1],
-hash], ...``): a record read again is skipped while its partition's entry (for a slice that
-names none, any slot's) holds a row with the same data not matched yet; so two identical events
-committed are skipped twice and a third one like them is written. Each row is counted by one
-entry only (``_keyless_committed``), or a new record could be skipped for it.
-
 Below the boundary. A record read again with a cursor under the one its partition had reached
 in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
 by the boundary: ``already_committed`` answers None and the read loop asks the table
 (``StreamSink.holds``), which compares it row for row with what it holds under its key.
+
+Without a primary key, the boundary keeps each partition's cursor only (``{"cursor": ...}``),
+and every record read again at or under it is for the table to tell: ``holds`` counts the rows
+of earlier syncs with exactly that data, each answering for one record read again, so two
+identical events committed are skipped twice and a third one like them is written. Only the
+table can count so: the same data may sit in several partitions, which a boundary per partition
+would count once each.
 
 Which partition a record belongs to: its slice's partition (``streams.cursor.partition_key``:
 a parent record, a store), where the slice names one. Slices that name none (date windows, a
@@ -33,6 +34,7 @@ Per partition, as JSON (``snapshot``, ``checkpoint``)::
 
     {"cursor": "2025-01-01T00:00:00Z", "records": [[[7], "47e1fef8832747b9"], ...]}   # [key, hash]
     {"cursor": "2025-01-01T00:00:00Z", "overflow": true}   # too many records there: skip nothing
+    {"cursor": "2025-01-01T00:00:00Z"}                     # without a primary key
 
 Older checkpoint records (before hashes) hold ``{"cursor": ..., "keys": [[7], ...]}``. A resume
 from one skips nothing in that partition: a key alone cannot tell the committed record from an
@@ -117,7 +119,7 @@ class Boundary:
         declared: Collection[str] | None = None,
     ) -> None:
         self.enabled = len(cursor_field) == 1
-        # Without a primary key a record at the cursor is known by its data alone (``_keyless_committed``).
+        # Without a primary key every record read again is known by its data, in the table (``holds``).
         self._keyless = not primary_key
         self.stream = stream
         self._declared = frozenset(declared) if declared is not None else None  # see record_hash
@@ -128,10 +130,6 @@ class Boundary:
         self._entries: dict[str, _Entry] = {}
         # What the resumed commit holds, by cursor value then key -> hash: skipped once each.
         self._skip: dict[Any, dict[tuple[Any, ...], str]] = {}
-        # Keyless: per partition ("#": every slot), by cursor value then hash, which committed
-        # rows hold that data, as (partition, number) in the resumed commit's entries.
-        self._held_by_data: dict[str, dict[Any, dict[str, list[tuple[str, tuple[Any, ...]]]]]] = {}
-        self._pool = ""  # the current partition's key in ``_held_by_data``
         self._run = uuid.uuid4().hex[:6]  # names this run's slots for slices without a partition
         self._slots = 0
         self._carried: list[str] = []  # slots of earlier runs, dropped once this run read every slice
@@ -167,10 +165,8 @@ class Boundary:
             self._slots += 1
             # Slots are not matched across runs: compare with the highest cursor of any of them.
             self._reached_here = self._reached.get("#")
-            self._pool = "#"
         else:
             self._reached_here = self._reached.get(partition)
-            self._pool = partition
         self._partition = partition
         self._current = self._entries.get(partition)
 
@@ -189,14 +185,13 @@ class Boundary:
     def already_committed(self, record: Mapping[str, Any]) -> bool | None:
         """Track ``record``; True if the resumed commit holds exactly this record at this cursor.
         None: it lies below where the resumed commit's partition had got (a lookback window, a
-        parent read again from the start), so the table may hold it: ask the table (``holds``)."""
+        parent read again from the start), or, without a primary key, at or below it, so the table
+        may hold it: ask the table (``holds``)."""
         if not self.enabled:
             return False
         value = record.get(self._cursor)
         if value is None:
             return False
-        if self._keyless:
-            return self._keyless_committed(value, record)
         sort_key = self._track(value, record)  # skipped or not, it is at this partition's edge in the table
         skip = self._skip.get(value) if self._skip else None
         if skip is not None and self._take_committed(skip, record):
@@ -222,32 +217,6 @@ class Boundary:
             self._replace(value, sort_key, record)
         return sort_key
 
-    def _keyless_committed(self, value: Any, record: Mapping[str, Any]) -> bool:
-        """Without a primary key: True while the resumed commit holds, in this partition (any slot
-        for a slice that names none), a row at this cursor with this record's data that no other
-        record read again was matched with. The row is then counted where this run keeps it and
-        no longer where the commit kept it, so that no row is ever counted twice: a boundary that
-        did would skip a new record with the same data. Nothing is left for the table to tell
-        (``holds`` needs a key)."""
-        at_value = self._held_by_data.get(self._pool, {}).get(value) if self._held_by_data else None
-        if at_value:
-            digest = record_hash(record, self._declared)
-            holders = at_value.get(digest) if digest is not None else None
-            if holders and digest is not None:
-                partition, number = holders.pop()
-                if not holders:
-                    del at_value[digest]
-                entry = self._entries.get(partition)
-                # (an entry that moved to a higher cursor since numbers other rows)
-                if entry is not None and entry.cursor == value and entry.records.pop(number, None) is not None:
-                    self._kept -= 1
-                    self._mark(partition)
-                self._track(value, record)
-                self.skipped += 1
-                return True
-        self._track(value, record)
-        return False
-
     def _take_committed(self, skip: dict[tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
         """The resumed commit holds this very record (key and hash): skip it, once."""
         key = self._key(record)
@@ -259,14 +228,9 @@ class Boundary:
 
     def _add(self, entry: _Entry, record: Mapping[str, Any]) -> None:
         """Another record at the partition's highest cursor."""
-        if entry.overflow:
+        if entry.overflow or self._keyless:
             return
-        if self._keyless:  # numbered, each record a row of its own
-            key: tuple[Any, ...] = (len(entry.records),)
-            while key in entry.records:  # a number freed by ``_keyless_committed``
-                key = (key[0] + 1,)
-        else:
-            key = self._key(record)
+        key = self._key(record)
         if key not in entry.records:
             if self._kept >= MAX_KEYS:
                 self._overflow(entry)
@@ -288,10 +252,13 @@ class Boundary:
             entry.records = {}
         else:
             entry = self._current = self._entries[self._partition] = _Entry(value, sort_key, {})
+        if self._keyless:  # the cursor alone
+            self._mark()
+            return
         if self._kept >= MAX_KEYS:
             self._overflow(entry)
             return
-        entry.records[(0,) if self._keyless else self._key(record)] = record
+        entry.records[self._key(record)] = record
         self._kept += 1
         self._mark()
 
@@ -337,7 +304,7 @@ class Boundary:
             boundary, full = dict(self._json), True
             self._last_full, self._delta_since_full = self._checkpoints, 0
         else:
-            boundary, full = {p: self._json.get(p) or _entry_json(self._entries[p]) for p in delta}, False
+            boundary, full = {p: self._json.get(p) or _entry_json(self._entries[p], self._keyless) for p in delta}, False
             self._delta_since_full += len(delta)
         self._checkpoints += 1
         return boundary, full
@@ -376,8 +343,8 @@ class Boundary:
                 if isinstance(value, Mapping):
                     entry.records[key] = record_hash(value, self._declared)
             self._json.pop(partition, None)
-            if entry.records:
-                self._json[partition] = _entry_json(entry)
+            if entry.records or self._keyless:
+                self._json[partition] = _entry_json(entry, self._keyless)
 
     # -- resuming -------------------------------------------------------------------------
 
@@ -395,6 +362,10 @@ class Boundary:
                 known = self._reached.get(slot)
                 if known is None or (known[0] == reached[0] and reached > known):
                     self._reached[slot] = reached
+            if self._keyless:  # the cursor is all it needs (records kept by earlier versions are not)
+                self._entries[partition] = _Entry(cursor, _sort_key(cursor), {})
+                self._json[partition] = _entry_json(self._entries[partition], keyless=True)
+                continue
             if raw.get("overflow"):
                 self._entries[partition] = _Entry(cursor, _sort_key(cursor), {}, overflow=True)
                 continue
@@ -405,11 +376,7 @@ class Boundary:
                 continue
             records = {_as_key(key): digest for key, digest in pairs if isinstance(digest, str)}
             self._entries[partition] = _Entry(cursor, _sort_key(cursor), dict(records))
-            if _hashable(cursor) and self._keyless:
-                at_value = self._held_by_data.setdefault("#" if partition.startswith("#") else partition, {})
-                for number, digest in records.items():
-                    at_value.setdefault(cursor, {}).setdefault(digest, []).append((partition, number))
-            elif _hashable(cursor):
+            if _hashable(cursor):
                 self._skip.setdefault(cursor, {}).update(records)
             self._kept += len(records)
             if records:
@@ -433,7 +400,9 @@ class Boundary:
         return tuple(values)
 
 
-def _entry_json(entry: _Entry) -> dict[str, Any]:
+def _entry_json(entry: _Entry, keyless: bool = False) -> dict[str, Any]:
+    if keyless:
+        return {"cursor": entry.cursor}
     if entry.overflow:
         return {"cursor": entry.cursor, "overflow": True}
     return {"cursor": entry.cursor, "records": [[list(key), digest] for key, digest in entry.records.items() if digest]}

@@ -38,6 +38,7 @@ the stream's schema as it is.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 from collections import Counter
@@ -53,6 +54,7 @@ from source_framework.destinations.checkpoint_record import ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import (
     CHECKPOINT,
     METADATA_COLUMNS,
+    SYNC_ID,
     UndeclaredFields,
     records_to_arrow,
 )
@@ -98,6 +100,7 @@ class TableWriter:
         self._staged: list[StagedFiles] = []
         self._failed: BaseException | None = None
         self._lookup_failed = False  # ``holds`` could not read the table (warned once)
+        self._rows_answered: Counter[bytes] = Counter()  # keyless: rows of earlier syncs ``holds`` matched
         self.commits = 0  # writes that reached the table
         self.rows = 0  # rows they published
 
@@ -154,38 +157,55 @@ class TableWriter:
 
     @property
     def looks_up_rows(self) -> bool:
-        """``holds`` can find a record in the table: the primary key is one or more top-level fields."""
+        """``holds`` can find a record in the table: by its primary key, one or more top-level
+        fields, or, without one, by its data among the rows at its cursor, a top-level column."""
         key = self.target.primary_key
-        return bool(key) and all(len(path) == 1 for path in key)
+        if key:
+            return all(len(path) == 1 for path in key)
+        cursor = self.target.cursor_field
+        return len(cursor) == 1 and cursor[0] in self.schema.names
 
     def holds(self, records: list[Any]) -> list[bool]:
         """Which ``records`` the table holds already, row for row (``StreamSink.holds``). Called in
         the reading thread; it reads only committed files. Looked up by primary key, then compared
         in every data column as the commit would write them. Anything that cannot be compared so
-        (no top-level key, a file it cannot read) answers False: written again, never dropped."""
+        (no top-level key, a file it cannot read) answers False: written again, never dropped.
+
+        Without a primary key, among the rows at the records' cursor values that earlier syncs
+        wrote, each such row answering for one record read again in this sync, whichever call asks
+        (``_rows_answered``): two identical events the table holds cover two records read again,
+        and a third one like them is written. Rows this sync wrote are not looked at: one of them
+        may be a record read once, that an identical new one must not be taken for."""
         if not records or not self.looks_up_rows:
             return [False] * len(records)
-        keys = [path[0] for path in self.target.primary_key]
+        keyless = not self.target.primary_key
+        keys = [path[0] for path in self.target.primary_key] or self.target.cursor_field
         try:
             candidates = records_to_arrow(records, self.schema, extracted_at_ms=0, sync_id=self.sync_id, checkpoint=-1,
                                           undeclared=UndeclaredFields())
             columns = [name for name in candidates.column_names if name not in METADATA_COLUMNS]
-            where = None
+            where = pc.field(SYNC_ID) != self.sync_id if keyless else None
             for key in keys:
-                match = pc.field(key).isin(candidates.column(key).drop_null())
+                values = candidates.column(key)
+                match = pc.field(key).isin(values.drop_null())
+                if keyless and values.null_count:
+                    match = match | pc.field(key).is_null()
                 where = match if where is None else where & match
-            held = Counter(_row_bytes(row) for row in self.table.rows_where(candidates.schema, columns, where).to_pylist())
+            held = Counter(_row_digest(row) for row in self.table.rows_where(candidates.schema, columns, where).to_pylist())
         except Exception as error:  # the table cannot say: write them (a duplicate is recoverable, a loss is not)
             if not self._lookup_failed:
                 self._lookup_failed = True
                 logger.warning("%s: could not look up records read again in the table (%s); they are written "
                                "(said once per stream)", self.name, error)
             return [False] * len(records)
+        answered = self._rows_answered if keyless else Counter()  # with a key: within this call
         answers = []
         for row in candidates.select(columns).to_pylist():
-            encoded = _row_bytes(row)
-            answers.append(held[encoded] > 0)
-            held[encoded] -= 1
+            encoded = _row_digest(row)
+            found = held[encoded] > answered[encoded]
+            answers.append(found)
+            if found:
+                answered[encoded] += 1
         return answers
 
     def _log_undeclared(self, names: list[str]) -> None:
@@ -297,8 +317,11 @@ class TableWriter:
 # -- Spark columns ------------------------------------------------------------------------------------
 
 
-def _row_bytes(row: Mapping[str, Any]) -> bytes:
-    return orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+def _row_digest(row: Mapping[str, Any]) -> bytes:
+    """A row's identity for ``holds``: a digest of its values, so a sync's many rows read again cost
+    16 bytes each to count, not their size."""
+    encoded = orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
+    return hashlib.blake2b(encoded, digest_size=16).digest()
 
 
 def column(name: str) -> Any:
