@@ -3,9 +3,10 @@
 Records become Arrow batches of ``BATCH_ROWS`` as they arrive (typed once per batch from the
 stream's JSON schema by the writer's ``to_arrow``, see ``arrow_conversion``), so what waits for
 the committer is columnar, several times smaller than the parsed dicts. At a checkpoint the
-batches, the records since the last full batch (the writer converts those) and the state
-become one ``CommitJob`` for the background committer, and ``commit`` returns the job's
-future: the runtime prints the STATE when it completes. Reading goes on meanwhile::
+records since the last full batch become one more batch (``CONVERT_AT_COMMIT_ROWS`` says when
+the writer converts them instead), and the batches and the state become one ``CommitJob`` for
+the background committer; ``commit`` returns the job's future: the runtime prints the STATE when
+it completes. Reading goes on meanwhile::
 
     buffer = StreamBuffer(writer, committer, stage_rows=100_000)
     buffer.write({"id": 1, "updatedAt": "2025-01-01T00:00:00Z"})
