@@ -38,6 +38,9 @@ setup(
             "hypothesis>=6.100",
             "ruff>=0.17,<0.18",
             "mypy>=2.4,<2.5",
+            # A connector other people wrote, published by Airbyte, that runs without a network: the
+            # conformance suite runs it unchanged under both entrypoints (tests only, not the product).
+            "airbyte-source-hardcoded-records==0.0.48",
         ],
     },
     entry_points={"console_scripts": ["source-framework-demo-api=source_framework.demo.api.__main__:main"]},

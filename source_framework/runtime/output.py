@@ -65,6 +65,8 @@ class ProtocolOutput:
         self._out.flush()
 
     def record(self, stream: str, namespace: str | None, data: Mapping[str, Any], emitted_at: int) -> None:
+        if None in data.values():  # as airbyte-cdk prints records: its serializer leaves out top-level nulls
+            data = {key: value for key, value in data.items() if value is not None}
         record: dict = {"stream": stream, "data": data, "emitted_at": emitted_at}
         if namespace:
             record["namespace"] = namespace
