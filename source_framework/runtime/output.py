@@ -65,7 +65,7 @@ class ProtocolOutput:
         self._out.flush()
 
     def record(self, stream: str, namespace: str | None, data: Mapping[str, Any], emitted_at: int) -> None:
-        if None in data.values():  # as airbyte-cdk prints records: its serializer leaves out top-level nulls
+        if _has_null(data):  # as airbyte-cdk prints records: its serializer leaves out top-level nulls
             data = {key: value for key, value in data.items() if value is not None}
         record: dict = {"stream": stream, "data": data, "emitted_at": emitted_at}
         if namespace:
@@ -227,3 +227,10 @@ def _scalar_json(value: Any) -> bytes:
         if isinstance(value, str):
             return json.dumps(value).encode()  # a lone surrogate: escaped, as the standard library does
         raise TypeError(f"Type is not JSON serializable: {type(value).__name__}") from None
+
+
+def _has_null(data: Mapping[str, Any]) -> bool:
+    try:
+        return None in data.values()  # compares by identity first: fast for JSON values
+    except ValueError:  # a value whose == gives no truth value (a numpy array)
+        return any(value is None for value in data.values())
