@@ -53,6 +53,7 @@ def test_a_published_connector_lands_exactly_the_records_of_airbyte_cdk(tmp_path
 
     stdout = ours_read(catalog, CONFIG, ["--destination", "stdout"])
     assert stdout.ok(), stdout.describe()
+    assert sorted(harness.stream_ends(stdout)) == sorted(harness.stream_ends(cdk))
     problems = harness.multiset_diff(harness.record_multisets(cdk, catalog), harness.record_multisets(stdout, catalog))
     assert not problems, "RECORD messages of ours (--destination stdout) vs airbyte-cdk's:\n" + "\n".join(problems)
 
