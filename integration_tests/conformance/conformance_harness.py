@@ -207,6 +207,10 @@ class Run:
         """The last STATE of each stream, as ``--state`` takes them (without ``sourceStats``)."""
         return self.states_at(len(self.states()))
 
+    def final_states(self) -> dict[str, dict[str, Any]]:
+        """``final_state_list`` by stream name: for streams synced at once, which end in any order."""
+        return {state["stream"]["stream_descriptor"]["name"]: state for state in self.final_state_list()}
+
     def states_at(self, position: int) -> list[dict[str, Any]]:
         """The last STATE of each stream among the first ``position`` STATEs: what an orchestrator
         holds if the run dies right after its ``position``-th STATE."""

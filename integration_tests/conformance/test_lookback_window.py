@@ -11,10 +11,6 @@ import conformance_harness as harness
 import pytest
 
 
-def final_states(run):
-    return {state["stream"]["stream_descriptor"]["name"]: state for state in run.final_state_list()}
-
-
 @pytest.mark.parametrize("style", ["declarative_lookback", "declarative_lookback_events"])
 def test_records_a_lookback_window_reads_again_are_printed_as_by_airbyte_cdk_and_landed_once(style, tmp_path, spark):
     api = harness.start_api()
@@ -27,7 +23,7 @@ def test_records_a_lookback_window_reads_again_are_printed_as_by_airbyte_cdk_and
         first_cdk = harness.cdk_read(style, config, catalog)
         first = harness.ours_read(style, ours_config, catalog, args=["--concurrency", "4"])
         assert first.ok(), first.describe()
-        assert final_states(first) == final_states(first_cdk)
+        assert first.final_states() == first_cdk.final_states()
 
         harness.touch(api)  # new versions of some records, inside the window and after it
         state = first.final_state_list()
@@ -36,7 +32,7 @@ def test_records_a_lookback_window_reads_again_are_printed_as_by_airbyte_cdk_and
         assert sum(harness.canonical(record) in landed for record in second_cdk.records()) > 50  # the window
         second = harness.ours_read(style, ours_config, catalog, state, args=["--concurrency", "4"])
         assert second.ok(), second.describe()
-        assert final_states(second) == final_states(second_cdk)
+        assert second.final_states() == second_cdk.final_states()
         harness.check_tables_equal_records(harness.read_tables(spark, warehouse, style, catalog),
                                            harness.after_resume(first_cdk, second_cdk, catalog), harness.infos(catalog))
 

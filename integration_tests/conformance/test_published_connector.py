@@ -41,10 +41,6 @@ def ours_read(catalog, config, args=()):
     return harness.Run("source_framework read (source-hardcoded-records)", output.messages, returncode=output.returncode)
 
 
-def final_states(run):
-    return {state["stream"]["stream_descriptor"]["name"]: state for state in run.final_state_list()}
-
-
 def test_a_published_connector_lands_exactly_the_records_of_airbyte_cdk(tmp_path, spark):
     catalog = full_refresh_catalog()
     assert [entry["stream"]["name"] for entry in catalog["streams"]] == ["products", "customers", "dummy_fields"]
@@ -64,5 +60,5 @@ def test_a_published_connector_lands_exactly_the_records_of_airbyte_cdk(tmp_path
     for _ in range(2):  # the second sync replaces each table: still every record once
         ours = ours_read(catalog, config)
         assert ours.ok(), ours.describe()
-        assert final_states(ours) == final_states(cdk)
+        assert ours.final_states() == cdk.final_states()
         harness.check_tables_equal_records(table_checks.read_tables(spark, destination, infos), cdk, infos)
