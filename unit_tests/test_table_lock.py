@@ -59,3 +59,25 @@ def test_wait_for_lock_waits_for_the_holder(holder):
     with TableLock(table, wait=True, poll_seconds=0.05) as lock:
         assert lock.held
         assert process.poll() is not None  # got it only once the holder was gone
+
+
+def test_a_writer_refused_just_as_the_holder_took_the_lock_still_names_it(holder):
+    """The holder writes who it is right after taking the lock; a second writer looking in between
+    waits a moment for the name instead of saying "another process" (the crash test's two reads
+    started together met that moment)."""
+    from source_framework.destinations.spark.table_lock import lock_file
+
+    table, process = holder
+    path = lock_file(table)
+    with open(path, "rb") as handle:
+        who = handle.read()
+    os.truncate(path, 0)  # the moment between the holder's flock and its write
+
+    def holder_writes_who_it_is() -> None:
+        with open(path, "wb") as handle:
+            handle.write(who)
+
+    threading.Timer(0.1, holder_writes_who_it_is).start()
+    with pytest.raises(TableLocked) as error:
+        TableLock(table).acquire()
+    assert f"process {process.pid}" in str(error.value)

@@ -60,7 +60,7 @@ class TableLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                holder = describe_holder(self.path)
+                holder = _wait_for_holder(self.path)
                 if not self.wait:
                     os.close(fd)
                     raise TableLocked(
@@ -104,6 +104,20 @@ class TableLock:
         os.pwrite(self._fd, json.dumps(holder).encode("utf-8"), 0)
 
 
+def _wait_for_holder(lock_path: str, seconds: float = 0.5) -> str:
+    """``describe_holder``, given a moment: a process that has just taken the lock writes who it
+    is right after, so a look in between would find no one to name."""
+    deadline = time.monotonic() + seconds
+    while True:
+        holder = describe_holder(lock_path)
+        if holder != UNKNOWN_HOLDER or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.01)
+
+
+UNKNOWN_HOLDER = "another process"
+
+
 def describe_holder(lock_path: str) -> str:
     """``process 4711 on host-a (read, since 2026-11-23T10:00:00Z: main.py read ...)``."""
     holder: dict[str, Any] = {}
@@ -113,7 +127,7 @@ def describe_holder(lock_path: str) -> str:
     except (OSError, ValueError):
         pass
     if not holder:
-        return "another process"
+        return UNKNOWN_HOLDER
     return (
         f"process {holder.get('pid')} on {holder.get('host')} ({holder.get('purpose')}, since {holder.get('since')}: "
         f"{holder.get('command')})"
