@@ -4,6 +4,7 @@ table writer (against a fake table), and the typed jobs between them."""
 from __future__ import annotations
 
 import os
+import time
 import traceback
 
 import pyarrow as pa
@@ -166,6 +167,115 @@ def test_a_rebuild_replaces_the_table_once_even_with_nothing_to_write(committer)
     buffer.commit({"n": 1}).result(5)
     buffer.finish({"n": 1}).result(5)
     assert [(c["replace"], c["rows"]) for c in table.commits] == [(True, 1)]
+
+
+class Clock:
+    """The buffer's clock, moved by hand (seconds, as ``time.time``)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    from source_framework.destinations.spark import buffer
+
+    fake = Clock()
+    monkeypatch.setattr(buffer, "time", fake)
+    return fake
+
+
+def write_ids(buffer, ids):
+    for i in ids:
+        buffer.write({"id": i, "n": i})
+
+
+def test_checkpoints_that_come_fast_are_held_and_committed_as_one_each_state_after_it(committer, clock):
+    from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS
+
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    write_ids(buffer, [0])
+    first = buffer.commit({"n": 0})  # the first checkpoint is never held: the first STATE leaves early
+    assert first.result(5).rows_through == 1
+    futures = []
+    for i in range(1, HOLD_CHECKPOINTS):
+        write_ids(buffer, [i])
+        futures.append(buffer.commit({"n": i}))
+    time.sleep(0.2)  # time for the committer, were they handed over
+    assert not any(future.done() for future in futures) and len(table.commits) == 1
+    write_ids(buffer, [HOLD_CHECKPOINTS])
+    futures.append(buffer.commit({"n": HOLD_CHECKPOINTS}))  # the last one a job holds: all are handed over
+    write_ids(buffer, [99])  # read after the last held checkpoint: not covered by it
+    receipts = [future.result(5) for future in futures]
+    assert len(table.commits) == 2  # the held checkpoints: one commit
+    commit = table.commits[1]
+    assert commit["state"] == {"n": HOLD_CHECKPOINTS} and commit["rows"] == HOLD_CHECKPOINTS
+    assert commit["merged_states"] == [{"n": i} for i in range(1, HOLD_CHECKPOINTS)]
+    assert all(receipt.rows_through == HOLD_CHECKPOINTS + 1 for receipt in receipts)
+    assert buffer.finish({"n": 99}).result(5).rows_through == HOLD_CHECKPOINTS + 2
+    assert table.commits[2]["rows"] == 1
+
+
+def test_a_held_checkpoint_is_handed_over_when_someone_waits_for_it(committer, clock):
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    buffer.commit({"n": 0}).result(5)
+    write_ids(buffer, [1, 2])
+    held = buffer.commit({"n": 2})
+    write_ids(buffer, [3])
+    assert not held.done()
+    assert held.result(5).rows_through == 2  # waiting does not hang: the buffer hands it over
+    assert table.commits[-1]["rows"] == 2 and table.commits[-1]["state"] == {"n": 2}
+
+
+def test_a_checkpoint_after_a_pause_is_not_held_and_held_ones_leave_once_old(committer, clock):
+    """A stream reading a slow API holds none of its checkpoints; held ones wait at most
+    ``HOLD_MS`` for company, until the next record comes."""
+    from source_framework.destinations.spark.buffer import HOLD_MS
+
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    buffer.commit({"n": 0}).result(5)
+    clock.now += 2 * HOLD_MS / 1000
+    write_ids(buffer, [1])
+    assert buffer.commit({"n": 1}).result(5).rows_through == 1  # after a pause: handed over at once
+    write_ids(buffer, [2])
+    held = buffer.commit({"n": 2})  # came fast: held
+    clock.now += HOLD_MS / 1000
+    committer_commits = len(table.commits)
+    write_ids(buffer, [3])  # the held one is old now: handed over before this record joins
+    assert held.done() or held.result(5)
+    assert held.result(5).rows_through == 2 and len(table.commits) == committer_commits + 1
+
+
+def test_held_checkpoints_are_handed_over_before_a_batch_of_records_forms(committer, clock):
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=4)  # batches of 4
+    buffer.commit({"n": -1}).result(5)
+    write_ids(buffer, [0, 1])
+    held = buffer.commit({"n": 1})
+    write_ids(buffer, range(2, 9))  # a batch and a stage job form after the hand-over, not across it
+    assert held.result(5).rows_through == 2 and table.commits[-1]["state"] == {"n": 1}
+    receipt = buffer.commit({"n": 8}).result(5)
+    assert receipt.rows_through == 9 and table.commits[-1]["state"] == {"n": 8}
+
+
+def test_an_aborted_stream_commits_its_held_checkpoints_and_drops_the_records_after_them(committer, clock):
+    """A stream that fails keeps what its checkpoints before the failure cover, held or not."""
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    buffer.commit({"n": 0}).result(5)
+    write_ids(buffer, [1])
+    held = buffer.commit({"n": 1})
+    write_ids(buffer, [2])
+    buffer.abort()
+    assert held.result(5).rows_through == 1
+    assert table.commits[-1]["state"] == {"n": 1} and table.commits[-1]["rows"] == 1
+    assert buffer.finish({"n": 1}).result(5).rows_through == 1 and len(table.commits) == 2  # record 2 is gone
 
 
 @pytest.mark.parametrize("master", ["local[*]", "local", "local-cluster[2,1,1024]", "sc://127.0.0.1:15002", "yarn"])

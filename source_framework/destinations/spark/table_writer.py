@@ -237,7 +237,7 @@ class TableWriter:
             return [staged] * len(jobs)
         # The STATEs of merged checkpoints are printed too; a later run given one of them must
         # know the table already holds what came after it.
-        merged_states = [dict(job.state or {}) for job in jobs[:-1]]
+        merged_states = [dict(state or {}) for job in jobs for state in (*job.earlier_states, job.state)][:-1]
         self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states)
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
 
