@@ -9,6 +9,8 @@ import traceback
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from source_framework.destinations.base import APPEND, OVERWRITE, CommitReceipt, StreamTarget
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
@@ -424,3 +426,88 @@ def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_re
                                      primary_key=[], cursor_field=["updated"])
     blind = TableWriter(table, undeclared_cursor, SCHEMA, recorded_schema=table.recorded_schema(), sync_id="this")
     assert not blind.looks_up_rows and blind.holds([{"id": 1, "n": 1}]) == [False]  # no column to look in: written
+
+
+class IdsTable(FakeTable):
+    """A fake table that also keeps which record ids each commit published (staged ones included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids_by_commit: list[list[int]] = []
+        self._staged_ids: dict[str, list[int]] = {}
+
+    def stage(self, data: pa.Table) -> StagedFiles:
+        staged = super().stage(data)
+        self._staged_ids[staged.folder] = data.column("id").to_pylist()
+        return staged
+
+    def commit(self, data, state, seq, *, staged=(), **kwargs):
+        info = super().commit(data, state, seq, staged=staged, **kwargs)
+        self.ids_by_commit.append([i for item in staged for i in self._staged_ids[item.folder]]
+                                  + data.column("id").to_pylist())
+        return info
+
+
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("write"), st.integers(1, 12)),
+    st.tuples(st.just("checkpoint"), st.just(0)),
+    st.tuples(st.just("pause"), st.sampled_from([1, 5, 19, 20, 50])),  # ms on the buffer's clock
+    st.tuples(st.just("wait for"), st.integers(0, 50)),  # the result of an earlier checkpoint
+), max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=STEPS, stage_rows=st.integers(1, 16), ends=st.sampled_from(["finish", "abort"]))
+def test_held_or_not_every_checkpoint_commits_exactly_the_records_before_it_in_order(steps, stage_rows, ends):
+    """Whatever the pace of records and checkpoints: each checkpoint's state is recorded once, in
+    order, by the commit that holds every record written before it and none written after the
+    last state that commit records; its future says so; after ``finish`` every record is in the
+    table once, after ``abort`` exactly those its checkpoints covered."""
+    from source_framework.destinations.spark import buffer as buffer_module
+
+    clock = Clock()
+    original = buffer_module.time
+    buffer_module.time = clock  # type: ignore[assignment]
+    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
+    try:
+        table = IdsTable()
+        buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=stage_rows)
+        written, asked = 0, []  # asked: (state, records written before it, future)
+        for step, value in steps:
+            if step == "write":
+                write_ids(buffer, range(written, written + value))
+                written += value
+            elif step == "checkpoint":
+                state = {"n": len(asked)}
+                asked.append((state, written, buffer.commit(state)))
+            elif step == "pause":
+                clock.now += value / 1000
+            elif asked:
+                _, before, future = asked[value % len(asked)]
+                assert future.result(5).rows_through >= before
+        if ends == "finish":
+            final = buffer.finish({"n": "final"}).result(5)
+            assert final.rows_through == written
+        else:
+            buffer.abort()
+        for _, before, future in asked:
+            assert future.result(5).rows_through >= before
+    finally:
+        committer.close()
+        buffer_module.time = original
+
+    recorded = [s for commit in table.commits for s in (*commit["merged_states"], commit["state"])]
+    expected = [state for state, _, _ in asked]
+    covered = asked[-1][1] if asked else 0
+    if ends == "finish" and written > covered:  # else nothing is left to commit
+        expected.append({"n": "final"})
+    assert recorded[: len(expected)] == expected and all(s == {"n": "final"} for s in recorded[len(expected):])
+    committed_ids = [i for ids in table.ids_by_commit for i in ids]
+    assert committed_ids == sorted(set(committed_ids))  # in order, none twice
+    through = 0
+    before_by_state = {str(state): before for state, before, _ in asked}
+    for commit, ids in zip(table.commits, table.ids_by_commit, strict=True):
+        through += len(ids)
+        if str(commit["state"]) in before_by_state:  # exactly the records before its last state
+            assert through == before_by_state[str(commit["state"])]
+    assert through == (written if ends == "finish" else covered)
