@@ -254,6 +254,18 @@ def test_a_checkpoint_after_a_pause_is_not_held_and_held_ones_leave_once_old(com
     assert held.result(5).rows_through == 2 and len(table.commits) == committer_commits + 1
 
 
+def test_a_clock_set_back_hands_held_checkpoints_over_at_the_next_record(committer, clock):
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    buffer.commit({"n": 0}).result(5)
+    write_ids(buffer, [1])
+    held = buffer.commit({"n": 1})
+    clock.now -= 3600  # the system clock set back an hour
+    write_ids(buffer, [2])
+    time.sleep(0.2)
+    assert held.done() and held.result(5).rows_through == 1
+
+
 def test_held_checkpoints_are_handed_over_before_a_batch_of_records_forms(committer, clock):
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=4)  # batches of 4
@@ -451,7 +463,7 @@ class IdsTable(FakeTable):
 STEPS = st.lists(st.one_of(
     st.tuples(st.just("write"), st.integers(1, 12)),
     st.tuples(st.just("checkpoint"), st.just(0)),
-    st.tuples(st.just("pause"), st.sampled_from([1, 5, 19, 20, 50])),  # ms on the buffer's clock
+    st.tuples(st.just("pause"), st.sampled_from([1, 5, 19, 20, 50, -3_600_000])),  # ms on the buffer's clock
     st.tuples(st.just("wait for"), st.integers(0, 50)),  # the result of an earlier checkpoint
 ), max_size=60)
 

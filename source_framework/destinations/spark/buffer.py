@@ -154,7 +154,7 @@ class StreamBuffer(StreamSink):
 
     def write(self, record: Mapping[str, Any]) -> None:
         now_ms = int(time.time() * 1000)
-        if self._held and (now_ms - self._held_since_ms >= HOLD_MS or len(self._records) >= self._batch_rows):
+        if self._held and (not 0 <= now_ms - self._held_since_ms < HOLD_MS or len(self._records) >= self._batch_rows):
             self._hand_over()  # before a batch forms: held checkpoints end inside ``_records``
         self._records.append(record)
         self._extracted_at.append(now_ms)
@@ -165,7 +165,8 @@ class StreamBuffer(StreamSink):
 
     def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         now_ms = int(time.time() * 1000)
-        fast, self._last_checkpoint_ms = now_ms - self._last_checkpoint_ms <= HOLD_MS, now_ms
+        # (a clock set back counts as a pause: held checkpoints never wait on the clock's say-so)
+        fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= HOLD_MS, now_ms
         if not self._held:
             if not fast:
                 return self._submit(state, notes)
@@ -173,7 +174,7 @@ class StreamBuffer(StreamSink):
         future = _HeldCheckpoint(self._hand_over)
         self._held.append((state, future))
         self._held_records, self._held_notes = len(self._records), notes
-        if not fast or len(self._held) >= HOLD_CHECKPOINTS or now_ms - self._held_since_ms >= HOLD_MS:
+        if not fast or len(self._held) >= HOLD_CHECKPOINTS or not 0 <= now_ms - self._held_since_ms < HOLD_MS:
             self._hand_over()
         return future
 
