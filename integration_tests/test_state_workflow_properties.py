@@ -114,14 +114,12 @@ class Model:
     its newest commit; ``marker``: a reset is pending; ``file_state``: the state file's cursor (None:
     no state).
 
-    Without a primary key a record read again at the cursor is known by its data in the table, so
-    the rows written before a column was widened (``stale``: cast by the rewrite, no record converts
-    to them any more) do not count: the record is written again."""
+    Without a primary key a record read again at the cursor is known by its data in the table, also
+    in rows a widening rewrote (a date-time column become text: the table knows it was one)."""
 
     def __init__(self, mode):
         self.dedup = mode == "append_dedup"
         self.keyless = mode == "append, no key"
-        self.stale: Counter = Counter()
         self.rows: Counter | None = None
         self.newest = None
         self.marker = False
@@ -148,9 +146,7 @@ class Model:
         old = Counter() if rebuild or self.rows is None else self.rows
         reading = sorted((r for r in served if start is None or r[1] >= start), key=lambda r: r[1])
         if not rebuild and self.newest is not None:  # the records at the cursor the table committed are skipped
-            reading = [r for r in reading if not (r[1] == start and old[r] > self.stale[r])]
-        if rebuild:
-            self.stale = Counter()
+            reading = [r for r in reading if not (r[1] == start and old[r])]
         upto = landed if landed != "completed" else max([start, *(r[1] for r in reading)], key=lambda t: (t is not None, t))
         self.rows = self._with(old, [r for r in reading if r[1] <= upto])
         self.newest = upto
@@ -165,19 +161,13 @@ class Model:
             self.marker = self.newest is not None
         self.file_state = None
         if tables and not no_table and killed_at != "state.reset.saved":
-            self.rows, self.newest, self.marker, self.stale = None, None, False, Counter()
-
-    def widen(self):
-        """A column is widened: every row in the table now is stale (see the class docstring)."""
-        if self.keyless and self.rows:
-            self.stale = Counter(self.rows)
+            self.rows, self.newest, self.marker = None, None, False
 
     def set(self, cursor, committed, saved):
         """``committed``: the set's rewrite of the table landed; ``saved``: its state file too."""
         if committed:
             kept = [(key, version) for key, version in self.rows.elements() if version < cursor]
             self.rows, self.newest, self.marker = Counter(kept), cursor, False
-            self.stale &= self.rows
         if saved:
             self.file_state = cursor
 
@@ -276,8 +266,6 @@ class Workflow:
 
     def schema(self, change):
         if change != "incompatible":
-            if change == "widen" and change not in self.changes:
-                self.model.widen()
             self.changes.add(change)
             return
         if self.model.newest is None or (self.model.marker and self.model.file_state is None):

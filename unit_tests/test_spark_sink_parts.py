@@ -440,6 +440,53 @@ def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_re
     assert not blind.looks_up_rows and blind.holds([{"id": 1, "n": 1}]) == [False]  # no column to look in: written
 
 
+def test_rows_from_before_a_timestamp_column_became_text_answer_for_records_read_again(tmp_path):
+    """A widening rewrote the table's date-times as ISO text with microseconds; a record read again
+    carries its own text for the same instant. Where the table's schema says the column was a
+    timestamp, the record is looked for in the rewrite's form too (by key, and without a key by
+    its cursor); elsewhere text is compared as it is."""
+    from source_framework.destinations.spark.arrow_conversion import records_to_arrow
+    from source_framework.destinations.spark.table import SparkTable
+    from source_framework.destinations.spark.table_schema import WAS_KEY, WAS_TIMESTAMP
+
+    def no_spark():
+        raise AssertionError("holds must not start Spark")
+
+    texts = {"properties": {"id": {"type": "integer"}, "at": {"type": "string"}}}
+    marked = arrow_schema(texts)
+    index = marked.get_field_index("at")
+    marked = marked.set(index, marked.field("at").with_metadata({WAS_KEY: WAS_TIMESTAMP}))
+    rewritten = [{"id": 1, "at": "2025-01-02T03:04:05.000000Z"}, {"id": 2, "at": "2025-01-02T03:04:05.250000Z"}]
+    read_again = [{"id": 1, "at": "2025-01-02T03:04:05Z"}, {"id": 2, "at": "2025-01-02T05:04:05.25+02:00"},
+                  {"id": 1, "at": "2025-01-02T03:04:06Z"}, {"id": 3, "at": "not a date"}]
+    for name, schema, keys, expected in [
+        ("marked", marked, [["id"]], [True, True, False, False]),
+        ("marked-keyless", marked, [], [True, True, False, False]),
+        ("text", arrow_schema(texts), [["id"]], [False, False, False, False]),  # never a timestamp: as it is
+    ]:
+        table = SparkTable(no_spark, str(tmp_path / name), arrow_writes=True)
+        stream = StreamTarget(name, None, texts, incremental=True, destination_sync_mode=APPEND, primary_key=keys,
+                              cursor_field=["at"])
+        earlier = TableWriter(table, stream, schema, sync_id="earlier")
+        data = records_to_arrow(rewritten, schema, extracted_at_ms=0, sync_id="earlier", checkpoint=-1)
+        earlier.apply([CommitJob(earlier, [data], data.num_rows, data.nbytes, {"at": "x"}, ResumeNotes(start_state={}))])
+        writer = TableWriter(table, stream, arrow_schema(texts), recorded_schema=table.recorded_schema(), sync_id="this")
+        assert writer.holds(read_again) == expected, name
+    # the sync that widens the column, before its rewrite: the table's files still hold timestamps
+    dates = {"properties": {"id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"}}}
+    for keys in ([["id"]], []):
+        table = SparkTable(no_spark, str(tmp_path / f"widening-{len(keys)}"), arrow_writes=True)
+        stream = StreamTarget("widening", None, dates, incremental=True, destination_sync_mode=APPEND, primary_key=keys,
+                              cursor_field=["at"])
+        earlier = TableWriter(table, stream, arrow_schema(dates), sync_id="earlier")
+        data = records_to_arrow(rewritten, arrow_schema(dates), extracted_at_ms=0, sync_id="earlier", checkpoint=-1)
+        earlier.apply([CommitJob(earlier, [data], data.num_rows, data.nbytes, {"at": "x"}, ResumeNotes(start_state={}))])
+        widening = TableWriter(table, StreamTarget("widening", None, texts, incremental=True, destination_sync_mode=APPEND,
+                                                   primary_key=keys, cursor_field=["at"]),
+                               arrow_schema(texts), recorded_schema=table.recorded_schema(), sync_id="this")
+        assert widening.schema_change.widened and widening.holds(read_again) == [True, True, False, False], keys
+
+
 class IdsTable(FakeTable):
     """A fake table that also keeps which record ids each commit published (staged ones included)."""
 

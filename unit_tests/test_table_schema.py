@@ -112,6 +112,25 @@ def test_an_object_that_becomes_a_string_keeps_its_column_type_and_takes_the_new
     assert change.table.field("o").metadata is None  # new values are stored as plain text, as declared
 
 
+def test_a_timestamp_column_that_becomes_text_is_marked_so_in_every_later_schema():
+    """Its rows from before hold the rewrite's text, which ``holds`` must know to find them again."""
+    from source_framework.destinations.spark.table_schema import was_timestamp
+
+    at = {"type": "string", "format": "date-time"}
+    change = compare_schemas(schema(at=at), schema(at={"type": "string"}))
+    assert change.kind == WIDENED and was_timestamp(change.table.field("at"))
+    recorded = schema_to_json(change.table)
+    assert {"name": "at", "type": "string", "was": "timestamp"} in recorded["columns"]
+    later = compare_schemas(schema_from_json(recorded), schema(at={"type": "string"}))
+    assert later.kind == SAME and was_timestamp(later.table.field("at"))  # kept by the next runs
+    kept = compare_schemas(schema_from_json(recorded), schema(other={"type": "string"}))
+    assert was_timestamp(kept.table.field("at"))  # and while the stream no longer declares it
+    as_json = compare_schemas(schema_from_json(recorded), schema(at={"type": "object"}))
+    assert was_timestamp(as_json.table.field("at")) and as_json.table.field("at").metadata[ENCODING_KEY] == JSON_ENCODING
+    assert not was_timestamp(compare_schemas(schema(n={"type": "integer"}), schema(n={"type": "string"})).table.field("n"))
+    assert not was_timestamp(compare_schemas(None, schema(at={"type": "string"})).table.field("at"))  # a new table
+
+
 @pytest.mark.parametrize("old, new, shown_old, shown_new", [
     ({"type": "string"}, {"type": "integer"}, "string", "bigint"),
     ({"type": "number"}, {"type": "integer"}, "double", "bigint"),

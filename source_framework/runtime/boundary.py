@@ -19,8 +19,9 @@ and every record read again at or under it is for the table to tell: ``holds`` c
 of earlier syncs with exactly that data, each answering for one record read again, so two
 identical events committed are skipped twice and a third one like them is written. Only the
 table can count so: the same data may sit in several partitions, which a boundary per partition
-would count once each. (A row written before one of its columns was widened no longer equals
-any record: the record is written once more.)
+would count once each. (A row written before a date-time column became text holds the rewrite's
+text, which the table also looks for; other widenings keep what a record converts to, but for
+rare number texts: see ``TableWriter.holds``.)
 
 Which partition a record belongs to: its slice's partition (``streams.cursor.partition_key``:
 a parent record, a store), where the slice names one. Slices that name none (date windows, a

@@ -389,7 +389,14 @@ class SparkTable:
         paths = [_local_path(uri) for uri in self.live_files()]
         if not paths:
             return schema.empty_table().select(columns)
-        return ds.dataset(paths, schema=schema, format="parquet").to_table(columns=columns, filter=where)
+        dataset = ds.dataset(paths, schema=schema, format="parquet")
+        try:
+            return dataset.to_table(columns=columns, filter=where)
+        except pa.ArrowNotImplementedError:
+            # A file whose column has another type than ``schema`` (a widening whose rewrite is still to
+            # come) reads cast, but its statistics cannot be compared with the filter: filter after reading.
+            parts = [pa.Table.from_batches([batch]).filter(where).select(columns) for batch in dataset.to_batches()]
+            return pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
 
     def _live_names(self) -> set[str]:
         return {file_name(status.path) for status in self._log.live_files()}

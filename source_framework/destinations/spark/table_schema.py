@@ -64,6 +64,13 @@ from source_framework.destinations.spark.arrow_conversion import ENCODING_KEY, J
 #: the format of the schema recorded in a checkpoint record
 SCHEMA_FORMAT = 1
 
+#: Field metadata of a text column that was a timestamp column: its rows from before the widening
+#: hold the rewrite's text (``2024-01-01T08:00:00.000000Z``), not the text their records had, so
+#: a record read again is also looked for in that form (``TableWriter.holds``). Recorded as
+#: ``"was": "timestamp"`` and kept by every later run's schema.
+WAS_KEY = b"source_framework.was"
+WAS_TIMESTAMP = b"timestamp"
+
 NEW, SAME, ADDED, WIDENED, INCOMPATIBLE = "new", "same", "added", "widened", "incompatible"
 
 #: every column type ``arrow_schema`` produces, by the name a checkpoint record keeps
@@ -89,6 +96,8 @@ def _column_to_json(column: pa.Field) -> dict[str, Any]:
     entry = {"name": column.name, "type": str(column.type)}
     if is_json_text(column):
         entry["encoding"] = JSON_ENCODING.decode()
+    if was_timestamp(column):
+        entry["was"] = WAS_TIMESTAMP.decode()
     return entry
 
 
@@ -101,8 +110,10 @@ def _column_from_json(column: Mapping[str, Any]) -> pa.Field:
     name, type_name = column["name"], column["type"]
     if type_name not in _TYPES:
         raise ValueError(f"the table's recorded schema gives column {name!r} the type {type_name!r}, which this version does not write")
-    metadata = {ENCODING_KEY: JSON_ENCODING} if column.get("encoding") == JSON_ENCODING.decode() else None
-    return pa.field(name, _TYPES[type_name], metadata=metadata)
+    metadata = {ENCODING_KEY: JSON_ENCODING} if column.get("encoding") == JSON_ENCODING.decode() else {}
+    if column.get("was") == WAS_TIMESTAMP.decode():
+        metadata[WAS_KEY] = WAS_TIMESTAMP
+    return pa.field(name, _TYPES[type_name], metadata=metadata or None)
 
 
 def schema_from_footer(footer: pa.Schema) -> pa.Schema:
@@ -110,6 +121,18 @@ def schema_from_footer(footer: pa.Schema) -> pa.Schema:
     in the types this module compares: Spark has one timestamp type, which a footer may spell
     ``timestamp[ns]`` (INT96) or without the UTC zone."""
     return pa.schema([pa.field(column.name, TIMESTAMP) if pa.types.is_timestamp(column.type) else column for column in footer])
+
+
+def was_timestamp(column: pa.Field) -> bool:
+    """The text column was a timestamp column (see ``WAS_KEY``)."""
+    return (column.metadata or {}).get(WAS_KEY) == WAS_TIMESTAMP
+
+
+def _marked(column: pa.Field, was: pa.Field) -> pa.Field:
+    """``column`` (the stream's now) keeping what the table's column ``was`` says it once was."""
+    if pa.types.is_timestamp(was.type) and column.type == pa.string() or was_timestamp(was) and column.type == was.type:
+        return column.with_metadata({**(column.metadata or {}), WAS_KEY: WAS_TIMESTAMP})
+    return column
 
 
 def is_json_text(column: pa.Field) -> bool:
@@ -198,10 +221,10 @@ def compare_schemas(recorded: pa.Schema | None, stream: pa.Schema) -> SchemaChan
             kept.append(old.name)
             columns.append(old)
         elif new.type == old.type:
-            columns.append(new)
+            columns.append(_marked(new, old))
         elif is_widening(old.type, new.type):
             widened.append(Widening(old.name, old.type, new.type))
-            columns.append(new)
+            columns.append(_marked(new, old))
         else:
             incompatible.append(Incompatibility(old.name, old.type, new.type))
             columns.append(old)

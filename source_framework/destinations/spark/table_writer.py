@@ -43,6 +43,7 @@ import logging
 import shutil
 from collections import Counter
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -65,6 +66,7 @@ from source_framework.destinations.spark.table_schema import (
     SchemaChange,
     compare_schemas,
     schema_to_json,
+    was_timestamp,
 )
 
 logger = logging.getLogger("source_framework.spark")
@@ -175,7 +177,13 @@ class TableWriter:
         wrote, each such row answering for one record read again in this sync, whichever call asks
         (``_rows_answered``): two identical events the table holds cover two records read again,
         and a third one like them is written. Rows this sync wrote are not looked at: one of them
-        may be a record read once, that an identical new one must not be taken for."""
+        may be a record read once, that an identical new one must not be taken for.
+
+        A text column that was a date-time column (``table_schema.WAS_KEY``) holds its earlier rows
+        as the widening's rewrite wrote them (``2024-01-01T08:00:00.000000Z``), or, until this run's
+        rewrite commits, as timestamps: a record is also looked for with its date-times in that
+        form. Other widenings keep what a record converts to (``10`` -> ``10.0``, ``true`` ->
+        ``"true"``), but for numbers Spark writes another way as text (``1.0E20``): written again."""
         if not records or not self.looks_up_rows:
             return [False] * len(records)
         keyless = not self.target.primary_key
@@ -184,14 +192,21 @@ class TableWriter:
             candidates = records_to_arrow(records, self.schema, extracted_at_ms=0, sync_id=self.sync_id, checkpoint=-1,
                                           undeclared=UndeclaredFields())
             columns = [name for name in candidates.column_names if name not in METADATA_COLUMNS]
+            # rows from before a timestamp column became text hold the rewrite's text: look for that too
+            was_timestamps = [field.name for field in self.schema if was_timestamp(field)]
+            rewritten = _as_rewritten(candidates, was_timestamps)
             where = pc.field(SYNC_ID) != self.sync_id if keyless else None
             for key in keys:
                 values = candidates.column(key)
-                match = pc.field(key).isin(values.drop_null())
+                if rewritten is not None and key in was_timestamps:
+                    as_rewritten = rewritten.column(key)
+                    values = pa.chunked_array([*values.chunks, *as_rewritten.chunks, *_as_arrow_text(as_rewritten).chunks])
+                match = pc.field(key).isin(values.combine_chunks().drop_null())
                 if keyless and values.null_count:
                     match = match | pc.field(key).is_null()
                 where = match if where is None else where & match
-            held = Counter(_row_digest(row) for row in self.table.rows_where(candidates.schema, columns, where).to_pylist())
+            in_table = _as_rewrite_text(self.table.rows_where(candidates.schema, columns, where), was_timestamps)
+            held = Counter(_row_digest(row) for row in in_table.to_pylist())
         except Exception as error:  # the table cannot say: write them (a duplicate is recoverable, a loss is not)
             if not self._lookup_failed:
                 self._lookup_failed = True
@@ -199,13 +214,17 @@ class TableWriter:
                                "(said once per stream)", self.name, error)
             return [False] * len(records)
         answered = self._rows_answered if keyless else Counter()  # with a key: within this call
+        rows = candidates.select(columns).to_pylist()
+        forms = zip(rows, rewritten.select(columns).to_pylist(), strict=True) if rewritten is not None else ((row,) for row in rows)
         answers = []
-        for row in candidates.select(columns).to_pylist():
-            encoded = _row_digest(row)
-            found = held[encoded] > answered[encoded]
+        for row_forms in forms:
+            found = False
+            for encoded in dict.fromkeys(map(_row_digest, row_forms)):  # as written, then as rewritten
+                if held[encoded] > answered[encoded]:
+                    answered[encoded] += 1
+                    found = True
+                    break
             answers.append(found)
-            if found:
-                answered[encoded] += 1
         return answers
 
     def _log_undeclared(self, names: list[str]) -> None:
@@ -315,6 +334,53 @@ class TableWriter:
 
 
 # -- Spark columns ------------------------------------------------------------------------------------
+
+
+def _as_rewritten(rows: pa.Table, names: list[str]) -> pa.Table | None:
+    """``rows`` with the text of the columns ``names`` as the widening's rewrite turned timestamps
+    into text (``conformed``: ISO 8601 in UTC, microseconds, ``Z``), where it reads as a date-time;
+    None without such columns."""
+    if not names:
+        return None
+    for name in names:
+        texts = rows.column(name).to_pylist()
+        rows = rows.set_column(rows.schema.get_field_index(name), rows.schema.field(name),
+                               pa.array([_rewrite_text(text) for text in texts], pa.string()))
+    return rows
+
+
+# A timestamp as Arrow casts it to text (files not rewritten yet, read as this run's text column),
+# and as the widening's rewrite writes it: they differ in the separator only.
+_ARROW_TEXT = r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}\.\d{6}Z)$"
+_REWRITE_TEXT = r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}\.\d{6}Z)$"
+
+
+def _as_rewrite_text(rows: pa.Table, names: list[str]) -> pa.Table:
+    """Table rows, the columns ``names`` as the rewrite writes timestamps: a file the run's widening
+    has not rewritten yet (its commit is still to come) holds them as timestamps, which reading
+    it as text casts Arrow's way."""
+    for name in names:
+        index = rows.schema.get_field_index(name)
+        text = pc.replace_substring_regex(rows.column(name), pattern=_ARROW_TEXT, replacement=r"\1T\2")
+        rows = rows.set_column(index, rows.schema.field(name), text)
+    return rows
+
+
+def _as_arrow_text(texts: Any) -> Any:
+    """Rewrite texts as Arrow casts a timestamp to text (to find rows of files not rewritten yet)."""
+    return pc.replace_substring_regex(texts, pattern=_REWRITE_TEXT, replacement=r"\1 \2")
+
+
+def _rewrite_text(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        instant = datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)  # as the conversion read a date-time without a zone
+    return instant.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _row_digest(row: Mapping[str, Any]) -> bytes:
