@@ -95,7 +95,8 @@ HOLD_CHECKPOINTS = 30
 
 #: A checkpoint is held only if the previous came at most this long before it, and held ones are
 #: handed over once the first of them is this old, when the next record or checkpoint comes: a
-#: stream reading a slow API holds none, and its STATEs leave as soon as their commits complete.
+#: stream reading a slow API holds none. (The runtime prints STATEs between records, so those of
+#: checkpoints held while a slow page is awaited could not have left sooner than its first record.)
 HOLD_MS = 20
 
 #: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
