@@ -130,7 +130,8 @@ def was_timestamp(column: pa.Field) -> bool:
 
 def _marked(column: pa.Field, was: pa.Field) -> pa.Field:
     """``column`` (the stream's now) keeping what the table's column ``was`` says it once was."""
-    if pa.types.is_timestamp(was.type) and column.type == pa.string() or was_timestamp(was) and column.type == was.type:
+    widened_now = pa.types.is_timestamp(was.type) and column.type == pa.string()
+    if widened_now or (was_timestamp(was) and column.type == was.type):
         return column.with_metadata({**(column.metadata or {}), WAS_KEY: WAS_TIMESTAMP})
     return column
 
