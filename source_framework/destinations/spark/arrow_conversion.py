@@ -348,8 +348,10 @@ def _inferred(
 
     Inference instead of ``pa.array(values, type=target)`` because the typed call is too
     forgiving: it truncates ``1.5`` to ``1`` in an int64 column and turns ``True`` into
-    ``1.0`` in a float64 column. Inference yields int64/float64/bool only when every value
-    really is one, so anything else goes to the value-by-value path.
+    ``1.0`` in a float64 column. Inference yields int64/bool only when every value really is
+    one; float64 also where booleans follow a number (``[0.5, True]`` infers ``[0.5, 1.0]``), so
+    a column inferred so is looked at for booleans (a pass over the values' types). Anything else
+    goes to the value-by-value path.
     """
     try:
         array = pa.array(values)
@@ -358,7 +360,9 @@ def _inferred(
     if array is not None:
         if array.type == pa.null():
             return pa.nulls(len(values), target)
-        if array.type in accepted:
+        if array.type == pa.float64() and bool in set(map(type, values)):
+            array = None
+        elif array.type in accepted:
             try:  # int64 -> float64 refuses integers a double cannot hold exactly
                 return array.cast(target)
             except _ARROW_ERRORS:
