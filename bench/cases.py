@@ -65,6 +65,8 @@ class Measurement:
     process_seconds: float
     python_peak_mb: float
     jvm_peak_mb: float = 0.0
+    #: the page converters' processes (``destinations/spark/page_conversion.py``), added up
+    converter_peak_mb: float = 0.0
     states: int = 0
     #: user + system CPU seconds of the case's processes (Python, and the JVM where one ran)
     cpu_seconds: float | None = None
@@ -174,7 +176,7 @@ class FullSyncCase(Case):
             destination.close()
         measurement = Measurement(
             case=self.name, records=sum(t.rows for t in totals), seconds=last - first, process_seconds=process_seconds,
-            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, states=states,
+            python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, converter_peak_mb=peaks.converters_mb, states=states,
             extra={"processes": peaks.processes(), "first_state_after_start_s": round((first_state or started) - started, 2),
                    "first_commit_s": _first_commit_seconds(counters.first_checkpoint_at(), first_state_wall)},
             commits=sum(t.commits for t in totals), data_files=sum(t.files for t in totals),

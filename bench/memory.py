@@ -9,7 +9,7 @@ Usage::
 
     with PeakMemory(process.pid) as peaks:
         process.wait()
-    peaks.python_mb, peaks.jvm_mb
+    peaks.python_mb, peaks.jvm_mb, peaks.converters_mb
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import threading
 
 SAMPLE_SECONDS = 0.05
+CONVERTER = "page_conversion_process.py"  # the page converter's command line names its program
 
 
 class PeakMemory:
@@ -64,6 +65,12 @@ class PeakMemory:
         """The Spark JVM. The largest java process: spark-submit first runs a small, short-lived
         java launcher to build the real JVM's command line, and the two never overlap."""
         return max((kb for pid, kb in self._peaks_kb.items() if self._is_jvm(pid)), default=0) / 1024
+
+    @property
+    def converters_mb(self) -> float:
+        """The page converters' processes (one per stream read from its pages' bytes), added up: a
+        sync's streams each start one, and they are not assumed to never overlap."""
+        return sum(kb for pid, kb in self._peaks_kb.items() if CONVERTER in self._commands.get(pid, "")) / 1024
 
     def processes(self) -> list[dict[str, object]]:
         """Every process seen in the tree with its peak, so a surprising figure can be traced."""

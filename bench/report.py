@@ -11,7 +11,7 @@ applies (the API answering at once: CPU-bound; the API waiting before each page:
     CPU-bound      first STATE <= 6 s after the process started (embedded Spark session; up to
                    1,000,000 records: beyond, reading the first slice alone takes longer)
     any            first commit <= 1 s from the first slice's end (a running Spark Connect server);
-                   peak memory of a full sync (Python + JVM) < 1.5 GB (concurrency 8 where it ran);
+                   peak memory of a full sync (Python + JVM + page converters) < 1.5 GB (concurrency 8 where it ran);
                    Python peak grows < 10% from the smallest to the largest --records
 
 Usage::
@@ -86,6 +86,7 @@ class BenchReport:
             "api_cores": _median_rounded([m.api_cores for m in runs]),
             "python_peak_mb": round(max(m.python_peak_mb for m in runs), 1),
             "jvm_peak_mb": round(max(m.jvm_peak_mb for m in runs), 1),
+            "converter_peak_mb": round(max(m.converter_peak_mb for m in runs), 1),
             # seconds from the process's start to its first STATE line (full syncs only)
             "first_state_after_start_s": _median_rounded([m.extra.get("first_state_after_start_s") for m in runs]),
             # seconds from the first checkpoint asked (the first slice's end) to its STATE line
@@ -136,14 +137,14 @@ class BenchReport:
                                    FIRST_STATE_TARGET_S))
         peak = self.peak_sync_memory_mb()
         if peak is not None:
-            rows.append(_check("peak memory of a full sync, MB (Python + JVM)", peak, "<", MEMORY_LIMIT_MB))
+            rows.append(_check("peak memory of a full sync, MB (Python + JVM + converters)", peak, "<", MEMORY_LIMIT_MB))
         return rows
 
     def peak_sync_memory_mb(self) -> float | None:
-        """The largest Python + JVM peak of the full syncs at concurrency 8 (the target's case), or
-        of any full sync when that case did not run."""
+        """The largest Python + JVM + page converters peak of the full syncs at concurrency 8 (the
+        target's case), or of any full sync when that case did not run."""
         cases = ["full-slice-c8"] if "full-slice-c8" in self.measurements else [c for c in self.measurements if c.startswith("full-")]
-        totals = [m.python_peak_mb + m.jvm_peak_mb for case in cases for m in self.measurements[case]]
+        totals = [m.python_peak_mb + m.jvm_peak_mb + m.converter_peak_mb for case in cases for m in self.measurements[case]]
         return max(totals) if totals else None
 
     def peak_python_mb(self) -> float:
@@ -169,7 +170,7 @@ class BenchReport:
             "",
         ]
         header = ["case", "records/s", "seconds", "first STATE s", "first commit s", "STATEs", "commits", "files",
-                  "cores", "API cores", "Python MB", "JVM MB"]
+                  "cores", "API cores", "Python MB", "converter MB", "JVM MB"]
         rows = []
         for case in self.measurements:
             summary = self.summary(case)
@@ -177,7 +178,8 @@ class BenchReport:
                          _dash(summary["first_state_after_start_s"]), _dash(summary["first_commit_s"]),
                          str(summary["states"]), _dash(summary["spark_commits"]), _dash(summary["data_files"]),
                          _dash(summary["cores"]), _dash(summary["api_cores"]),
-                         f"{summary['python_peak_mb']:.0f}", _dash(round(summary["jvm_peak_mb"]) or None)])
+                         f"{summary['python_peak_mb']:.0f}", _dash(round(summary["converter_peak_mb"]) or None),
+                         _dash(round(summary["jvm_peak_mb"]) or None)])
         lines.append(_table(header, rows))
         lines += ["", "Ratios of records/s (targets from the issue)"]
         ratio_rows = [[r["name"], f"{r['value']:.2f}", "" if r["target"] is None else f">= {r['target']}",

@@ -14,6 +14,7 @@ A whole connector, for the demo API's users (``python -m source_framework.demo.a
         cursor_field = "updatedAt"          # state = {"updatedAt": <highest value seen>}, kept for you
         primary_key = "id"
         state_checkpoint_interval = 1000    # also checkpoint every 1000 records inside a slice
+        records_path = "data"               # the records: each page's {"data": [...]}
         json_schema = {                     # the table's columns (or schemas/users.json beside this file)
             "type": "object",
             "properties": {
@@ -35,9 +36,6 @@ A whole connector, for the demo API's users (``python -m source_framework.demo.a
         def next_page_token(self, response):
             token = response.json()["next_cursor"]
             return {"cursor": token} if token else None
-
-        def parse_response(self, response, **kwargs):
-            yield from response.json()["data"]
 
 
     class DemoUsers(Source):
@@ -76,6 +74,7 @@ from source_framework.streams import (
     DateWindowStream,
     IncrementalHttpStream,
     PartitionedIncrementalStream,
+    RecordsAtPath,
     date_windows,
     page_json,
 )
@@ -87,6 +86,7 @@ __all__ = [
     "HttpStream",
     "IncrementalHttpStream",
     "PartitionedIncrementalStream",
+    "RecordsAtPath",
     "Source",
     "Stream",
     "TokenAuthenticator",

@@ -534,37 +534,203 @@ def test_held_or_not_every_checkpoint_commits_exactly_the_records_before_it_in_o
             if step == "write":
                 write_ids(buffer, range(written, written + value))
                 written += value
-            elif step == "checkpoint":
-                state = {"n": len(asked)}
-                asked.append((state, written, buffer.commit(state)))
-            elif step == "pause":
-                clock.now += value / 1000
-            elif asked:
-                _, before, future = asked[value % len(asked)]
-                assert future.result(5).rows_through >= before
-        if ends == "finish":
-            final = buffer.finish({"n": "final"}).result(5)
-            assert final.rows_through == written
-        else:
-            buffer.abort()
-        for _, before, future in asked:
-            assert future.result(5).rows_through >= before
+            else:
+                pace(buffer, clock, asked, written, step, value)
+        end(buffer, asked, written, ends)
     finally:
         committer.close()
         buffer_module.time = original
 
+    assert_each_checkpoint_committed_its_records(table, asked, list(range(written)), ends, in_order=True)
+
+
+# -- the buffer on the page path --------------------------------------------------------------------
+
+
+class LocalPageConverter:
+    """``PageConverter``'s calls on the converting process's own ``Converter``, in this process, one
+    at a time as the pipe delivers them (a fake of the pipe only: ``test_page_conversion.py`` runs
+    the real process)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._converter = None
+        self._pages = self._ends = 0
+        self._pipe = threading.Lock()  # the reading thread sends, the committer's asks for writes
+        self.closed = self.begun = False
+
+    def begin(self, schema, sync_id, records_path, parquet_options) -> None:
+        from source_framework.destinations.spark import page_conversion_process
+
+        self._converter = page_conversion_process.Converter(schema, sync_id, list(records_path), dict(parquet_options))
+        self.begun = True
+
+    def page(self, page) -> int:
+        with self._pipe:
+            self._pages += 1
+            self._converter.page(self._pages, page.extracted_at_ms, page.body)
+            return self._pages
+
+    def runs(self, runs) -> None:
+        with self._pipe:
+            self._converter.runs([list(run) for run in runs])
+
+    def drop(self, page_id) -> None:
+        with self._pipe:
+            self._converter.pages.pop(page_id)
+
+    def end(self) -> int:
+        with self._pipe:
+            self._ends += 1
+            self._converter.ends.append((self._ends, self._converter.received))
+            return self._ends
+
+    def write(self, token, seq, folder):
+        from source_framework.destinations.spark.page_conversion import PageWrite
+
+        assert not self.closed, "a job asked a closed converter for its rows"
+        with self._pipe:
+            answer = self._converter.write(token, seq, folder)
+        return PageWrite(answer["rows"], answer["undeclared"], answer["undeclared_records"])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class PagesTable(IdsTable):
+    """An ``IdsTable`` whose staged files may also come from the page converter (real files)."""
+
+    def __init__(self, folder) -> None:
+        super().__init__()
+        self._folder, self._made = folder, 0
+
+    def staging_folder(self) -> str:
+        self._made += 1
+        return os.path.join(self._folder, f"s-{self._made}")
+
+    def commit(self, data, state, seq, *, staged=(), **kwargs):
+        import pyarrow.parquet as pq
+
+        for item in staged:
+            if item.folder not in self._staged_ids:  # written by the converter
+                files = [os.path.join(item.folder, name) for name in os.listdir(item.folder)]
+                ids = [i for name in files for i in pq.read_table(name).column("id").to_pylist()]
+                assert len(ids) == item.rows
+                self._staged_ids[item.folder] = ids
+        return super().commit(data, state, seq, staged=staged, **kwargs)
+
+
+PAGE_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("page"), st.lists(st.booleans(), min_size=1, max_size=6)),  # items, written or skipped
+    st.tuples(st.just("write"), st.integers(1, 3)),  # records no page holds (converted here)
+    st.tuples(st.just("checkpoint"), st.just(0)),
+    st.tuples(st.just("pause"), st.sampled_from([1, 19, 50, -3_600_000])),
+    st.tuples(st.just("wait for"), st.integers(0, 50)),
+), max_size=50)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=PAGE_STEPS, stage_rows=st.integers(1, 16), ends=st.sampled_from(["finish", "abort"]))
+def test_on_the_page_path_every_checkpoint_commits_exactly_the_records_before_it(tmp_path_factory, steps, stage_rows, ends):
+    """As above, with records that are items of their pages (converted from the pages' bytes by
+    the page converter), some items skipped, and records no page holds in between: each state is
+    recorded once, in order, by the commit holding every record written before it and none after
+    the last state it records; after ``finish`` every record written is in the table once, after
+    ``abort`` exactly those its checkpoints covered; the converter is closed after its last job."""
+    import orjson
+
+    from source_framework.destinations.spark import buffer as buffer_module
+    from source_framework.helpers.raw_pages import RawPages
+
+    clock = Clock()
+    original, original_converter = buffer_module.time, buffer_module.PageConverter
+    buffer_module.time = clock  # type: ignore[assignment]
+    converters: list[LocalPageConverter] = []
+
+    def converter():
+        converters.append(LocalPageConverter())
+        return converters[-1]
+
+    buffer_module.PageConverter = converter  # type: ignore[assignment]
+    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
+    pages = RawPages(("data",))
+    try:
+        table = PagesTable(str(tmp_path_factory.mktemp("pages")))
+        buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=stage_rows, pages=pages)
+        order: list[int] = []  # ids in the order written
+        asked = []  # (state, records written before it, future)
+        next_id = 0
+        for step, value in steps:
+            if step == "page":
+                body = orjson.dumps({"data": [{"id": next_id + i, "n": next_id + i} for i in range(len(value))]})
+                items = orjson.loads(body)["data"]
+                pages.add(body, items)
+                for item, written in zip(items, value, strict=True):
+                    if written:
+                        buffer.write(item)
+                        order.append(item["id"])
+                next_id += len(value)
+            elif step == "write":
+                for i in range(next_id, next_id + value):
+                    buffer.write({"id": i, "n": i})
+                    order.append(i)
+                next_id += value
+            else:
+                pace(buffer, clock, asked, len(order), step, value)
+        end(buffer, asked, len(order), ends)
+    finally:
+        committer.close()
+        buffer_module.time, buffer_module.PageConverter = original, original_converter  # type: ignore[assignment]
+
+    assert all(c.closed for c in converters) and not pages.enabled
+    # records of pages go in their own file, beside the others: in order within each kind only
+    assert_each_checkpoint_committed_its_records(table, asked, order, ends, in_order=False)
+
+
+def pace(buffer, clock, asked, written, step, value):
+    """A step of the property tests other than writing: a checkpoint (``asked`` gets its state,
+    the records written before it and its future), a pause on the buffer's clock, or a wait for
+    an earlier checkpoint's future, which must cover the records before it."""
+    if step == "checkpoint":
+        state = {"n": len(asked)}
+        asked.append((state, written, buffer.commit(state)))
+    elif step == "pause":
+        clock.now += value / 1000
+    elif asked:
+        _, before, future = asked[value % len(asked)]
+        assert future.result(5).rows_through >= before
+
+
+def end(buffer, asked, written, ends):
+    """``finish`` (whose receipt counts every record) or ``abort``; then every checkpoint's future
+    covers the records before it."""
+    if ends == "finish":
+        assert buffer.finish({"n": "final"}).result(5).rows_through == written
+    else:
+        buffer.abort()
+    for _, before, future in asked:
+        assert future.result(5).rows_through >= before
+
+
+def assert_each_checkpoint_committed_its_records(table, asked, order, ends, in_order):
+    """Each checkpoint's state is recorded once, in order, by the commit that holds every record
+    written before it (``order``: ids as written) and none written after the last state that commit
+    records; after ``finish`` every record is in the table once, after ``abort`` exactly those its
+    checkpoints covered."""
     recorded = [s for commit in table.commits for s in (*commit["merged_states"], commit["state"])]
     expected = [state for state, _, _ in asked]
     covered = asked[-1][1] if asked else 0
-    if ends == "finish" and written > covered:  # else nothing is left to commit
+    if ends == "finish" and len(order) > covered:  # else nothing is left to commit
         expected.append({"n": "final"})
     assert recorded[: len(expected)] == expected and all(s == {"n": "final"} for s in recorded[len(expected):])
-    committed_ids = [i for ids in table.ids_by_commit for i in ids]
-    assert committed_ids == sorted(set(committed_ids))  # in order, none twice
+    committed = [i for ids in table.ids_by_commit for i in ids]
+    assert committed == sorted(set(committed)) if in_order else len(committed) == len(set(committed))  # none twice
     through = 0
     before_by_state = {str(state): before for state, before, _ in asked}
     for commit, ids in zip(table.commits, table.ids_by_commit, strict=True):
+        assert sorted(ids) == sorted(order[through:through + len(ids)])  # the next records written, all of them
         through += len(ids)
         if str(commit["state"]) in before_by_state:  # exactly the records before its last state
             assert through == before_by_state[str(commit["state"])]
-    assert through == (written if ends == "finish" else covered)
+    assert through == (len(order) if ends == "finish" else covered)

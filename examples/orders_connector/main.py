@@ -15,6 +15,7 @@ class Orders(DateWindowStream):
     cursor_field = "updatedAt"            # the state is the highest updatedAt read so far
     window_step = dt.timedelta(days=30)   # one slice, and one checkpoint, per 30 days
     state_checkpoint_interval = 1000      # and a checkpoint every 1000 records inside a window
+    records_path = "data"                 # each page's records: {"data": [...], "page": 1, ...}
 
     def __init__(self, config):
         super().__init__(start_date=config["start_date"], authenticator=TokenAuthenticator(config["api_key"]))
@@ -30,9 +31,6 @@ class Orders(DateWindowStream):
     def next_page_token(self, response):
         body = response.json()
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
-
-    def parse_response(self, response, **kwargs):
-        yield from response.json()["data"]
 
     def get_json_schema(self):
         with open(os.path.join(os.path.dirname(__file__), "orders.json")) as schema:

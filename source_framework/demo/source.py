@@ -29,6 +29,7 @@ from source_framework import (
     HttpStream,
     IncrementalHttpStream,
     PartitionedIncrementalStream,
+    RecordsAtPath,
     Source,
     Stream,
     TokenAuthenticator,
@@ -56,10 +57,12 @@ def api_url(config: Mapping[str, Any]) -> str:
     return _embedded_apis[key].url + "/"
 
 
-class DemoStream(HttpStream):
-    """Shared plumbing: base URL, page size, JSON schemas from ``demo/schemas``."""
+class DemoStream(RecordsAtPath, HttpStream):
+    """Shared plumbing: base URL, page size, JSON schemas from ``demo/schemas``; every page's
+    records are its ``data`` list."""
 
     primary_key = "id"
+    records_path = "data"
 
     def __init__(self, config: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__(authenticator=TokenAuthenticator(token=config.get("api_key", "")), **kwargs)
@@ -85,9 +88,6 @@ class DemoStream(HttpStream):
     def get_json_schema(self) -> Mapping[str, Any]:
         with open(os.path.join(SCHEMAS, f"{self.name}.json"), encoding="utf-8") as handle:
             return json.load(handle)
-
-    def parse_response(self, response: requests.Response, **kwargs: Any) -> Iterable[Mapping[str, Any]]:
-        yield from page_json(response)["data"]
 
 
 class Users(DemoStream, IncrementalHttpStream):

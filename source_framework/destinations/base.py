@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.helpers.raw_pages import RawPages
 
 #: destination sync modes from the configured catalog
 APPEND, OVERWRITE, APPEND_DEDUP = "append", "overwrite", "append_dedup"
@@ -40,6 +41,9 @@ class StreamTarget:
     cursor_field: list[str] = field(default_factory=list)
     #: the stream re-syncs from scratch (bad state and --on-bad-state resync): replace its table
     rebuild: bool = False
+    #: the pages the stream's records come from, unchanged (``RecordsAtPath``), for a destination
+    #: that converts them from the pages' bytes; None for any other stream
+    pages: RawPages | None = None
 
 
 @dataclass(frozen=True)

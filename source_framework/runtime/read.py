@@ -642,6 +642,7 @@ def _sync_one(
             primary_key=adapter.primary_key,
             cursor_field=adapter.cursor_field,
             rebuild=name in rebuild or "*" in rebuild,
+            pages=adapter.raw_pages,
         )
         sink = destination.open_stream(target)
         sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency, shared)

@@ -49,6 +49,7 @@ from airbyte_cdk.sources.streams.concurrent.abstract_stream_facade import Abstra
 from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
 from airbyte_cdk.sources.utils.transform import TransformConfig
 
+from source_framework.helpers.raw_pages import RawPages
 from source_framework.streams.cursor import partition_key
 from source_framework.streams.pages import PageFetches
 
@@ -119,6 +120,9 @@ class StreamAdapter(ABC):
         #: with each record, in order), so it may be committed whatever the sink; else only where
         #: the sink finds such records again (``StreamSink.may_commit_uncovered_rows``)
         self.failed_slices_covered = False
+        #: the pages the stream's records are the items of, unchanged (``RecordsAtPath``): a
+        #: destination may make their rows from the pages' bytes. None for any other stream.
+        self.raw_pages: RawPages | None = None
 
     @property
     @abstractmethod
@@ -267,6 +271,8 @@ class CdkStreamAdapter(StreamAdapter):
                 transformer.transform(data, schema)
 
             self.transform = transform
+        elif isinstance(getattr(stream, "raw_pages", None), RawPages):  # (a transformed record is a copy)
+            self.raw_pages = stream.raw_pages  # type: ignore[attr-defined]
         self._start_state: MutableMapping[str, Any] = {}
         self._tracker: MutableMapping[str, Any] = {}
         self._last_state: Mapping[str, Any] = {}

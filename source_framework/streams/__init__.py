@@ -5,7 +5,7 @@ from source_framework.streams.incremental import (
     CursorWentBackwards,
     IncrementalHttpStream,
 )
-from source_framework.streams.responses import page_json
+from source_framework.streams.responses import RecordsAtPath, page_json
 from source_framework.streams.slicing import (
     DateWindowStream,
     PartitionedIncrementalStream,
@@ -18,6 +18,7 @@ __all__ = [
     "DateWindowStream",
     "IncrementalHttpStream",
     "PartitionedIncrementalStream",
+    "RecordsAtPath",
     "date_windows",
     "page_json",
 ]

@@ -47,6 +47,7 @@ from source_framework.streams.cursor import (
     short_repr,
 )
 from source_framework.streams.pages import PageFetches
+from source_framework.streams.responses import RecordsAtPath
 
 
 class CursorWentBackwards(Exception):
@@ -60,7 +61,7 @@ class CursorFieldMissing(KeyError):
         return str(self.args[0])
 
 
-class IncrementalHttpStream(HttpStream, ABC):
+class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
     """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen.
 
     Class attributes users override:
@@ -75,6 +76,9 @@ class IncrementalHttpStream(HttpStream, ABC):
     - ``json_schema``: the stream's JSON schema (its table's columns). Without it, the schema is
       read from ``schemas/<stream name>.json`` beside the module that defines the class (a
       script's folder too), else from the package, as airbyte-cdk does.
+    - ``records_path``: where the records are in each page's JSON body (``"data"``, ``"result.items"``),
+      as the API sent them; the stream then needs no ``parse_response`` (``RecordsAtPath``), and
+      the Spark destination converts its records from the pages' bytes in a process of its own.
     - ``concurrency_safe``: the runtime may fetch several slices at once, in worker threads
       (``--concurrency``); the records still reach the table, and the cursor moves, in slice
       order. Set ``False`` if the request or parse methods keep per-slice data on ``self``.
@@ -87,8 +91,8 @@ class IncrementalHttpStream(HttpStream, ABC):
     misspelled field would otherwise leave the state where it was forever); a record whose
     cursor value is null is written and does not move the state.
 
-    ``read_records`` is the framework's (``@final``): it keeps the cursor. Override
-    ``parse_response`` and the request methods, as with any ``HttpStream``. A class attribute
+    ``read_records`` is the framework's (``@final``): it keeps the cursor. Set ``records_path`` or
+    override ``parse_response``, and override the request methods, as with any ``HttpStream``. A class attribute
     that looks like a misspelling of one the runtime reads (``state_checkpoint_intervals``)
     stops the class definition with a ``TypeError`` naming the right one.
     """
@@ -105,7 +109,7 @@ class IncrementalHttpStream(HttpStream, ABC):
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
         "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",
-        "partitions_fail_apart",
+        "partitions_fail_apart", "records_path",
     )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

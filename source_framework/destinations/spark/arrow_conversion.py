@@ -168,13 +168,18 @@ class UndeclaredFields:
         self._lock = threading.Lock()
 
     def add(self, by_row: dict[int, list[str]]) -> None:
-        if not by_row:
+        if by_row:
+            self.add_counts(Counter(name for names in by_row.values() for name in names), len(by_row))
+
+    def add_counts(self, by_field: Mapping[str, int], records: int) -> None:
+        """Counts made elsewhere (the page converter's process): ``{field: records}``, and how many
+        records carried any."""
+        if not records:
             return
         with self._lock:
             known = len(self.by_field)
-            self.records += len(by_row)
-            for names in by_row.values():
-                self.by_field.update(names)
+            self.records += records
+            self.by_field.update(by_field)
             new = list(self.by_field)[known:]  # a Counter keeps first-seen order
         if new and self._on_new is not None:
             self._on_new(new)

@@ -24,29 +24,20 @@ Fields a record carries that the table's schema does not declare get no column: 
 names them in the row's ``_sf_meta`` and counts them (``undeclared_fields``, for the end-of-run
 summary), and each new one is logged once.
 
-Why records are converted in this process, though converting holds the interpreter the reader
-needs: a sync into Spark is bound by that one interpreter, not by the machine (1,000,000 records
-on 2 cores: the sync keeps 1.05 cores busy, the API 0.03; ``bench/run.py``'s "cores" columns), so
-only work that leaves the interpreter can speed it up. A helper process that converted batches
-was measured and was no faster: packing a batch to send it (``marshal``) cost the reader 1.3 µs a
-record, most of the 2.3 µs converting did, since the records are no longer in the CPU's caches by
-then. Nor was having Arrow's C++ JSON reader type the batches on the committer's thread (it lets
-go of the interpreter): orjson writing the records as one JSON document and the object/array
-columns' texts cost the reader 1.3-1.6 µs a record in the sync (0.24 µs in a loop over parsed pages
-alone), and 1,000,000 demo orders at slice checkpoints went 111,000-113,000 records/s against
-118,000-130,000 this way, interval 100 no better. Nor, by enough to keep it, a helper process given
-each page's bytes (branch ``experiment/page-converter``: streams whose records are a page's items
-unchanged, converted there with this same code): 1,000,000 orders at slice checkpoints took 6.95 s
-against 7.4 s (medians of 4), and 6.5 s with the helper converting nothing, while a buffer that
-drops every record takes 4.5 s. So with the conversion gone from this process, two thirds of the
-sink's cost to the reader stayed: the per-record and per-page handling around it (there: sending
-pages, matching records to them; here: holding records until a batch), which is what to measure next.
-Measured since, neither worth keeping: ``BATCH_ROWS`` 256 and 1,024 (records converted while still
-in the CPU's caches) took 7.5-7.7 s and 6.6-9.5 s against 6.6-8.9 s at 4,096 (4 interleaved runs),
-and turning the garbage collector off 7.2-8.2 s against 7.2-7.6 s. A batch of 4,096 demo orders
-converts at 0.14 µs a record when its values repeat (hot in the caches), 1.1-1.3 µs when they are
-4,096 distinct records just parsed, 2.3-3.5 µs inside a sync: the cost is memory traffic, not
-Arrow's work.
+Records of a stream whose records are its pages' items unchanged (``pages``: a ``records_path``
+stream) are not converted here at all: ``write`` checks that each is the next item of its page,
+and the page converter (``page_conversion``) makes their rows from the pages' bytes in a process
+of its own. A checkpoint then also ends the rows sent to it (a token the job carries), and the
+committer asks that process for them as a staged file. Why: reading and converting share this
+process's one interpreter, which bounds a sync however many threads it runs (1,000,000 demo
+orders on 2 cores: the reading thread spent ~3.0 s reading and ~2.5 s converting).
+
+Measured before the page converter, for records still converted here (other streams): a helper
+process sent each batch's records (``marshal``) was no faster (packing cost the reader most of
+what converting did), nor was Arrow's JSON reader on the committer's thread (writing the records
+as JSON cost as much), nor smaller batches (256, 1,024), nor the garbage collector off. A batch of
+4,096 distinct demo orders converts at 1.1-1.3 µs a record just parsed, 2.3-3.5 µs inside a
+sync: the cost is memory traffic, not Arrow's work.
 """
 
 from __future__ import annotations
@@ -62,7 +53,10 @@ import pyarrow as pa
 from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
+from source_framework.destinations.spark.page_conversion import PageConverter
+from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
 from source_framework.destinations.spark.table_writer import TableWriter
+from source_framework.helpers.raw_pages import RawPages
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -106,11 +100,19 @@ STAGE_ROWS = 100_000
 #: (a parsed dict of a dozen fields; generous, so the bound holds).
 RAW_RECORD_BYTES = 2048
 
+#: What a row the page converter holds counts for against ``max_pending_bytes`` (its memory is
+#: the other process's; this keeps the committer's queue, and that process, bounded alike).
+PAGE_ROW_BYTES = 256
+
 
 class StreamBuffer(StreamSink):
     """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
 
-    def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS) -> None:
+    def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
+                 pages: RawPages | None = None) -> None:
+        """``pages``: the stream's pages, where its records are their items unchanged
+        (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
+        ``PageConverter``; any other record is converted here."""
         self._writer = writer
         self._committer = committer
         self.location = writer.table.path
@@ -132,6 +134,26 @@ class StreamBuffer(StreamSink):
         # Whether this run's first commit replaces the table: known before the first job and
         # kept here, so the reading thread never asks the writer, which the committer's thread owns.
         self._replaces_table = writer.rebuilding
+        # The page path (``page_conversion``): the page the records come from, the item expected
+        # next and where the current run of written items began; runs not yet sent; rows sent in
+        # runs since the last checkpoint's end, and ends (tokens) no job has taken yet.
+        self._raw = pages
+        # Started now, so that it has imported what it needs by the first page; told the table's
+        # schema at the first page only, as a reset may yet change it.
+        self._converter: PageConverter | None = PageConverter() if pages is not None else None
+        self._page_items: list[Any] | None = None
+        self._page_len = 0
+        self._page_id = 0
+        self._next_item = 0
+        self._run_start = 0
+        self._runs: list[tuple[int, int, int]] = []
+        self._unended_rows = 0
+        self._page_token: int | None = None
+        self._token_rows = 0
+        self._missed_at = -1  # ``pages.added`` when a record was last not found in them
+        self._last_job: Future[Any] | None = None
+        if pages is not None:
+            pages.enabled = True
 
     # -- before reading: where the stream resumes ----------------------------------------------
 
@@ -154,6 +176,16 @@ class StreamBuffer(StreamSink):
     # -- reading ---------------------------------------------------------------------------------
 
     def write(self, record: Mapping[str, Any]) -> None:
+        items = self._page_items
+        if items is not None:  # the page path: the next item of the page, nothing else to do
+            index = self._next_item
+            if index < self._page_len and items[index] is record:
+                self._next_item = index + 1
+                return
+            if self._skip_to(record):
+                return
+        if self._raw is not None and self._raw.added != self._missed_at and self._claim(record):
+            return
         now_ms = int(time.time() * 1000)
         if self._held and (not 0 <= now_ms - self._held_since_ms < HOLD_MS or len(self._records) >= self._batch_rows):
             self._hand_over()  # before a batch forms: held checkpoints end inside ``_records``
@@ -165,6 +197,7 @@ class StreamBuffer(StreamSink):
                 self._submit_stage()
 
     def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+        self._end_pages()
         now_ms = int(time.time() * 1000)
         # (a clock set back counts as a pause: held checkpoints never wait on the clock's say-so)
         fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= HOLD_MS, now_ms
@@ -181,15 +214,25 @@ class StreamBuffer(StreamSink):
 
     def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         self._hand_over()
+        self._end_pages()
         if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._holds_rows():
-            return self._submit(state, notes)
-        # Nothing left to write: the last commit's receipt already counts every row.
-        return self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
+            future = self._submit(state, notes)
+        else:  # nothing left to write: the last commit's receipt already counts every row
+            future = self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
+        self._stop_pages()
+        return future
 
     def abort(self) -> None:
         self._hand_over()  # checkpoints asked before the failure are committed, as if never held
         self._records, self._extracted_at = [], []
         self._batches, self._batched_rows = [], 0
+        self._page_token, self._token_rows, self._unended_rows, self._runs = None, 0, 0, []
+        self._stop_pages()
+
+    def close_pages(self) -> None:
+        """End the page converter's process now (the destination closes: no job is left)."""
+        if self._converter is not None:
+            self._converter.close()
 
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
         return self._writer.holds(records)
@@ -204,7 +247,81 @@ class StreamBuffer(StreamSink):
         return self._writer.undeclared.records
 
     def _holds_rows(self) -> bool:
-        return bool(self._records or self._batches or self._staged_since_commit)
+        return bool(self._records or self._batches or self._staged_since_commit or self._page_token is not None)
+
+    # -- the page path ---------------------------------------------------------------------------
+
+    def _claim(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` is an item of one of the stream's pages: that page becomes the one
+        records are expected from (sent to the converter first), from that item on."""
+        assert self._raw is not None
+        added = self._raw.added
+        found = self._raw.claim(record)
+        if found is None:
+            self._missed_at = added  # converted here; looked for again once a page is added
+            return False
+        page, index = found
+        converter = self._converter
+        assert converter is not None  # (there since the buffer was made, until the stream ends)
+        if not converter.begun:
+            converter.begin(self._writer.schema, self._writer.sync_id, self._raw.path, ARROW_PARQUET_OPTIONS)
+        self._close_run()
+        if self._page_items is not None:
+            converter.runs(self._runs)
+            self._runs = []
+            converter.drop(self._page_id)
+        self._page_id = converter.page(page)
+        self._page_items, self._page_len = page.items, len(page.items)
+        self._run_start, self._next_item = index, index + 1
+        if self._held and not 0 <= int(time.time() * 1000) - self._held_since_ms < HOLD_MS:
+            self._hand_over()  # (checked at each page here, as at each record on the other path)
+        elif not self._held and self._unended_rows + self._token_rows + self._batched_rows >= self._stage_rows:
+            self._submit_stage()
+        return True
+
+    def _skip_to(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` is a later item of the current page (the ones before it were not
+        written: the table held them): a new run begins there."""
+        assert self._page_items is not None
+        for index in range(self._next_item, self._page_len):
+            if self._page_items[index] is record:
+                self._close_run()
+                self._run_start, self._next_item = index, index + 1
+                return True
+        return False
+
+    def _close_run(self) -> None:
+        """The items written since the run began become one run (sent with the next frame)."""
+        if self._next_item > self._run_start:
+            self._runs.append((self._page_id, self._run_start, self._next_item))
+            self._unended_rows += self._next_item - self._run_start
+            self._run_start = self._next_item
+
+    def _end_pages(self) -> None:
+        """A checkpoint: the rows sent in runs so far end here (a token the next job takes)."""
+        if self._converter is None or not self._converter.begun:
+            return
+        self._close_run()
+        if self._runs:
+            self._converter.runs(self._runs)
+            self._runs = []
+        if self._unended_rows:
+            self._page_token = self._converter.end()
+            self._token_rows += self._unended_rows
+            self._unended_rows = 0
+
+    def _stop_pages(self) -> None:
+        """The stream ends: its pages are no longer kept, and the converter's process ends once
+        the last job that may need it is done."""
+        if self._raw is not None:
+            self._raw.enabled = False
+        self._page_items = None
+        converter, self._converter = self._converter, None
+        if converter is not None:
+            if self._last_job is None or self._last_job.done():
+                converter.close()
+            else:
+                self._last_job.add_done_callback(lambda _: converter.close())
 
     def _to_arrow(self) -> None:
         """The records so far become one Arrow batch; its checkpoint number is set at commit."""
@@ -236,16 +353,17 @@ class StreamBuffer(StreamSink):
         self._staged_since_commit = 0
         job = self._job(state, notes, stage_only=False)
         job.earlier_states = earlier_states or []
-        self._last_commit = self._committer.submit(job)
+        self._last_commit = self._last_job = self._committer.submit(job)
         self._replaces_table = False  # that commit replaces it; the next ones add to it
         return self._last_commit
 
     def _submit_stage(self) -> None:
         """Hand the rows held so far to the writer ahead of their checkpoint (a failure surfaces at
         the next commit: the writer refuses every job after a failed one). Called right after a
-        full batch was made: the job holds batches only."""
-        self._staged_since_commit += self._batched_rows
-        self._committer.submit(self._job(None, None, stage_only=True))
+        full batch was made, or at a new page: the job holds batches and pages' rows."""
+        self._end_pages()
+        self._staged_since_commit += self._batched_rows + self._token_rows
+        self._last_job = self._committer.submit(self._job(None, None, stage_only=True))
 
     def _job(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None, stage_only: bool) -> CommitJob:
         """The batches and records held so far, as one job; the buffer starts holding anew."""
@@ -254,8 +372,11 @@ class StreamBuffer(StreamSink):
         # (``nbytes`` walks every buffer's slice: ~20 µs a batch, paid once a checkpoint)
         nbytes = sum(b.get_total_buffer_size() for b in batches) + RAW_RECORD_BYTES * len(records)
         rows = sum(b.num_rows for b in batches) + len(records)
-        return CommitJob(self._writer, batches, rows, nbytes, state, notes, stage_only=stage_only,
-                         records=records, extracted_at_ms=extracted)
+        token, token_rows = self._page_token, self._token_rows
+        self._page_token, self._token_rows = None, 0
+        return CommitJob(self._writer, batches, rows + token_rows, nbytes + PAGE_ROW_BYTES * token_rows, state, notes,
+                         stage_only=stage_only, records=records, extracted_at_ms=extracted,
+                         pages=self._converter if token is not None else None, page_token=token)
 
 
 class _HeldCheckpoint(Future):

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from source_framework.destinations.checkpoint_record import ResumeNotes
+    from source_framework.destinations.spark.page_conversion import PageConverter
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -76,6 +77,10 @@ class CommitJob:
     #: states of checkpoints the buffer held back and handed over with this one (before it, in
     #: order): this job's rows cover them too, and their STATEs are printed after its commit
     earlier_states: list[Mapping[str, Any] | None] = field(default_factory=list)
+    #: rows the stream's page converter holds for this job: those up to ``page_token`` (and before
+    #: it, not yet written), which it writes as a Parquet file when asked (``page_conversion``)
+    pages: PageConverter | None = None
+    page_token: int | None = None
     future: Future[Any] = field(default_factory=Future)
 
 

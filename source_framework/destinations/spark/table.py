@@ -264,9 +264,14 @@ class SparkTable:
         the process's memory with the slice. Staged files sit in the staging folder, invisible
         to readers; a run that dies before the commit leaves them to the next run's clean-up.
         """
-        staging = os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
+        staging = self.staging_folder()
         self._write_parquet(data, staging)
         return StagedFiles(staging, data.num_rows)
+
+    def staging_folder(self) -> str:
+        """A new folder in the staging folder, for files written ahead of their commit (by
+        :meth:`stage`, or by another process: the page converter); nothing is made yet."""
+        return os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
 
     def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles]

@@ -1,7 +1,9 @@
 """Applies one stream's commit jobs to its table, on the committer's thread.
 
 The reading thread's ``StreamBuffer`` turns records into Arrow batches and hands them over as
-``CommitJob``s; from then on this object alone touches the table, in job order::
+``CommitJob``s (a ``records_path`` stream's jobs name rows the page converter holds instead, which
+this object asks it to write as a staged file: ``page_conversion.py``); from then on this object
+alone touches the table, in job order::
 
     writer = TableWriter(table, target, arrow_schema(json_schema), recorded_schema=table.recorded_schema())
     writer.check_schema()                # reading thread, before anything is written
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping
@@ -49,6 +52,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from source_framework.destinations.base import APPEND_DEDUP, OVERWRITE, CommitReceipt, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
@@ -250,15 +254,29 @@ class TableWriter:
         records = [record for job in jobs for record in job.records]
         if records:  # the records the buffer had not converted yet, of every merged checkpoint at once
             batches.append(self.to_arrow(records, [ms for job in jobs for ms in job.extracted_at_ms]))
+        from_pages = [job for job in jobs if job.page_token is not None]
+        if from_pages:  # rows the page converter holds: its file is staged, published with the commit
+            self._staged.append(self._stage_from_pages(from_pages[-1]))
         if jobs[0].stage_only:
-            staged = self.table.stage(self._numbered(batches, self._next_seq))
-            self._staged.append(staged)
-            return [staged] * len(jobs)
+            if batches or not from_pages:
+                self._staged.append(self.table.stage(self._numbered(batches, self._next_seq)))
+            return [self._staged[-1]] * len(jobs)
         # The STATEs of merged checkpoints are printed too; a later run given one of them must
         # know the table already holds what came after it.
         merged_states = [dict(state or {}) for job in jobs for state in (*job.earlier_states, job.state)][:-1]
         self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states)
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
+
+    def _stage_from_pages(self, job: CommitJob) -> StagedFiles:
+        """The page converter's rows up to ``job``'s (earlier jobs' included), as a staged file."""
+        assert job.pages is not None and job.page_token is not None
+        folder = self.table.staging_folder()
+        written = job.pages.write(job.page_token, self._next_seq, folder)
+        rows = sum(pq.read_metadata(os.path.join(folder, name)).num_rows for name in os.listdir(folder))
+        if rows != written.rows:
+            raise RuntimeError(f"{folder}: the page converter wrote {written.rows} rows, its files hold {rows}")
+        self.undeclared.add_counts(written.undeclared, written.undeclared_records)
+        return StagedFiles(folder, rows)
 
     def _commit(self, batches: list[pa.Table], state: Any, notes: ResumeNotes | None, merged_states: list[Any]) -> None:
         seq = self._next_seq

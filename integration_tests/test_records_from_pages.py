@@ -1,0 +1,137 @@
+"""Records converted from their pages' bytes in a process of their own (``records_path`` streams,
+``destinations/spark/page_conversion.py``) land the rows conversion in this process lands; a
+stream that changes its records is never read from its pages; a converter killed in a sync fails
+its stream without a STATE for what it held, and the next sync ends with every record once.
+
+Syncs run in this process (``source_framework.testing.read``) on the test run's Spark session.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for
+from source_framework import page_json
+from source_framework.demo.api import DemoApi
+from source_framework.demo.source import DemoSource, Orders, Products, StoreOrders, Stores
+from source_framework.destinations.spark import page_conversion
+from source_framework.destinations.spark.layout import table_path
+from source_framework.testing import read
+
+STREAMS = ("orders", "store_orders", "products")
+
+
+@pytest.fixture(scope="module")
+def api():
+    with DemoApi(records=1_500, api_key=API_KEY, seed=5).start() as api:
+        yield api
+
+
+class Converted:
+    """The same records, through a ``parse_response`` of the stream's own: converted here."""
+
+    def parse_response(self, response: Any, **kwargs: Any):
+        yield from page_json(response)["data"]
+
+
+class OrdersHere(Converted, Orders):
+    name = "orders"  # type: ignore[assignment]
+
+
+class StoreOrdersHere(Converted, StoreOrders):
+    name = "store_orders"  # type: ignore[assignment]
+
+
+class ProductsHere(Converted, Products):
+    name = "products"  # type: ignore[assignment]
+
+
+class DemoConvertedHere(DemoSource):
+    def streams(self, config):
+        return [OrdersHere(config), StoreOrdersHere(config, parent=Stores(config)), ProductsHere(config)]
+
+
+class DoubledAmounts(Orders):
+    """Changes its records where they lie, in the page's own objects: the page's bytes no longer say them."""
+
+    name = "orders"  # type: ignore[assignment]
+
+    def parse_response(self, response: Any, **kwargs: Any):
+        for record in page_json(response)["data"]:
+            record["amount"] = record["amount"] * 2
+            yield record
+
+
+class DemoDoubled(DemoSource):
+    def streams(self, config):
+        return [DoubledAmounts(config)]
+
+
+def table_rows(spark, warehouse, stream, drop=("_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint")):
+    # (which commit a row came with depends on how checkpoints queued up: timing, not data)
+    frame = spark.read.parquet(table_path(str(warehouse), "demo", stream)).drop(*drop)
+    return sorted(tuple(row) for row in frame.collect())
+
+
+def test_rows_from_the_pages_bytes_are_the_rows_converted_here(spark, api, tmp_path, monkeypatch):
+    started = []
+    original = page_conversion.PageConverter.begin
+
+    def counted(self, schema, sync_id, records_path, parquet_options):
+        started.append(records_path)
+        original(self, schema, sync_id, records_path, parquet_options)
+
+    monkeypatch.setattr(page_conversion.PageConverter, "begin", counted)
+    for interval in (None, 37):
+        pages = config_for(api, tmp_path / f"pages-{interval}", state_checkpoint_interval=interval)
+        here = config_for(api, tmp_path / f"here-{interval}", state_checkpoint_interval=interval)
+        assert read(DemoSource(), pages, catalog(*STREAMS)).returncode == 0
+        converters = len(started)
+        assert converters == len(STREAMS) and set(started) == {("data",)}  # one per stream, each read from its pages
+        assert read(DemoConvertedHere(), here, catalog(*STREAMS)).returncode == 0
+        assert len(started) == converters  # a parse_response of the stream's own: none
+        for stream in STREAMS:
+            assert table_rows(spark, tmp_path / f"pages-{interval}", stream) == table_rows(spark, tmp_path / f"here-{interval}", stream)
+        started.clear()
+
+
+def test_a_stream_that_changes_its_records_lands_them_changed(spark, api, tmp_path):
+    config = config_for(api, tmp_path / "warehouse")
+    assert read(DemoDoubled(), config, catalog("orders")).returncode == 0
+    amounts = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(str(tmp_path / "warehouse"), "demo", "orders")).collect()}
+    api_amounts = {record["id"]: record["amount"] for record in all_records(api, "orders", {"start": "2025-01-01T00:00:00Z"})}
+    assert amounts and amounts == {key: value * 2 for key, value in api_amounts.items() if key in amounts}
+    assert len(amounts) == len(api_amounts)
+
+
+def test_a_converter_killed_in_a_sync_fails_the_stream_and_the_next_sync_lands_every_record_once(
+        spark, api, tmp_path, monkeypatch):
+    config = config_for(api, tmp_path / "warehouse", state_checkpoint_interval=100)
+    sent = []
+    original = page_conversion.PageConverter.page
+
+    def page_then_die(self, page):
+        sent.append(page)
+        if len(sent) == 4:
+            os.kill(self._process.pid, signal.SIGKILL)
+        return original(self, page)
+
+    monkeypatch.setattr(page_conversion.PageConverter, "page", page_then_die)
+    first = read(DemoSource(), config, catalog("orders"))
+    assert first.returncode == 1
+    errors = [m["trace"]["error"]["message"] for m in first.messages
+              if m["type"] == "TRACE" and m["trace"].get("type") == "ERROR"]
+    assert len(errors) == 1 and "page converter process ended with exit code -9" in errors[0], errors
+    orders = table_path(str(tmp_path / "warehouse"), "demo", "orders")
+    committed = spark.read.parquet(orders).count() if first.states() else 0
+    assert committed < 1_500  # the pages sent after the kill were committed under no STATE
+
+    monkeypatch.setattr(page_conversion.PageConverter, "page", original)
+    second = read(DemoSource(), config, catalog("orders"), state=first.final_state_list() or None)
+    assert second.returncode == 0
+    ids = [row["id"] for row in spark.read.parquet(table_path(str(tmp_path / "warehouse"), "demo", "orders")).select("id").collect()]
+    assert sorted(ids) == sorted(record["id"] for record in all_records(api, "orders", {"start": "2025-01-01T00:00:00Z"}))

@@ -1,0 +1,185 @@
+"""The page converter makes from pages' bytes exactly the rows this process would make from the
+records (``records_to_arrow``), checkpoint by checkpoint, and a converter that dies fails the
+commit that needs it, never passes it."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from source_framework.destinations.spark import page_conversion_process
+from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, arrow_schema, records_to_arrow
+from source_framework.destinations.spark.page_conversion import PageConversionFailed, PageConverter
+from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
+from source_framework.helpers.raw_pages import RawPage
+
+JSON_SCHEMA = {"properties": {
+    "id": {"type": "integer"}, "amount": {"type": ["null", "number"]}, "ok": {"type": "boolean"},
+    "name": {"type": "string"}, "at": {"type": "string", "format": "date-time"},
+    "day": {"type": "string", "format": "date"}, "items": {"type": "array"}, "user": {"type": "object"},
+    "any": {},
+}}
+SCHEMA = arrow_schema(JSON_SCHEMA)
+SYNC = "sync-1"
+
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=6), st.sampled_from(["2025-01-02T03:04:05Z", "2025-01-02T03:04:05.123456+02:00", "2025-01-02",
+                                          "42", "1.5", "true", "not a date"]),
+    st.lists(st.integers(0, 3), max_size=2), st.dictionaries(st.sampled_from("ab"), st.integers(0, 3), max_size=2),
+)
+RECORDS = st.dictionaries(st.sampled_from([*JSON_SCHEMA["properties"], "nickname", "extra"]), VALUES, max_size=6)
+#: pages of records, each item with whether it is written (a resumed sync skips some)
+PAGES = st.lists(st.lists(st.tuples(RECORDS, st.booleans()), min_size=1, max_size=6), min_size=1, max_size=5)
+
+
+def expected_rows(records: list[Any], extracted_at: list[int], seq: int, undeclared: UndeclaredFields) -> pa.Table:
+    table = records_to_arrow(records, SCHEMA, extracted_at_ms=extracted_at, sync_id=SYNC, checkpoint=seq,
+                             undeclared=undeclared)
+    return table
+
+
+@settings(max_examples=120, deadline=None)
+@given(pages=PAGES, cuts=st.lists(st.integers(0, 30), max_size=6), merge=st.lists(st.booleans(), max_size=6),
+       batch_rows=st.sampled_from([1, 3, 4096]))
+def test_the_converter_makes_the_rows_records_to_arrow_makes_checkpoint_by_checkpoint(
+        tmp_path_factory, pages, cuts, merge, batch_rows, monkeypatch_module):
+    """Whatever the records (misfits, undeclared fields, nested values), the items written and
+    where checkpoints fall: each write's file holds exactly the rows this process would convert
+    from the records written since the last write, numbered with its commit's sequence."""
+    monkeypatch_module.setattr(page_conversion_process, "BATCH_ROWS", batch_rows)
+    converter = page_conversion_process.Converter(SCHEMA, SYNC, ["data"], ARROW_PARQUET_OPTIONS)
+    written: list[tuple[Any, int]] = []  # records in the order written, with when their page was read
+    for page_id, page in enumerate(pages, start=1):
+        records = [record for record, _ in page]
+        converter.page(page_id, 1_700_000_000_000 + page_id, orjson.dumps({"data": records, "next": None}))
+        runs, start = [], None
+        for index, (_, write) in enumerate([*page, (None, False)]):
+            if write and start is None:
+                start = index
+            elif not write and start is not None:
+                runs.append([page_id, start, index])
+                start = None
+        converter.runs(runs)
+        written += [(record, 1_700_000_000_000 + page_id) for record, write in page if write]
+    ends = sorted({min(cut, len(written)) for cut in cuts} | {len(written)} - {0})  # a checkpoint ends rows
+    tokens = []
+    for token, end in enumerate(ends, start=1):
+        converter.ends.append((token, end))  # as an E frame does, once its rows were received
+        tokens.append((token, end))
+    folder = tmp_path_factory.mktemp("pages")
+    undeclared = UndeclaredFields()
+    counted: Counter[str] = Counter()
+    counted_records = 0
+    done, seq = 0, 7
+    for position, (token, end) in enumerate(tokens):
+        if position < len(tokens) - 1 and position < len(merge) and merge[position]:
+            continue  # merged with the next checkpoint: one write for both
+        answer = converter.write(token, seq, str(folder / f"w{seq}"))
+        files = os.listdir(folder / f"w{seq}")
+        assert len(files) == 1
+        got = pq.read_table(folder / f"w{seq}" / files[0])
+        want = expected_rows([r for r, _ in written[done:end]], [t for _, t in written[done:end]], seq, undeclared)
+        assert got.equals(want, check_metadata=True)
+        assert answer["rows"] == end - done
+        counted.update(answer["undeclared"])
+        counted_records += answer["undeclared_records"]
+        done, seq = end, seq + 1
+    assert done == len(written)
+    # counted as they are converted (as in this process), so in all by the last write
+    assert (counted, counted_records) == (undeclared.by_field, undeclared.records)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    patch = pytest.MonkeyPatch()
+    yield patch
+    patch.undo()
+
+
+def started() -> PageConverter:
+    converter = PageConverter()
+    converter.begin(SCHEMA, SYNC, ("data",), ARROW_PARQUET_OPTIONS)
+    return converter
+
+
+def page_of(records: list[dict[str, Any]], at: int = 1_700_000_000_000) -> RawPage:
+    body = orjson.dumps({"data": records})
+    return RawPage(body, orjson.loads(body)["data"], at)
+
+
+def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclared_fields(tmp_path):
+    records = [{"id": i, "amount": i / 2, "name": f"n{i}", "items": [{"p": i}], "nickname": "x" if i % 2 else None}
+               for i in range(10)]
+    converter = started()
+    try:
+        first, second = page_of(records[:6], 1), page_of(records[6:], 2)
+        one = converter.page(first)
+        converter.runs([(one, 0, 2), (one, 3, 6)])  # item 2 skipped: the table held it
+        token = converter.end()
+        two = converter.page(second)
+        converter.drop(one)
+        converter.runs([(two, 0, 4)])
+        later = converter.end()
+        written = [converter.write(token, 0, str(tmp_path / "a")), converter.write(later, 1, str(tmp_path / "b"))]
+        assert [w.rows for w in written] == [5, 4]
+        # counted when converted: by the last write, each record written that carried the field
+        assert sum(w.undeclared_records for w in written) == 9
+        assert sum((Counter(w.undeclared) for w in written), Counter()) == {"nickname": 9}
+    finally:
+        converter.close()
+    rows = [pq.read_table(tmp_path / name / os.listdir(tmp_path / name)[0]) for name in ("a", "b")]
+    want = [records_to_arrow([records[i] for i in (0, 1, 3, 4, 5)], SCHEMA, extracted_at_ms=1, sync_id=SYNC, checkpoint=0),
+            records_to_arrow(records[6:], SCHEMA, extracted_at_ms=2, sync_id=SYNC, checkpoint=1)]
+    assert all(got.equals(expected, check_metadata=True) for got, expected in zip(rows, want, strict=True))
+
+
+def test_a_converter_that_died_fails_the_commit_that_needs_it(tmp_path):
+    converter = started()
+    try:
+        page = converter.page(page_of([{"id": 1}]))
+        converter.runs([(page, 0, 1)])
+        token = converter.end()
+        os.kill(converter._process.pid, signal.SIGKILL)
+        converter._process.wait()
+        with pytest.raises(PageConversionFailed, match="page converter process ended with exit code -9"):
+            converter.write(token, 0, str(tmp_path / "a"))
+        converter.runs([(page, 0, 1)])  # the reading thread is not stopped by it: the commit is
+    finally:
+        converter.close()
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_converter_that_failed_says_why_at_every_later_write(tmp_path):
+    converter = started()
+    try:
+        converter.runs([(99, 0, 1)])  # a page it was never sent
+        token = converter.end()
+        for attempt in range(2):
+            with pytest.raises(PageConversionFailed, match="the page converter failed: KeyError: 99"):
+                converter.write(token, attempt, str(tmp_path / "a"))
+    finally:
+        converter.close()
+
+
+def test_the_converters_process_outlives_ctrl_c_and_ends_when_its_pipe_closes(tmp_path):
+    converter = started()
+    # Ctrl-C stops reading, and the commits already queued still need the converter: a terminal's
+    # Ctrl-C does not reach its process (a session of its own), nor would one sent to it alone.
+    assert os.getsid(converter._process.pid) == converter._process.pid
+    for token in range(2):
+        page = converter.page(page_of([{"id": token}]))
+        converter.runs([(page, 0, 1)])
+        assert converter.write(converter.end(), token, str(tmp_path / f"w{token}")).rows == 1
+        os.kill(converter._process.pid, signal.SIGINT)
+    converter.close()
+    assert converter._process.returncode == 0
