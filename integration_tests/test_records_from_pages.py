@@ -8,16 +8,18 @@ Syncs run in this process (``source_framework.testing.read``) on the test run's 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from typing import Any
 
 import pytest
+from airbyte_cdk.sources.streams import IncrementalMixin
 
 from integration_tests.conftest import API_KEY, all_records, catalog, config_for
-from source_framework import page_json
+from source_framework import HttpStream, RecordsAtPath, TokenAuthenticator, page_json
 from source_framework.demo.api import DemoApi
-from source_framework.demo.source import DemoSource, Orders, Products, StoreOrders, Stores
+from source_framework.demo.source import SCHEMAS, DemoSource, Orders, Products, StoreOrders, Stores
 from source_framework.destinations.spark import page_conversion
 from source_framework.destinations.spark.layout import table_path
 from source_framework.testing import read
@@ -66,9 +68,56 @@ class DoubledAmounts(Orders):
             yield record
 
 
+class OrdersInCents(RecordsAtPath, HttpStream, IncrementalMixin):
+    """A stream in a published connector's style (airbyte-cdk's ``IncrementalMixin``, state of its
+    own) that changes its records after ``parse_response``, in ``read_records``."""
+
+    url_base = ""  # the config's api_url
+    primary_key = "id"
+    cursor_field = "updatedAt"
+    records_path = "data"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(authenticator=TokenAuthenticator(config["api_key"]))
+        self.url_base = config["api_url"].rstrip("/") + "/"
+        self._cursor = ""
+
+    @property
+    def name(self) -> str:
+        return "store_orders"  # (a second table of orders)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return {"updatedAt": self._cursor} if self._cursor else {}
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        self._cursor = value.get("updatedAt", "")
+
+    def path(self, **kwargs: Any) -> str:
+        return "orders"
+
+    def request_params(self, next_page_token=None, **kwargs: Any) -> dict[str, Any]:
+        return {"start": "2025-01-01T00:00:00Z", "end": "2100-01-01T00:00:00Z", "per_page": 100, **(next_page_token or {})}
+
+    def next_page_token(self, response: Any) -> dict[str, Any] | None:
+        body = page_json(response)
+        return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
+
+    def read_records(self, *args: Any, **kwargs: Any):
+        for record in super().read_records(*args, **kwargs):
+            record["amount"] = round(record["amount"] * 100)
+            self._cursor = max(self._cursor, record["updatedAt"])
+            yield record
+
+    def get_json_schema(self) -> dict[str, Any]:
+        with open(os.path.join(SCHEMAS, "orders.json")) as handle:
+            return json.load(handle)
+
+
 class DemoDoubled(DemoSource):
     def streams(self, config):
-        return [DoubledAmounts(config)]
+        return [DoubledAmounts(config), OrdersInCents(config)]
 
 
 def table_rows(spark, warehouse, stream, drop=("_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint")):
@@ -101,11 +150,17 @@ def test_rows_from_the_pages_bytes_are_the_rows_converted_here(spark, api, tmp_p
 
 def test_a_stream_that_changes_its_records_lands_them_changed(spark, api, tmp_path):
     config = config_for(api, tmp_path / "warehouse")
-    assert read(DemoDoubled(), config, catalog("orders")).returncode == 0
-    amounts = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(str(tmp_path / "warehouse"), "demo", "orders")).collect()}
+    orders = catalog("orders")
+    copy = orders["streams"][0]
+    orders["streams"].append({**copy, "stream": {**copy["stream"], "name": "store_orders"}})
+    assert read(DemoDoubled(), config, orders).returncode == 0
+    warehouse = str(tmp_path / "warehouse")
+    amounts = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(warehouse, "demo", "orders")).collect()}
     api_amounts = {record["id"]: record["amount"] for record in all_records(api, "orders", {"start": "2025-01-01T00:00:00Z"})}
     assert amounts and amounts == {key: value * 2 for key, value in api_amounts.items() if key in amounts}
     assert len(amounts) == len(api_amounts)
+    cents = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(warehouse, "demo", "store_orders")).collect()}
+    assert cents == {key: round(value * 100) for key, value in api_amounts.items()}
 
 
 def test_a_converter_killed_in_a_sync_fails_the_stream_and_the_next_sync_lands_every_record_once(

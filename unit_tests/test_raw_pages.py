@@ -79,6 +79,19 @@ def test_only_a_stream_whose_records_are_its_pages_items_unchanged_offers_its_pa
     assert isinstance(Products().raw_pages, RawPages)  # a full-refresh HttpStream with the mixin
     assert Doubled().raw_pages is None  # its own parse_response may change them
 
+    class PricesInCents(Products):  # changes the records after parse_response, in read_records
+        def read_records(self, *args: Any, **kwargs: Any):
+            for record in super().read_records(*args, **kwargs):
+                record["price"] *= 100
+                yield record
+
+    class OwnPageLoop(Products):  # airbyte-cdk's page loop, its own way
+        def _read_pages(self, *args: Any, **kwargs: Any):
+            for record in super()._read_pages(*args, **kwargs):
+                yield {**record, "seen": True}
+
+    assert PricesInCents().raw_pages is None and OwnPageLoop().raw_pages is None
+
     class NoPath(Numbers):
         records_path = None
 

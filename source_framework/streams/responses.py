@@ -73,7 +73,8 @@ class RecordsAtPath:
             records_path = "data"
 
     A stream that changes its records overrides ``parse_response`` instead (and then its records
-    are converted in the reading process, as any stream's).
+    are converted in the reading process, as any stream's; so are those of a stream with a
+    ``read_records`` or page loop of its own).
     """
 
     records_path: str | Sequence[str] | None = None
@@ -94,11 +95,30 @@ class RecordsAtPath:
     @property
     def raw_pages(self) -> RawPages | None:
         """The pages this stream parsed, where its records are their items unchanged: its
-        ``records_path`` is set and ``parse_response`` is this one. None otherwise."""
+        ``records_path`` is set, ``parse_response`` is this one, and no method between it and the
+        reader is the connector's own (``read_records``, airbyte-cdk's page loops). None otherwise."""
         path = records_path_keys(self.records_path)
-        if path is None or type(self).parse_response is not RecordsAtPath.parse_response:
+        if path is None or not _records_unchanged(type(self)):
             return None
         if "_raw_pages" not in self.__dict__:
             self.__dict__["_raw_pages"] = RawPages(path)
         pages: RawPages = self.__dict__["_raw_pages"]
         return pages
+
+
+#: The methods a record passes through from ``parse_response`` to the reader of the stream.
+RECORD_PATH_METHODS = ("read_records", "fetch_records", "_read_pages", "_read_single_page")
+#: Where the versions of them that hand records on as they are come from.
+FRAMEWORK_MODULES = ("airbyte_cdk.", "source_framework.streams.")
+
+
+def _records_unchanged(cls: type) -> bool:
+    """Whether ``cls`` yields its pages' items as ``RecordsAtPath.parse_response`` gives them: no
+    method on their way is the connector's own (one that may change a record where it lies)."""
+    if cls.parse_response is not RecordsAtPath.parse_response:  # type: ignore[attr-defined]
+        return False
+    for name in RECORD_PATH_METHODS:
+        method = getattr(cls, name, None)
+        if method is not None and not getattr(method, "__module__", "").startswith(FRAMEWORK_MODULES):
+            return False
+    return True
