@@ -141,3 +141,12 @@ def test_pages_are_claimed_by_their_records_and_fall_out_when_nobody_claims_them
     assert page.items is items[2] and index == 0
     pages.add(b"[]", [])  # an empty page holds no record to claim it by
     assert pages.added == 5
+
+    by_size = RawPages(("data",), keep_bytes=40)
+    by_size.enabled = True
+    bodies = [orjson.dumps({"data": page_items}) for page_items in items]  # 37-38 bytes each: one fits
+    for body, page_items in zip(bodies, items, strict=True):
+        by_size.add(body, page_items)
+    assert [by_size.claim(page_items[0]) is not None for page_items in items] == [False] * 4 + [True]
+    by_size.add(b"x" * 1000, items[0])  # larger than the limit alone: kept, the newest always is
+    assert by_size.claim(items[0][1]) is not None
