@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from source_framework.destinations.spark import page_conversion_process
 from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, arrow_schema, records_to_arrow
-from source_framework.destinations.spark.page_conversion import PageConversionFailed, PageConverter
+from source_framework.destinations.spark.page_conversion import ConverterPool, PageConversionFailed, PageConverter
 from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
 from source_framework.helpers.raw_pages import RawPage
 
@@ -183,3 +183,37 @@ def test_the_converters_process_outlives_ctrl_c_and_ends_when_its_pipe_closes(tm
         os.kill(converter._process.pid, signal.SIGINT)
     converter.close()
     assert converter._process.returncode == 0
+
+
+def test_the_pool_starts_one_ahead_and_hands_a_converter_to_the_next_stream_fresh(tmp_path):
+    pool = ConverterPool()
+    pool.warm()
+    first, second = pool.take(), pool.take()
+    assert second is not first  # the warm one went to the first stream, the second starts its own
+    second.close()
+    first.begin(SCHEMA, SYNC, ("data",), ARROW_PARQUET_OPTIONS)
+    page = first.page(page_of([{"id": 1}, {"id": 2}]))
+    first.runs([(page, 0, 1)])  # its last row never ended: the stream failed there
+    first.write(first.end(), 0, str(tmp_path / "a"))
+    first.runs([(page, 1, 2)])
+    pool.give_back(first)
+    again = pool.take()
+    assert again is first and not again.begun  # the same process, for a new stream
+    again.begin(SCHEMA, SYNC, ("data",), ARROW_PARQUET_OPTIONS)
+    page = again.page(page_of([{"id": 7}]))
+    again.runs([(page, 0, 1)])
+    assert again.write(again.end(), 0, str(tmp_path / "b")).rows == 1  # nothing of the last stream's
+    table = pq.read_table(tmp_path / "b" / os.listdir(tmp_path / "b")[0])
+    assert table.column("id").to_pylist() == [7]
+
+    os.kill(again._process.pid, signal.SIGKILL)
+    again._process.wait()
+    pool.give_back(again)  # a dead one is not kept
+    fresh = pool.take()
+    assert fresh is not again and fresh.usable
+    extra = [pool.take() for _ in range(ConverterPool.KEEP + 1)]
+    for converter in [fresh, *extra]:
+        pool.give_back(converter)
+    assert sum(converter.usable for converter in [fresh, *extra]) == ConverterPool.KEEP  # the others ended
+    pool.close()
+    assert not any(converter.usable for converter in [fresh, *extra])

@@ -598,6 +598,22 @@ class LocalPageConverter:
         self.closed = True
 
 
+class LocalPool:
+    """A ``ConverterPool`` of ``LocalPageConverter``s that remembers which came back."""
+
+    def __init__(self) -> None:
+        self.taken: list[LocalPageConverter] = []
+        self.given_back: list[LocalPageConverter] = []
+
+    def take(self) -> LocalPageConverter:
+        self.taken.append(LocalPageConverter())
+        return self.taken[-1]
+
+    def give_back(self, converter: LocalPageConverter) -> None:
+        converter.closed = True  # a write after this is a job that came too late
+        self.given_back.append(converter)
+
+
 class PagesTable(IdsTable):
     """An ``IdsTable`` whose staged files may also come from the page converter (real files)."""
 
@@ -637,27 +653,22 @@ def test_on_the_page_path_every_checkpoint_commits_exactly_the_records_before_it
     the page converter), some items skipped, and records no page holds in between: each state is
     recorded once, in order, by the commit holding every record written before it and none after
     the last state it records; after ``finish`` every record written is in the table once, after
-    ``abort`` exactly those its checkpoints covered; the converter is closed after its last job."""
+    ``abort`` exactly those its checkpoints covered; the converter goes back after its last job."""
     import orjson
 
     from source_framework.destinations.spark import buffer as buffer_module
     from source_framework.helpers.raw_pages import RawPages
 
     clock = Clock()
-    original, original_converter = buffer_module.time, buffer_module.PageConverter
+    original = buffer_module.time
     buffer_module.time = clock  # type: ignore[assignment]
-    converters: list[LocalPageConverter] = []
-
-    def converter():
-        converters.append(LocalPageConverter())
-        return converters[-1]
-
-    buffer_module.PageConverter = converter  # type: ignore[assignment]
+    converters = LocalPool()
     committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
     pages = RawPages(("data",))
     try:
         table = PagesTable(str(tmp_path_factory.mktemp("pages")))
-        buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=stage_rows, pages=pages)
+        buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=stage_rows, pages=pages,
+                              converters=converters)  # type: ignore[arg-type]
         order: list[int] = []  # ids in the order written
         asked = []  # (state, records written before it, future)
         next_id = 0
@@ -681,9 +692,9 @@ def test_on_the_page_path_every_checkpoint_commits_exactly_the_records_before_it
         end(buffer, asked, len(order), ends)
     finally:
         committer.close()
-        buffer_module.time, buffer_module.PageConverter = original, original_converter  # type: ignore[assignment]
+        buffer_module.time = original  # type: ignore[assignment]
 
-    assert all(c.closed for c in converters) and not pages.enabled
+    assert converters.given_back == converters.taken and not pages.enabled  # after its last job
     # records of pages go in their own file, beside the others: in order within each kind only
     assert_each_checkpoint_committed_its_records(table, asked, order, ends, in_order=False)
 

@@ -53,7 +53,7 @@ import pyarrow as pa
 from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
-from source_framework.destinations.spark.page_conversion import PageConverter
+from source_framework.destinations.spark.page_conversion import ConverterPool, PageConverter
 from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.raw_pages import RawPages
@@ -109,10 +109,11 @@ class StreamBuffer(StreamSink):
     """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
 
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
-                 pages: RawPages | None = None) -> None:
+                 pages: RawPages | None = None, converters: ConverterPool | None = None) -> None:
         """``pages``: the stream's pages, where its records are their items unchanged
         (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
-        ``PageConverter``; any other record is converted here."""
+        ``PageConverter`` from ``converters`` (a pool of the sync's own, if not given); any other
+        record is converted here."""
         self._writer = writer
         self._committer = committer
         self.location = writer.table.path
@@ -138,9 +139,10 @@ class StreamBuffer(StreamSink):
         # next and where the current run of written items began; runs not yet sent; rows sent in
         # runs since the last checkpoint's end, and ends (tokens) no job has taken yet.
         self._raw = pages
-        # Started now, so that it has imported what it needs by the first page; told the table's
-        # schema at the first page only, as a reset may yet change it.
-        self._converter: PageConverter | None = PageConverter() if pages is not None else None
+        # Taken now, so that its process has imported what it needs by the first page; told the
+        # table's schema at the first page only, as a reset may yet change it.
+        self._converters = converters or ConverterPool()
+        self._converter: PageConverter | None = self._converters.take() if pages is not None else None
         self._page_items: list[Any] | None = None
         self._page_len = 0
         self._page_id = 0
@@ -311,17 +313,17 @@ class StreamBuffer(StreamSink):
             self._unended_rows = 0
 
     def _stop_pages(self) -> None:
-        """The stream ends: its pages are no longer kept, and the converter's process ends once
-        the last job that may need it is done."""
+        """The stream ends: its pages are no longer kept, and the converter goes back to the pool
+        once the last job that may need it is done."""
         if self._raw is not None:
             self._raw.enabled = False
         self._page_items = None
         converter, self._converter = self._converter, None
         if converter is not None:
             if self._last_job is None or self._last_job.done():
-                converter.close()
+                self._converters.give_back(converter)
             else:
-                self._last_job.add_done_callback(lambda _: converter.close())
+                self._last_job.add_done_callback(lambda _: self._converters.give_back(converter))
 
     def _to_arrow(self) -> None:
         """The records so far become one Arrow batch; its checkpoint number is set at commit."""

@@ -49,6 +49,7 @@ from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.layout import table_path
+from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock
@@ -107,6 +108,7 @@ class SparkDestination(Destination):
         self.committer = BackgroundCommitter(self._apply, max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
         self._buffers: list[StreamBuffer] = []
+        self.converters = ConverterPool()
         self._spark: Any = None
         self._spark_error: BaseException | None = None
         self._spark_lost: BaseException | None = None  # the Connect server stopped answering
@@ -186,6 +188,8 @@ class SparkDestination(Destination):
             merges = merges or mode == APPEND_DEDUP
         if merges or not self.arrow_writes:
             self.start_spark()
+        if self.arrow_writes:  # a page converter (``page_conversion``) starts meanwhile, for the first stream
+            self.converters.warm()
         # Here, before reading: done meanwhile in a thread, it held the import lock the first commit
         # waits for, and competed with the reader for the interpreter (a first STATE 1.2 s late).
         warm_up()
@@ -213,7 +217,8 @@ class SparkDestination(Destination):
             # A pending reset may yet replace the table: then the sync decides (discard_reset checks).
             writer.check_schema()  # before anything is written: an incompatible change fails this stream
         # Records taken from their pages' bytes need a table this process writes (``page_conversion``).
-        buffer = StreamBuffer(writer, self.committer, self.stage_rows, pages=target.pages if self.arrow_writes else None)
+        buffer = StreamBuffer(writer, self.committer, self.stage_rows, pages=target.pages if self.arrow_writes else None,
+                              converters=self.converters)
         self._buffers.append(buffer)
         return buffer
 
@@ -242,6 +247,7 @@ class SparkDestination(Destination):
             self.committer.close()
             for buffer in self._buffers:
                 buffer.close_pages()
+            self.converters.close()
             if self._starting.ident is not None:
                 self._starting.join()
         finally:
