@@ -163,3 +163,22 @@ def test_a_state_holding_a_config_secret_is_refused():
     result, states = run_text(["a", "token-s3cret-value"], secrets=["s3cret-value"])
     assert not states
     assert "secret" in str(result.failed[0].error)
+
+
+def test_while_records_stream_through_other_threads_get_the_interpreter_within_a_millisecond():
+    """The committer and the page converter's sender wait for the interpreter between their waits
+    on the disk and the pipe; the read loop lets it go after 1 ms, not Python's 5, and puts the
+    interval back when the sync ends."""
+    from source_framework.runtime.process import READING_SWITCH_INTERVAL
+
+    seen = []
+
+    class Watched(CursorStream):
+        def read_records(self, *args, **kwargs):
+            seen.append(sys.getswitchinterval())
+            yield from super().read_records(*args, **kwargs)
+
+    before = sys.getswitchinterval()
+    result, _, _ = sync(Watched([[1, 2], [3]]))
+    assert not result.failed and seen == [READING_SWITCH_INTERVAL] * 2 != [before] * 2
+    assert sys.getswitchinterval() == before
