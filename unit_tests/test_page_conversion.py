@@ -159,15 +159,22 @@ def test_a_converter_that_died_fails_the_commit_that_needs_it(tmp_path):
     assert not (tmp_path / "a").exists()
 
 
-def test_a_converter_that_failed_says_why_at_every_later_write(tmp_path):
+def test_a_converter_that_failed_says_why_at_every_later_write_and_serves_no_other_stream(tmp_path):
     converter = started()
+    pool = ConverterPool()
     try:
         converter.runs([(99, 0, 1)])  # a page it was never sent
         token = converter.end()
         for attempt in range(2):
             with pytest.raises(PageConversionFailed, match="the page converter failed: KeyError: 99"):
                 converter.write(token, attempt, str(tmp_path / "a"))
+        assert not converter.usable
+        pool.give_back(converter)
+        other = pool.take()
+        assert other is not converter
+        other.close()
     finally:
+        pool.close()
         converter.close()
 
 

@@ -159,11 +159,17 @@ class PageConverter:
         self._send(b"W", {"token": token, "seq": seq, "folder": folder})
         head = self._replies.read(REPLY.size)
         if len(head) < REPLY.size:
-            raise PageConversionFailed(self._ended("while writing a commit's rows"))
+            raise self._failing(PageConversionFailed(self._ended("while writing a commit's rows")))
         answer = orjson.loads(self._replies.read(REPLY.unpack(head)[0]))
         if "error" in answer:
-            raise PageConversionFailed(f"the page converter failed: {answer['error']}")
+            raise self._failing(PageConversionFailed(f"the page converter failed: {answer['error']}"))
         return PageWrite(answer["rows"], answer["undeclared"], answer["undeclared_records"])
+
+    def _failing(self, error: PageConversionFailed) -> PageConversionFailed:
+        """``error``, remembered: a converter that failed is not given to another stream (``usable``)."""
+        with self._frames:
+            self._failed = self._failed or error
+        return error
 
     # -- either ------------------------------------------------------------------------------------
 
