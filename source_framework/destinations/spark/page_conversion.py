@@ -240,8 +240,14 @@ class PageConverter:
             pass
 
     def _ended(self, when: str) -> str:
-        code = self._process.poll()
-        how = f"ended with exit code {code}" if code is not None else f"stopped answering ({self._failed!r})"
+        try:  # its pipe closes as it exits: a moment may pass before its exit code is there
+            code: int | None = self._process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None:
+            how = f"ended with exit code {code}"
+        else:
+            how = "stopped answering" + (f" ({self._failed!r})" if self._failed is not None else "")
         return f"the page converter process {how} {when}"
 
 
