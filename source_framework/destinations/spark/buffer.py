@@ -112,8 +112,9 @@ class StreamBuffer(StreamSink):
                  pages: RawPages | None = None, converters: ConverterPool | None = None) -> None:
         """``pages``: the stream's pages, where its records are their items unchanged
         (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
-        ``PageConverter`` from ``converters`` (a pool of the sync's own, if not given); any other
-        record is converted here."""
+        ``PageConverter`` from ``converters`` (the sync's pool); any other record is converted here."""
+        if pages is not None and converters is None:
+            raise ValueError("a stream's pages need the sync's page converters")
         self._writer = writer
         self._committer = committer
         self.location = writer.table.path
@@ -141,8 +142,8 @@ class StreamBuffer(StreamSink):
         self._raw = pages
         # Taken now, so that its process has imported what it needs by the first page; told the
         # table's schema at the first page only, as a reset may yet change it.
-        self._converters = converters or ConverterPool()
-        self._converter: PageConverter | None = self._converters.take() if pages is not None else None
+        self._converters = converters
+        self._converter: PageConverter | None = converters.take() if pages is not None and converters else None
         self._page_items: list[Any] | None = None
         self._page_len = 0
         self._page_id = 0
@@ -231,10 +232,6 @@ class StreamBuffer(StreamSink):
         self._page_token, self._token_rows, self._unended_rows, self._runs = None, 0, 0, []
         self._stop_pages()
 
-    def close_pages(self) -> None:
-        """End the page converter's process now (the destination closes: no job is left)."""
-        if self._converter is not None:
-            self._converter.close()
 
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
         return self._writer.holds(records)
@@ -318,12 +315,12 @@ class StreamBuffer(StreamSink):
         if self._raw is not None:
             self._raw.enabled = False
         self._page_items = None
-        converter, self._converter = self._converter, None
-        if converter is not None:
+        converter, self._converter, pool = self._converter, None, self._converters
+        if converter is not None and pool is not None:
             if self._last_job is None or self._last_job.done():
-                self._converters.give_back(converter)
+                pool.give_back(converter)
             else:
-                self._last_job.add_done_callback(lambda _: self._converters.give_back(converter))
+                self._last_job.add_done_callback(lambda _: pool.give_back(converter))
 
     def _to_arrow(self) -> None:
         """The records so far become one Arrow batch; its checkpoint number is set at commit."""

@@ -107,7 +107,6 @@ class SparkDestination(Destination):
         self.connect_retry_seconds = connect_retry_seconds
         self.committer = BackgroundCommitter(self._apply, max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
-        self._buffers: list[StreamBuffer] = []
         self.converters = ConverterPool()
         self._spark: Any = None
         self._spark_error: BaseException | None = None
@@ -217,10 +216,8 @@ class SparkDestination(Destination):
             # A pending reset may yet replace the table: then the sync decides (discard_reset checks).
             writer.check_schema()  # before anything is written: an incompatible change fails this stream
         # Records taken from their pages' bytes need a table this process writes (``page_conversion``).
-        buffer = StreamBuffer(writer, self.committer, self.stage_rows, pages=target.pages if self.arrow_writes else None,
-                              converters=self.converters)
-        self._buffers.append(buffer)
-        return buffer
+        return StreamBuffer(writer, self.committer, self.stage_rows, pages=target.pages if self.arrow_writes else None,
+                            converters=self.converters)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str) -> SparkTable:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours
@@ -245,8 +242,6 @@ class SparkDestination(Destination):
     def close(self) -> None:
         try:
             self.committer.close()
-            for buffer in self._buffers:
-                buffer.close_pages()
             self.converters.close()
             if self._starting.ident is not None:
                 self._starting.join()

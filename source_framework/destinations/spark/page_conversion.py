@@ -271,6 +271,7 @@ class ConverterPool:
 
     def __init__(self) -> None:
         self._idle: list[PageConverter] = []
+        self._made: list[PageConverter] = []  # every one, so that ``close`` ends those still lent out
         self._lock = threading.Lock()
         self._closed = False
 
@@ -279,7 +280,7 @@ class ConverterPool:
         with self._lock:
             if self._closed or self._idle:
                 return
-        self.give_back(PageConverter())
+        self.give_back(self._new())
 
     def take(self) -> PageConverter:
         with self._lock:
@@ -288,7 +289,13 @@ class ConverterPool:
                 if converter.usable:
                     return converter
                 converter.close()
-        return PageConverter()
+        return self._new()
+
+    def _new(self) -> PageConverter:
+        converter = PageConverter()
+        with self._lock:
+            self._made.append(converter)
+        return converter
 
     def give_back(self, converter: PageConverter) -> None:
         """Keep ``converter`` for the next stream (every job that needed it is done), or end it."""
@@ -300,8 +307,9 @@ class ConverterPool:
         converter.close()
 
     def close(self) -> None:
+        """End every converter made, idle or lent to a stream that never ended (no job is left)."""
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-        for converter in idle:
+            made, self._made, self._idle = self._made, [], []
+        for converter in made:
             converter.close()

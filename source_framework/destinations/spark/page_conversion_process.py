@@ -6,8 +6,9 @@ fraction of the package's import time. It reads frames from stdin, in the order 
 thread sent them, and answers each write on its own copy of stdout (descriptor 1 itself points
 at stderr, so nothing stray can reach the answers):
 
-- ``S`` once: the table's Arrow schema (IPC bytes), the sync id, the records path, the Parquet
-  options;
+- ``S`` at each stream's start (one process serves a sync's streams one after another): the
+  table's Arrow schema (IPC bytes), the sync id, the records path, the Parquet options; what the
+  last stream left is forgotten;
 - ``P`` a page: its id, when it was read, its body; parsed here with orjson, as the stream
   parsed it, so its items are equal to the records the stream yielded;
 - ``R`` runs: ``[page id, start, end]`` items, in the order the stream's records were written;
