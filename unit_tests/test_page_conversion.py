@@ -86,7 +86,7 @@ def test_the_converter_makes_the_rows_records_to_arrow_makes_checkpoint_by_check
             continue  # merged with the next checkpoint: one write for both
         answer = converter.write(token, seq, str(folder / f"w{seq}"))
         files = os.listdir(folder / f"w{seq}")
-        assert len(files) == 1
+        assert files == [answer["file"]]  # the commit publishes the file by the name it is given
         got = pq.read_table(folder / f"w{seq}" / files[0])
         want = expected_rows([r for r, _ in written[done:end]], [t for _, t in written[done:end]], seq, undeclared)
         assert got.equals(want, check_metadata=True)
@@ -97,6 +97,23 @@ def test_the_converter_makes_the_rows_records_to_arrow_makes_checkpoint_by_check
     assert done == len(written)
     # counted as they are converted (as in this process), so in all by the last write
     assert (counted, counted_records) == (undeclared.by_field, undeclared.records)
+
+
+def test_a_file_whose_footer_counts_other_rows_than_were_written_fails_the_write(tmp_path, monkeypatch):
+    """The converter counts each file's rows in its footer (the commit takes its word for them and
+    only renames the file): a file that lost rows on the way fails the commit."""
+    converter = page_conversion_process.Converter(SCHEMA, SYNC, ["data"], ARROW_PARQUET_OPTIONS)
+    converter.page(1, 1, orjson.dumps({"data": [{"id": i} for i in range(5)]}))
+    converter.runs([[1, 0, 5]])
+    converter.ends.append((1, 5))
+    write_table = page_conversion_process.pq.write_table
+
+    def losing_a_row(table: pa.Table, where: Any, **options: Any) -> None:
+        write_table(table.slice(1), where, **options)
+
+    monkeypatch.setattr(page_conversion_process.pq, "write_table", losing_a_row)
+    with pytest.raises(RuntimeError, match="4 rows in its footer, 5 were written"):
+        converter.write(1, 0, str(tmp_path / "w"))
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +149,7 @@ def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclar
         later = converter.end()
         written = [converter.write(token, 0, str(tmp_path / "a")), converter.write(later, 1, str(tmp_path / "b"))]
         assert [w.rows for w in written] == [5, 4]
+        assert [os.listdir(tmp_path / name) for name in ("a", "b")] == [[w.file] for w in written]
         # counted when converted: by the last write, each record written that carried the field
         assert sum(w.undeclared_records for w in written) == 9
         assert sum((Counter(w.undeclared) for w in written), Counter()) == {"nickname": 9}

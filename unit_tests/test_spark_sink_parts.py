@@ -592,7 +592,7 @@ class LocalPageConverter:
         assert not self.closed, "a job asked a closed converter for its rows"
         with self._pipe:
             answer = self._converter.write(token, seq, folder)
-        return PageWrite(answer["rows"], answer["undeclared"], answer["undeclared_records"])
+        return PageWrite(answer["rows"], answer["file"], answer["undeclared"], answer["undeclared_records"])
 
     def close(self) -> None:
         self.closed = True

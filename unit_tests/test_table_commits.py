@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from source_framework.destinations.spark.atomic_files import write_atomically
 from source_framework.destinations.spark.file_sink_log import FileSinkLog
-from source_framework.destinations.spark.table import SparkTable
+from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS, SparkTable, StagedFiles
 
 
 def rows(first: int, count: int = 3) -> pa.Table:
@@ -58,3 +59,46 @@ def test_a_commit_writes_no_staging_folder(tmp_path):
     path = str(tmp_path / "users")
     SparkTable(None, path, arrow_writes=True).commit(rows(0), {"n": 0}, 0)
     assert sorted(os.listdir(path)) == ["_checkpoints", "_spark_metadata", *[n for n in os.listdir(path) if n.endswith(".parquet")]]
+
+
+def test_files_their_writer_counted_are_published_by_name_with_the_rows_it_counted(tmp_path):
+    """A staged folder that names its files (the page converter's: counted in their footers and
+    fsynced in its process) has exactly those published, its rows taken as counted; anything else
+    left in the folder is not published, and the folder is gone."""
+    path = str(tmp_path / "users")
+    table = SparkTable(None, path, arrow_writes=True)
+    folder = table.staging_folder()
+    os.makedirs(folder)
+    pq.write_table(rows(0, 4), os.path.join(folder, "part-00000-a.parquet"), **ARROW_PARQUET_OPTIONS)
+    pq.write_table(rows(50, 2), os.path.join(folder, "part-00000-stray.parquet"), **ARROW_PARQUET_OPTIONS)
+    info = table.commit(rows(10, 0), {"n": 0}, 0, staged=[StagedFiles(folder, 4, files=("part-00000-a.parquet",))])
+    assert info.rows == 4 and len(info.files) == 1
+    assert logged_rows(path) == [0, 1, 2, 3]
+    assert not os.path.exists(folder)
+    assert table.last_checkpoint().rows == 4
+
+
+def test_a_staged_folder_without_names_has_all_its_files_published_and_counted_in_their_footers(tmp_path):
+    path = str(tmp_path / "users")
+    table = SparkTable(None, path, arrow_writes=True)
+    staged = table.stage(rows(0, 4))
+    more = StagedFiles(staged.folder, 1_000)  # a count not taken on trust: the footers say 4
+    info = table.commit(rows(10, 2), {"n": 0}, 0, staged=[more])
+    assert info.rows == 6
+    assert logged_rows(path) == [0, 1, 2, 3, 10, 11]
+    assert not os.path.exists(staged.folder)
+
+
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_an_atomic_write_makes_its_folder_and_leaves_no_temporary_file(tmp_path, overwrite):
+    target = tmp_path / "new" / "folder" / "7"
+    write_atomically(str(target), b"first", overwrite=overwrite)
+    assert target.read_bytes() == b"first" and os.listdir(target.parent) == ["7"]
+    if overwrite:
+        write_atomically(str(target), b"second")
+        assert target.read_bytes() == b"second"
+    else:  # an exclusive write never replaces what another writer published
+        with pytest.raises(FileExistsError):
+            write_atomically(str(target), b"second", overwrite=False)
+        assert target.read_bytes() == b"first"
+    assert os.listdir(target.parent) == ["7"]

@@ -37,7 +37,6 @@ class CheckpointFolder:
 
     def write(self, record: CheckpointRecord) -> None:
         """Write (or replace a leftover of) the record for ``record.seq``, atomically."""
-        os.makedirs(self.directory, exist_ok=True)
         write_atomically(self.path(record.seq), record.to_json())
 
     def read(self, seq: int) -> CheckpointRecord | None:

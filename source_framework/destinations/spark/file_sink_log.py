@@ -209,7 +209,6 @@ class FileSinkLog:
             live_before = self.live_files()
             entries = live_before + list(added)
         content = "\n".join([VERSION_LINE, *(entry.to_json() for entry in entries)])
-        os.makedirs(self.directory, exist_ok=True)
         self._written = None  # a failed write leaves the folder to be read again
         write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)
         if replace:

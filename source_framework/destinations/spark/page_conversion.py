@@ -11,8 +11,9 @@ that each record is the next item of its page (``StreamBuffer.write``).
 
 The other process (``page_conversion_process.py``) parses the bytes with orjson, as the stream
 did, and converts with ``arrow_conversion.records_to_arrow``, as this process would: the same
-rows, except that ``_sf_extracted_at`` is when the page was read. Its footers are counted by the
-commit like any other file's, so a row it lost would fail the stream, never pass unseen.
+rows, except that ``_sf_extracted_at`` is when the page was read. It counts the rows in each file's
+footer and fsyncs it before it answers; the commit publishes those rows, so a row it lost would
+fail the stream (fewer rows than records handed over), never pass unseen.
 
 Usage (reading thread, then the committer's)::
 
@@ -83,7 +84,8 @@ class PageConversionFailed(RuntimeError):
 class PageWrite:
     """What ``write`` put in its folder: rows, and the fields records carried that no column holds."""
 
-    rows: int
+    rows: int  # counted in the file's footer
+    file: str  # its name in the folder; on disk (fsynced) when ``write`` returns
     undeclared: dict[str, int]
     undeclared_records: int
 
@@ -163,7 +165,7 @@ class PageConverter:
         answer = orjson.loads(self._replies.read(REPLY.unpack(head)[0]))
         if "error" in answer:
             raise self._failing(PageConversionFailed(f"the page converter failed: {answer['error']}"))
-        return PageWrite(answer["rows"], answer["undeclared"], answer["undeclared_records"])
+        return PageWrite(answer["rows"], answer["file"], answer["undeclared"], answer["undeclared_records"])
 
     def _failing(self, error: PageConversionFailed) -> PageConversionFailed:
         """``error``, remembered: a converter that failed is not given to another stream (``usable``)."""

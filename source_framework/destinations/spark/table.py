@@ -151,6 +151,10 @@ class StagedFiles:
 
     folder: str
     rows: int
+    #: the folder's files, when whoever wrote them counted ``rows`` in their footers and fsynced
+    #: them (the page converter, in its own process): the commit then only renames them. Why: each
+    #: file operation costs the committer's thread the interpreter the reading thread holds
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,9 @@ class SparkTable:
             commit_id = uuid.uuid4().hex
             count = len(parts) + (written_here is not None)
             names = _data_file_names(seq, count, commit_id, leads_schema=_leads_schema(schema, replace, last))
-            rows = sum(pq.read_metadata(part).num_rows for part in parts)
+            counted = {os.path.join(item.folder, name) for item in staged for name in item.files}
+            rows = sum(item.rows for item in staged if item.files)
+            rows += sum(pq.read_metadata(part).num_rows for part in parts if part not in counted)
             rows += written_here.num_rows if written_here is not None else 0
             batch_id = self._log.next_batch_id(replace=replace)
             replaced = tuple(sorted(self._live_names())) if replace else ()
@@ -244,12 +250,12 @@ class SparkTable:
             )
             self._checkpoints.write(record)  # names the files before they enter the table
             fault_point("commit.record_written")
-            statuses = self._move_in(parts, names[:len(parts)])
+            statuses = self._move_in(parts, names[:len(parts)], durable=counted)
             if written_here is not None:
                 statuses.append(self._write_in(written_here, names[-1]))
             fsync_directory(self.path)
             for folder in folders:
-                shutil.rmtree(folder, ignore_errors=True)
+                _remove_folder(folder)
             fault_point("commit.files_written")
             self._log.write_batch(batch_id, statuses, replace=replace)  # the commit point
             self._newest = record
@@ -281,6 +287,7 @@ class SparkTable:
         the checkpoint record names it (``arrow_writes``; None when Spark wrote ``data`` to staging
         here, or when it has no rows to add to staged ones)."""
         folders = [item.folder for item in staged]
+        listed = {item.folder: item.files for item in staged if item.files}
         written_here = None
         if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
             if isinstance(data, pa.Table) and self.arrow_writes:
@@ -294,7 +301,7 @@ class SparkTable:
         parts = [
             os.path.join(folder, name)
             for folder in folders
-            for name in sorted(os.listdir(folder))
+            for name in (listed.get(folder) or sorted(os.listdir(folder)))
             if name.startswith("part-") and name.endswith(".parquet")
         ]
         if not parts and written_here is None:
@@ -312,13 +319,15 @@ class SparkTable:
         frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
         frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
 
-    def _move_in(self, parts: list[str], names: list[str]) -> list[SinkFileStatus]:
-        """Rename staged files into the table folder (the caller fsyncs the folder)."""
+    def _move_in(self, parts: list[str], names: list[str], durable: set[str]) -> list[SinkFileStatus]:
+        """Rename staged files into the table folder (the caller fsyncs the folder); those not in
+        ``durable`` are fsynced here."""
         moved = []
         for part, name in zip(parts, names, strict=True):
             target = os.path.join(self.path, name)
             os.rename(part, target)
-            fsync_file(target)
+            if part not in durable:
+                fsync_file(target)
             moved.append(SinkFileStatus.for_local_file(target))
         return moved
 
@@ -674,3 +683,12 @@ def _children(directory: str) -> list[str]:
 def _remove(path: str) -> str:
     os.remove(path)
     return path
+
+
+def _remove_folder(folder: str) -> None:
+    """Remove a staging folder: one call when its files were all moved out (a commit's file work
+    is paid in the interpreter the reading thread needs), else the folder and what is left."""
+    try:
+        os.rmdir(folder)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)

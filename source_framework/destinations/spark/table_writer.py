@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping
@@ -52,7 +51,6 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from source_framework.destinations.base import APPEND_DEDUP, OVERWRITE, CommitReceipt, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
@@ -272,11 +270,9 @@ class TableWriter:
         assert job.pages is not None and job.page_token is not None
         folder = self.table.staging_folder()
         written = job.pages.write(job.page_token, self._next_seq, folder)
-        rows = sum(pq.read_metadata(os.path.join(folder, name)).num_rows for name in os.listdir(folder))
-        if rows != written.rows:
-            raise RuntimeError(f"{folder}: the page converter wrote {written.rows} rows, its files hold {rows}")
         self.undeclared.add_counts(written.undeclared, written.undeclared_records)
-        return StagedFiles(folder, rows)
+        # (counted in its footer and fsynced by the converter: the commit only renames it)
+        return StagedFiles(folder, written.rows, files=(written.file,))
 
     def _commit(self, batches: list[pa.Table], state: Any, notes: ResumeNotes | None, merged_states: list[Any]) -> None:
         seq = self._next_seq
@@ -296,9 +292,10 @@ class TableWriter:
             data, dict(state or {}), seq, replace=replace, notes=notes, merged_states=merged_states,
             reset_id=self._reset_id, schema=schema_to_json(self.schema), staged=publish,
         )
-        # Counted in the footers of the files just published, not taken on trust: the runtime
-        # prints the STATE only if they hold every record it handed over. A rewrite publishes the
-        # whole table, so there the new rows are those that went in.
+        # Counted in the footers of the files just published (here, or by the page converter that
+        # wrote them), not taken on trust: the runtime prints the STATE only if they hold every
+        # record it handed over. A rewrite publishes the whole table, so there the new rows are
+        # those that went in.
         new_rows = arrow.num_rows + sum(item.rows for item in staged) if rewrites_table else info.rows
         for item in merged_away:  # their rows are in the new table version now
             shutil.rmtree(item.folder, ignore_errors=True)
