@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -18,7 +20,12 @@ from hypothesis import strategies as st
 
 from source_framework.destinations.spark import page_conversion_process
 from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, arrow_schema, records_to_arrow
-from source_framework.destinations.spark.page_conversion import ConverterPool, PageConversionFailed, PageConverter
+from source_framework.destinations.spark.page_conversion import (
+    ConverterPool,
+    PageConversionFailed,
+    PageConverter,
+    _unwritten,
+)
 from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
 from source_framework.helpers.raw_pages import RawPage
 
@@ -159,6 +166,95 @@ def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclar
     want = [records_to_arrow([records[i] for i in (0, 1, 3, 4, 5)], SCHEMA, extracted_at_ms=1, sync_id=SYNC, checkpoint=0),
             records_to_arrow(records[6:], SCHEMA, extracted_at_ms=2, sync_id=SYNC, checkpoint=1)]
     assert all(got.equals(expected, check_metadata=True) for got, expected in zip(rows, want, strict=True))
+
+
+def test_pages_sent_faster_than_the_process_reads_wait_in_order_without_stopping_the_reader(tmp_path):
+    """A page goes into the pipe from the reading thread while it has room; once the other process
+    falls behind (here: stopped), pages wait for the sender thread, the reader goes on, and the
+    process gets every frame in the order sent (pages, runs and checkpoint ends interleaved), also
+    those sent while the waiting ones drain."""
+    pages = [[{"id": n * 1000 + i, "name": "x" * 200} for i in range(1000)] for n in range(16)]  # ~4 MB: 4 pipes full
+    converter = started()
+    tokens: list[int] = []
+    half_sent, resumed = threading.Event(), threading.Event()
+
+    def read() -> None:
+        for n, records in enumerate(pages):
+            if n == len(pages) // 2:
+                half_sent.set()
+                resumed.wait()
+            page = converter.page(page_of(records, at=n))
+            converter.runs([(page, 0, 500)])
+            tokens.append(converter.end())
+            converter.runs([(page, 500, 1000)])
+            converter.drop(page)
+
+    reader = threading.Thread(target=read)
+    try:
+        os.kill(converter._process.pid, signal.SIGSTOP)
+        reader.start()
+        stalled = not half_sent.wait(timeout=30)
+        os.kill(converter._process.pid, signal.SIGCONT)
+        resumed.set()
+        reader.join()
+        assert not stalled, "the reading thread waited for a stopped converter"
+        final = converter.end()
+        first = converter.write(tokens[0], 0, str(tmp_path / "a"))
+        rest = converter.write(final, 1, str(tmp_path / "b"))
+    finally:
+        converter.close()
+    assert (first.rows, rest.rows) == (500, 15_500)
+    ids = [pq.read_table(tmp_path / name / written.file).column("id").to_pylist()
+           for name, written in (("a", first), ("b", rest))]
+    assert ids == [list(range(500)), [record["id"] for records in pages for record in records][500:]]
+
+
+def test_a_frame_sent_while_earlier_ones_wait_for_the_sender_waits_behind_them(tmp_path, monkeypatch):
+    """The pipe has room again but the sender thread has not written what waits yet: a frame sent
+    now must not go first (the process would get runs for a page it has not seen, or rows out of
+    order), nor while the sender holds frames it took from the queue. Made to happen every time:
+    the pipe is "full" for the first page, and for the sender until the reader has sent the rest."""
+    real_writev = os.writev
+    sender_may_write, sender_holds_them = threading.Event(), threading.Event()
+    first_refused = threading.Event()
+
+    def writev(fd: int, pieces: list[bytes]) -> int:
+        if threading.current_thread().name == "page-converter" and not sender_may_write.is_set():
+            sender_holds_them.set()
+            time.sleep(0.001)
+            raise BlockingIOError
+        if not first_refused.is_set():
+            first_refused.set()
+            raise BlockingIOError
+        return real_writev(fd, pieces)
+
+    records = [{"id": i} for i in range(30)]
+    converter = started()
+    try:
+        monkeypatch.setattr(os, "writev", writev)
+        for n in range(3):
+            page = converter.page(page_of(records[n * 10:(n + 1) * 10], at=n))
+            converter.runs([(page, 0, 10)])
+            converter.drop(page)
+            assert sender_holds_them.wait(timeout=10)  # taken from the queue, not written yet
+        token = converter.end()
+        sender_may_write.set()
+        written = converter.write(token, 0, str(tmp_path / "a"))
+    finally:
+        monkeypatch.undo()
+        converter.close()
+    assert pq.read_table(tmp_path / "a" / written.file).column("id").to_pylist() == list(range(30))
+
+
+@pytest.mark.parametrize(("pieces", "written", "left"), [
+    ([b"ab", b"cde"], 0, [b"ab", b"cde"]),
+    ([b"ab", b"cde"], 1, [b"b", b"cde"]),
+    ([b"ab", b"cde"], 2, [b"cde"]),
+    ([b"ab", b"cde"], 4, [b"e"]),
+    ([b"ab", b"cde"], 5, []),
+])
+def test_a_write_that_took_part_of_the_frames_leaves_the_rest_in_order(pieces, written, left):
+    assert _unwritten(pieces, written) == left
 
 
 def test_a_converter_that_died_fails_the_commit_that_needs_it(tmp_path):
