@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections import Counter
 from typing import Any
 
@@ -219,10 +218,9 @@ def test_a_frame_sent_while_earlier_ones_wait_for_the_sender_waits_behind_them(t
     first_refused = threading.Event()
 
     def writev(fd: int, pieces: list[bytes]) -> int:
-        if threading.current_thread().name == "page-converter" and not sender_may_write.is_set():
+        if threading.current_thread().name == "page-converter":  # it writes blocking: it waits for room
             sender_holds_them.set()
-            time.sleep(0.001)
-            raise BlockingIOError
+            sender_may_write.wait()
         if not first_refused.is_set():
             first_refused.set()
             raise BlockingIOError

@@ -36,7 +36,6 @@ resumes.
 from __future__ import annotations
 
 import os
-import select
 import struct
 import subprocess
 import sys
@@ -253,10 +252,10 @@ class PageConverter:
             self._frames.notify()
 
     def _send_queued(self) -> None:
-        """The sender thread: what did not fit in the pipe, in order, as the other process reads
-        (the interpreter is let go while it waits for room)."""
-        writable = select.poll()
-        writable.register(self._fd, select.POLLOUT)
+        """The sender thread: what did not fit in the pipe, in order, as the other process reads.
+        It writes with the pipe blocking (no other thread writes meanwhile: ``_sending``), so the
+        interpreter is let go once until all of it is in: waiting for room with ``poll`` woke this
+        thread, and took the interpreter from the reading one, for every few kilobytes read."""
         closing = False
         while not closing:  # (set below once ``close`` asked)
             with self._frames:
@@ -264,17 +263,15 @@ class PageConverter:
                     self._frames.wait()
                 queued = list(self._queue)
                 self._queue.clear()
-                self._sending = True
+                if not self._sending:
+                    self._sending = True
+                    os.set_blocking(self._fd, True)
             pieces = [piece for piece in queued if piece is not None]
             closing = len(pieces) < len(queued)  # (``close`` queues None last)
             sent = sum(map(len, pieces))
             try:
-                while pieces:
-                    writable.poll()
-                    try:
-                        pieces = _unwritten(pieces, os.writev(self._fd, pieces[:MAX_PIECES]))
-                    except BlockingIOError:
-                        pass  # (no room after all: wait again)
+                while pieces:  # (a signal may end a write early)
+                    pieces = _unwritten(pieces, os.writev(self._fd, pieces[:MAX_PIECES]))
             except OSError as error:
                 with self._frames:
                     self._failed = error
@@ -285,7 +282,9 @@ class PageConverter:
                 break
             with self._frames:
                 self._queued_bytes -= sent
-                self._sending = bool(self._queue)
+                if not self._queue:
+                    os.set_blocking(self._fd, False)
+                    self._sending = False
                 self._room.notify_all()
         try:
             self._pipe.close()
