@@ -101,6 +101,32 @@ def test_without_a_terminal_each_committed_checkpoint_logs_one_line(caplog):
     assert lines[2].startswith("orders: checkpoint 3 committed,") and "updatedAt=2025-03-01T00:00:00Z" in lines[2]
 
 
+def test_without_a_terminal_checkpoints_within_a_second_share_a_line_and_the_last_is_shown_at_the_end(caplog):
+    """At a small ``state_checkpoint_interval`` a stream commits many checkpoints a second: the log
+    gets at most one line a second per stream, and the newest checkpoint not shown when it ends."""
+    clock = Clock()
+    progress = LineProgress(clock=clock)
+    orders, users = StreamResult(name="orders"), StreamResult(name="users")
+    with caplog.at_level(logging.INFO, logger="source_framework.progress"):
+        with progress:
+            progress.stream_started(orders)
+            progress.stream_started(users)
+            for n in range(1, 24):  # 23 checkpoints in 2.75 s
+                orders.records += 100
+                progress.checkpoint_committed("orders", None, {"n": n})
+                if n == 3:
+                    progress.checkpoint_committed("users", None, {"n": 1})  # another stream: its own second
+                clock.now += 0.125
+            progress.stream_finished(orders)
+            progress.stream_finished(users)
+    lines = [r.getMessage() for r in caplog.records if r.name == "source_framework.progress"]
+    assert [line.split(",")[0] for line in lines] == [
+        "orders: checkpoint 1 committed", "users: checkpoint 1 committed", "orders: checkpoint 9 committed",
+        "orders: checkpoint 17 committed", "orders: checkpoint 23 committed",
+    ]
+    assert lines[-1].endswith("state n=23") and "2,300 records read" in lines[-1]
+
+
 def test_quiet_shows_nothing(caplog, capsys):
     progress = make_progress(quiet=True)
     assert type(progress) is Progress
@@ -312,7 +338,7 @@ class OneSlice(CursorStream):
 )
 def test_read_streams_feeds_the_progress(stream, total, caplog):
     output = ProtocolOutput(io.BytesIO())
-    progress = LineProgress()
+    progress = LineProgress(every_seconds=0)
     output.add_state_listener(progress.checkpoint_committed)
     with caplog.at_level(logging.INFO, logger="source_framework.progress"):
         entry = configured(stream.name, cursor_field=["n"])

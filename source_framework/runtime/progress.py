@@ -7,8 +7,9 @@
   since the last commit. A background thread redraws it at most ``REFRESH_PER_SECOND`` times a
   second from counters the read loop keeps anyway (``StreamResult.records``, ``.slices``), so
   reading a record costs nothing more. Log lines print above the table, not through it.
-- stderr is not a terminal (CI, a pipe, a file): ``LineProgress``, one log line per committed
-  checkpoint (logger ``source_framework.progress``).
+- stderr is not a terminal (CI, a pipe, a file): ``LineProgress``, a log line per committed
+  checkpoint, at most one a second per stream, and the stream's last one (logger
+  ``source_framework.progress``).
 - ``--quiet``: ``Progress`` itself, which shows nothing.
 
 The runtime calls ``stream_started``/``stream_finished`` (``read_streams``), and
@@ -31,6 +32,9 @@ from source_framework.runtime.results import StreamResult
 from source_framework.runtime.summary import human_seconds, short_state
 
 REFRESH_PER_SECOND = 4
+
+#: Without a terminal: seconds between two progress lines of a stream, at least.
+LINE_EVERY_SECONDS = 1.0
 
 logger = logging.getLogger("source_framework.progress")
 
@@ -115,10 +119,32 @@ class Progress:
 
 
 class LineProgress(Progress):
-    """For logs (stderr is not a terminal): one line per committed checkpoint."""
+    """For logs (stderr is not a terminal): a line per committed checkpoint, at most one every
+    ``every_seconds`` per stream; the last one a stream did not show is shown when it ends. Why
+    not every one: at ``state_checkpoint_interval`` 100 that was 10,000 lines for 1,000,000
+    records, and 0.36 s of the reading thread's time (~10% of the sync)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, every_seconds: float = LINE_EVERY_SECONDS) -> None:
+        super().__init__(clock)
+        self.every_seconds = every_seconds
+        self._shown_at: dict[str, float] = {}
+        self._unshown: dict[str, Mapping[str, Any]] = {}  # the newest state not shown, per stream
 
     def on_checkpoint(self, view: StreamView, state: Mapping[str, Any]) -> None:
-        logger.info("%s", checkpoint_line(view, state, self.clock()))
+        now, name = self.clock(), view.result.name
+        shown_at = self._shown_at.get(name)
+        if shown_at is not None and now - shown_at < self.every_seconds:
+            self._unshown[name] = state
+            return
+        self._unshown.pop(name, None)
+        self._shown_at[name] = now
+        logger.info("%s", checkpoint_line(view, state, now))
+
+    def stream_finished(self, result: StreamResult) -> None:
+        super().stream_finished(result)
+        view, state = self._views.get(result.name), self._unshown.pop(result.name, None)
+        if view is not None and state is not None:
+            logger.info("%s", checkpoint_line(view, state, self.clock()))
 
 
 def checkpoint_line(view: StreamView, state: Mapping[str, Any], now: float) -> str:
