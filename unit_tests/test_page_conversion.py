@@ -239,6 +239,7 @@ def test_a_frame_sent_while_earlier_ones_wait_for_the_sender_waits_behind_them(t
         sender_may_write.set()
         written = converter.write(token, 0, str(tmp_path / "a"))
     finally:
+        sender_may_write.set()  # (else a failed assertion above would leave close() waiting for the sender)
         monkeypatch.undo()
         converter.close()
     assert pq.read_table(tmp_path / "a" / written.file).column("id").to_pylist() == list(range(30))
