@@ -232,7 +232,6 @@ class StreamBuffer(StreamSink):
         self._page_token, self._token_rows, self._unended_rows, self._runs = None, 0, 0, []
         self._stop_pages()
 
-
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
         return self._writer.holds(records)
 
