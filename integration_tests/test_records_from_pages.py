@@ -148,6 +148,34 @@ def test_rows_from_the_pages_bytes_are_the_rows_converted_here(spark, api, tmp_p
         started.clear()
 
 
+class OrdersWithoutCurrency(Orders):
+    """The demo's orders with a schema that does not declare ``currency``, which every record carries."""
+
+    name = "orders"  # type: ignore[assignment]
+
+    def get_json_schema(self) -> dict[str, Any]:
+        schema = super().get_json_schema()
+        del schema["properties"]["currency"]
+        return schema
+
+
+class DemoWithoutCurrency(DemoSource):
+    def streams(self, config):
+        return [OrdersWithoutCurrency(config)]
+
+
+@pytest.mark.parametrize("interval", [None, 7])
+def test_fields_no_column_holds_are_counted_in_the_summary_when_the_converter_writes_the_rows(
+        spark, api, tmp_path, capsys, interval):
+    """The converter counts them as it converts the rows it writes within its commits: the
+    end-of-run summary names every record."""
+    config = config_for(api, tmp_path / "warehouse", state_checkpoint_interval=interval)
+    assert read(DemoWithoutCurrency(), config, catalog("orders")).returncode == 0
+    records = len(all_records(api, "orders", {"start": "2025-01-01T00:00:00Z"}))
+    line = f"orders: {records:,} records carried fields the schema does not declare (currency: {records:,}); see _sf_meta"
+    assert line in capsys.readouterr().err
+
+
 def test_a_stream_that_changes_its_records_lands_them_changed(spark, api, tmp_path):
     config = config_for(api, tmp_path / "warehouse")
     orders = catalog("orders")

@@ -19,13 +19,15 @@ from hypothesis import strategies as st
 
 from source_framework.destinations.spark import page_conversion_process
 from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, arrow_schema, records_to_arrow
+from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.page_conversion import (
     ConverterPool,
     PageConversionFailed,
     PageConverter,
     _unwritten,
 )
-from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
+from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS, PageRows, SparkTable, _local_path
+from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.helpers.raw_pages import RawPage
 
 JSON_SCHEMA = {"properties": {
@@ -337,3 +339,92 @@ def test_the_pool_starts_one_ahead_and_hands_a_converter_to_the_next_stream_fres
     assert sum(converter.usable for converter in [fresh, *extra]) == ConverterPool.KEEP  # the others ended
     pool.close()
     assert not any(converter.usable for converter in [fresh, *extra])
+
+
+# -- commits carried out by the converter ---------------------------------------------------------
+
+
+def new_table(tmp_path) -> SparkTable:
+    """A table written without Spark; a compaction batch every third (``file_sink_log``)."""
+    return SparkTable(lambda: pytest.fail("no Spark is needed"), str(tmp_path / "table"), arrow_writes=True,
+                      compact_interval=3)
+
+
+def rows_in(table: SparkTable) -> dict[int, list[int]]:
+    """The ids a reader of the table sees, by the commit (``_sf_checkpoint``) each row is numbered with."""
+    by_seq: dict[int, list[int]] = {}
+    for uri in table.live_files():
+        data = pq.read_table(_local_path(uri), columns=["id", "_sf_checkpoint"]).to_pydict()
+        for row_id, seq in zip(data["id"], data["_sf_checkpoint"], strict=True):
+            by_seq.setdefault(seq, []).append(row_id)
+    return {seq: sorted(ids) for seq, ids in sorted(by_seq.items())}
+
+
+def send_checkpoint(converter: PageConverter, ids: list[int]) -> int:
+    page = converter.page(page_of([{"id": i} for i in ids]))
+    converter.runs([(page, 0, len(ids))])
+    token = converter.end()
+    converter.drop(page)
+    return token
+
+
+def test_a_commit_the_converter_carries_out_reads_back_like_one_made_here(tmp_path):
+    """The converter writes a commit's rows into the table, its checkpoint record and its log batch
+    (a compaction batch among them): a later run's table object finds the state, the rows, and
+    each file with its real size; nothing is left in the staging folder."""
+    table = new_table(tmp_path)
+    converter = started()
+    try:
+        for seq in range(5):
+            token = send_checkpoint(converter, [seq * 10 + i for i in range(seq + 1)])
+            info = table.commit(SCHEMA.empty_table(), {"n": seq}, seq, pages=PageRows(converter, token, seq + 1))
+            assert info.rows == seq + 1 and len(info.files) == 1
+        assert table.live_files() == [uri for uri in new_table(tmp_path).live_files()]  # its own bookkeeping too
+    finally:
+        converter.close()
+    later = new_table(tmp_path)
+    last = later.last_checkpoint()
+    assert last is not None and (last.seq, last.state, last.rows) == (4, {"n": 4}, 5)
+    assert rows_in(later) == {seq: [seq * 10 + i for i in range(seq + 1)] for seq in range(5)}
+    statuses = later._log.live_files()
+    assert [status.size for status in statuses] == [os.path.getsize(_local_path(status.path)) for status in statuses]
+    assert not os.path.exists(os.path.join(later.path, "_staging"))
+
+
+def test_a_commit_expecting_other_rows_than_the_converter_holds_leaves_the_table_as_it_was(tmp_path):
+    table = new_table(tmp_path)
+    converter = started()
+    try:
+        token = send_checkpoint(converter, [1, 2, 3])
+        with pytest.raises(PageConversionFailed, match="3 rows up to checkpoint 1, the commit expects 2"):
+            table.commit(SCHEMA.empty_table(), {"n": 1}, 0, pages=PageRows(converter, token, 2))
+    finally:
+        converter.close()
+    later = new_table(tmp_path)
+    assert later.last_checkpoint() is None and later.live_files() == []
+    assert [name for _, _, names in os.walk(later.path) for name in names] == []  # no record, no file, no batch
+
+
+@pytest.mark.parametrize("point, files_in", [("commit.record_written", False), ("commit.files_written", True)])
+def test_a_crash_in_a_commit_the_converter_carries_out_leaves_what_a_kill_there_leaves(tmp_path, point, files_in):
+    """A simulated crash at a commit's fault point stops the converter there, as a kill of the
+    sync would: the record written, the data file in the table or not yet, no log batch; the next
+    run's clean-up takes the commit back whole."""
+    table = new_table(tmp_path)
+    converter = started()
+    try:
+        table.commit(SCHEMA.empty_table(), {"n": 0}, 0, pages=PageRows(converter, send_checkpoint(converter, [1]), 1))
+        token = send_checkpoint(converter, [2, 3])
+        with crash_at(point), pytest.raises(SimulatedCrash, match=point):
+            table.commit(SCHEMA.empty_table(), {"n": 1}, 1, pages=PageRows(converter, token, 2))
+        assert not converter.usable  # no other stream gets a converter that "died"
+    finally:
+        converter.close()
+    record = CheckpointFolder(table.path).read(1)
+    assert record is not None and record.state == {"n": 1}
+    assert os.path.exists(os.path.join(table.path, record.files[0])) == files_in
+    assert not os.path.exists(table._log.batch_path(record.batch_id))
+    later = new_table(tmp_path)
+    later.recover()
+    assert CheckpointFolder(later.path).read(1) is None and not os.path.exists(os.path.join(later.path, record.files[0]))
+    assert rows_in(later) == {0: [1]} and later.last_checkpoint().state == {"n": 0}

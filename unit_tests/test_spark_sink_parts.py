@@ -39,9 +39,11 @@ class FakeTable:
             return None
         return CheckpointRecord(seq=self.commits[-1]["seq"], batch_id=0, state=self.commits[-1]["state"])
 
-    def commit(self, data, state, seq, *, replace=False, notes=None, merged_states=(), reset_id=None, schema=None, staged=()):
+    def commit(self, data, state, seq, *, replace=False, notes=None, merged_states=(), reset_id=None, schema=None, staged=(),
+               pages=None):
         if self.fail_on_commit == len(self.commits) + 1:
             raise OSError("disk full")
+        assert pages is None  # (no page converter here)
         rows = data.num_rows + sum(item.rows for item in staged)
         self.commits.append({"seq": seq, "state": state, "replace": replace, "rows": rows, "notes": notes,
                              "merged_states": list(merged_states), "reset_id": reset_id, "staged": list(staged),
@@ -615,19 +617,28 @@ class LocalPool:
 
 
 class PagesTable(IdsTable):
-    """An ``IdsTable`` whose staged files may also come from the page converter (real files)."""
+    """An ``IdsTable`` whose staged files may also come from the page converter (real files).
+    ``arrow_writes``: the converter may also write a commit's rows as part of the commit
+    (``SparkTable.commit(pages=...)``); they are counted with it."""
 
-    def __init__(self, folder) -> None:
+    def __init__(self, folder, arrow_writes: bool = False) -> None:
         super().__init__()
         self._folder, self._made = folder, 0
+        self.arrow_writes = arrow_writes
 
     def staging_folder(self) -> str:
         self._made += 1
         return os.path.join(self._folder, f"s-{self._made}")
 
-    def commit(self, data, state, seq, *, staged=(), **kwargs):
+    def commit(self, data, state, seq, *, staged=(), pages=None, **kwargs):
         import pyarrow.parquet as pq
 
+        if pages is not None:  # the converter's rows up to the token, as a file of their own
+            assert self.arrow_writes and data.num_rows == 0
+            folder = self.staging_folder()
+            written = pages.converter.write(pages.token, seq, folder)
+            assert written.rows == pages.rows
+            staged = [*staged, StagedFiles(folder, written.rows, files=(written.file,))]
         for item in staged:
             if item.folder not in self._staged_ids:  # written by the converter
                 files = [os.path.join(item.folder, name) for name in os.listdir(item.folder)]
@@ -635,6 +646,31 @@ class PagesTable(IdsTable):
                 assert len(ids) == item.rows
                 self._staged_ids[item.folder] = ids
         return super().commit(data, state, seq, staged=staged, **kwargs)
+
+
+def test_page_checkpoints_merged_into_one_commit_are_written_by_the_converter_and_all_expected(tmp_path):
+    """Checkpoints of the page path that queued up while a commit ran become one commit: the page
+    converter writes the rows of all of them within it, and the commit expects them all."""
+    import orjson
+
+    from source_framework.helpers.raw_pages import RawPage
+
+    converter = LocalPageConverter()
+    converter.begin(SCHEMA, "s", ["data"], {})
+    body = orjson.dumps({"data": [{"id": i, "n": i} for i in range(5)]})
+    page = converter.page(RawPage(body, orjson.loads(body)["data"], 0))
+    converter.runs([(page, 0, 2)])
+    first = converter.end()
+    converter.runs([(page, 2, 5)])
+    second = converter.end()
+    table = PagesTable(str(tmp_path), arrow_writes=True)
+    writer = TableWriter(table, target(), SCHEMA)
+    receipts = writer.apply([
+        CommitJob(writer, [], 2, 0, {"n": 1}, None, pages=converter, page_token=first, page_rows=2),  # type: ignore[arg-type]
+        CommitJob(writer, [], 3, 0, {"n": 4}, None, pages=converter, page_token=second, page_rows=3),  # type: ignore[arg-type]
+    ])
+    assert table.ids_by_commit == [[0, 1, 2, 3, 4]] and receipts == [CommitReceipt(5, 1)] * 2
+    assert table.commits[0]["merged_states"] == [{"n": 1}] and table.commits[0]["state"] == {"n": 4}
 
 
 PAGE_STEPS = st.lists(st.one_of(
@@ -647,13 +683,16 @@ PAGE_STEPS = st.lists(st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
-@given(steps=PAGE_STEPS, stage_rows=st.integers(1, 16), ends=st.sampled_from(["finish", "abort"]))
-def test_on_the_page_path_every_checkpoint_commits_exactly_the_records_before_it(tmp_path_factory, steps, stage_rows, ends):
+@given(steps=PAGE_STEPS, stage_rows=st.integers(1, 16), ends=st.sampled_from(["finish", "abort"]), publishes=st.booleans())
+def test_on_the_page_path_every_checkpoint_commits_exactly_the_records_before_it(tmp_path_factory, steps, stage_rows, ends,
+                                                                                 publishes):
     """As above, with records that are items of their pages (converted from the pages' bytes by
     the page converter), some items skipped, and records no page holds in between: each state is
     recorded once, in order, by the commit holding every record written before it and none after
     the last state it records; after ``finish`` every record written is in the table once, after
-    ``abort`` exactly those its checkpoints covered; the converter goes back after its last job."""
+    ``abort`` exactly those its checkpoints covered; the converter goes back after its last job.
+    ``publishes``: the table lets the converter write a commit's rows within the commit, which is
+    told how many rows to expect (those of every checkpoint the commit merges)."""
     import orjson
 
     from source_framework.destinations.spark import buffer as buffer_module
@@ -666,7 +705,7 @@ def test_on_the_page_path_every_checkpoint_commits_exactly_the_records_before_it
     committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
     pages = RawPages(("data",))
     try:
-        table = PagesTable(str(tmp_path_factory.mktemp("pages")))
+        table = PagesTable(str(tmp_path_factory.mktemp("pages")), arrow_writes=publishes)
         buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=stage_rows, pages=pages,
                               converters=converters)  # type: ignore[arg-type]
         order: list[int] = []  # ids in the order written

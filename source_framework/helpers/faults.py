@@ -17,6 +17,11 @@ aside, and after each of its files is deleted), ``state.set.committed`` (``state
 table's rewrite committed, a pending reset not yet cleared), ``state.set.truncated`` (``state
 set``: table rewritten, state file not yet saved).
 
+The page converter's process carries out some commits' file work (``destinations/spark/table.py``):
+there ``commit.record_written`` and ``commit.files_written`` are counted in this process
+(``reached_elsewhere``) and the pause, or the stop, happens in that one, at the same step, with
+the same message; paused, it waits for this process to be killed, then exits.
+
 In-process tests (``crash_at``) make a point raise ``SimulatedCrash`` instead: a
 ``BaseException``, so it escapes the runtime's per-stream error handling as a kill would. As after
 a kill, nothing runs on: from then on until the block ends, every fault point any thread reaches
@@ -90,3 +95,32 @@ def fault_point(name: str) -> None:
         sys.stderr.flush()
         while True:
             time.sleep(3600)
+
+
+def reached_elsewhere(name: str) -> dict[str, str] | None:
+    """Fault point ``name`` as another process reaches it for this one (the page converter
+    carrying out a commit), counted here as ``fault_point`` counts it: what that process must do
+    there, or None. ``{"at": name, "how": "pause", "label": "name:N"}``: print ``paused at
+    name:N`` and stop until this process is killed; ``"how": "crash"``: stop and report it, and
+    this process calls :func:`crashed_elsewhere`."""
+    if _crash is not None:
+        if _crashed.is_set():
+            raise SimulatedCrash(f"simulated crash: {name} reached after the crash")
+        if _crash[0] == name:
+            with _count_lock:
+                _crash_counts[name] = _crash_counts.get(name, 0) + 1
+                if _crash_counts[name] == _crash[1]:
+                    return {"at": name, "how": "crash", "label": f"{name}:{_crash[1]}"}
+    if _TARGET is None or _TARGET[0] != name:
+        return None
+    with _count_lock:
+        _counts[name] = _counts.get(name, 0) + 1
+        if _counts[name] == _TARGET[1]:
+            return {"at": name, "how": "pause", "label": f"{name}:{_counts[name]}"}
+    return None
+
+
+def crashed_elsewhere(name: str) -> None:
+    """The other process stopped at ``name`` as a simulated crash asked: this one is dead too."""
+    _crashed.set()
+    raise SimulatedCrash(f"simulated crash at {name} (in the page converter)")

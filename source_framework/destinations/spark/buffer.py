@@ -79,13 +79,17 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: STATE still printed after the commit that covers it. Why: at ``state_checkpoint_interval`` 100 a
 #: checkpoint of 100 records is converted while the conversion's code and data are no longer in the
 #: CPU's caches (3.8 µs a record in the sync, against 1.6 in a loop), and each commit costs the
-#: committer's thread ~1 ms of the interpreter the reader needs. 1,000,000 demo orders at interval
-#: 100 (``bench/run.py``, interleaved single runs): holding 30, median 9.8 s of 10 runs (8.1-11.9);
-#: 16, 10.8 s (8.7-11.8); none, 10.6 s of 11 (9.3-12.3). A held checkpoint is in the runtime's
-#: queue like any other, so reading still runs at most ``runtime.read.MAX_IN_FLIGHT`` (32)
-#: checkpoints ahead of its last STATE: a crash costs no more records than before. Whoever waits
-#: for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
-HOLD_CHECKPOINTS = 30
+#: committer's thread the interpreter the reader needs. Why no more: a held checkpoint is in the
+#: runtime's queue like any other, and reading runs at most ``runtime.read.MAX_IN_FLIGHT`` (32)
+#: checkpoints ahead of its last STATE (a crash costs no more records than before); half of that
+#: lets one job commit while the next is read (30 made them take turns). That pays since the page
+#: converter carries out a commit's file work (``SparkTable.commit(pages=...)``): 1,000,000 demo
+#: orders at interval 100, 5 interleaved runs each, holding 16: 6.3-7.6 s (median 7.3), reading
+#: waiting 0.7-1.1 s for commits; 30: 8.0-9.4 s (9.1), waiting 1.8-2.7 s. Before, the committer's
+#: thread did that work, and holding 16 was slower than 30 (10.8 s against 9.8 s, medians of 10):
+#: the commits' file operations each waited for the interpreter the reading thread held. Whoever
+#: waits for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
+HOLD_CHECKPOINTS = 16
 
 #: A checkpoint is held only if the previous came at most this long before it, and held ones are
 #: handed over once the first of them is this old, when the next record or checkpoint comes: a
@@ -374,7 +378,7 @@ class StreamBuffer(StreamSink):
         self._page_token, self._token_rows = None, 0
         return CommitJob(self._writer, batches, rows + token_rows, nbytes + PAGE_ROW_BYTES * token_rows, state, notes,
                          stage_only=stage_only, records=records, extracted_at_ms=extracted,
-                         pages=self._converter if token is not None else None, page_token=token)
+                         pages=self._converter if token is not None else None, page_token=token, page_rows=token_rows)
 
 
 class _HeldCheckpoint(Future):

@@ -81,6 +81,7 @@ class CommitJob:
     #: it, not yet written), which it writes as a Parquet file when asked (``page_conversion``)
     pages: PageConverter | None = None
     page_token: int | None = None
+    page_rows: int = 0  # rows the converter holds for this job (since the job before it)
     future: Future[Any] = field(default_factory=Future)
 
 

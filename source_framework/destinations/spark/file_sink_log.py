@@ -199,18 +199,29 @@ class FileSinkLog:
         :meth:`next_batch_id` with the same ``replace``; a batch that already exists raises
         ``FileExistsError``.
         """
+        head, live_before = self.batch_head(batch_id, replace=replace)
+        content = "\n".join([*head, *(entry.to_json() for entry in added)])
+        write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)
+        self.batch_written(batch_id, live_before, added, replace=replace)
+
+    def batch_head(self, batch_id: int, *, replace: bool) -> tuple[list[str], list[SinkFileStatus] | None]:
+        """The lines of batch ``batch_id`` before the files it adds (for a compaction batch, every
+        live file), and the live files before it where known; for a batch another process writes
+        (the page converter), after which :meth:`batch_written` is told. Until then this object
+        reads the folder again."""
         expected = self.next_batch_id(replace=replace)
         if batch_id != expected:
             raise ValueError(f"batch {batch_id} is not the next batch ({expected}); was the log changed?")
         live_before = None if replace else (self._written[1] if self._written is not None else None)
-        if replace or not self.is_compact_batch(batch_id):
-            entries = list(added)
-        else:
-            live_before = self.live_files()
-            entries = live_before + list(added)
-        content = "\n".join([VERSION_LINE, *(entry.to_json() for entry in entries)])
+        entries: list[SinkFileStatus] = []
+        if not replace and self.is_compact_batch(batch_id):
+            live_before = entries = self.live_files()
         self._written = None  # a failed write leaves the folder to be read again
-        write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)
+        return [VERSION_LINE, *(entry.to_json() for entry in entries)], live_before
+
+    def batch_written(self, batch_id: int, live_before: list[SinkFileStatus] | None, added: list[SinkFileStatus],
+                      *, replace: bool) -> None:
+        """Batch ``batch_id`` (begun with :meth:`batch_head`) is written, adding ``added``."""
         if replace:
             live_after: list[SinkFileStatus] | None = list(added)
         else:  # known once this object has written a compaction batch or a replace

@@ -25,6 +25,9 @@ Usage (reading thread, then the committer's)::
     written = converter.write(token, seq=3, folder=staging)   # PageWrite(rows=1000, ...)
     converter.close()
 
+Or the commit itself, through ``SparkTable.commit(pages=PageRows(converter, token, rows))``: the
+process writes the rows into the table and carries out the commit's file work with them.
+
 A frame goes into the pipe at once, written by the thread that sends it, when the pipe has room
 for it and nothing sent earlier still waits (the pipe does not block: a write takes what fits).
 What does not fit waits in a queue for a thread that writes it as the other process reads, so the
@@ -53,6 +56,7 @@ from source_framework.helpers.raw_pages import RawPage
 PROCESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page_conversion_process.py")
 HEADER = struct.Struct("<BII")  # kind, meta length, data length (as the process reads them)
 REPLY = struct.Struct("<I")
+ANSWERED = (b"W", b"C")  # frames the process answers
 
 #: Page bytes queued for the pipe before ``page`` waits (the other process is that far behind).
 MAX_QUEUED_BYTES = 32 << 20
@@ -177,14 +181,27 @@ class PageConverter:
     def write(self, token: int, seq: int, folder: str) -> PageWrite:
         """The rows up to ``token`` (those of earlier tokens not yet written included), numbered
         ``seq``, as one Parquet file in ``folder``."""
-        self._send(b"W", {"token": token, "seq": seq, "folder": folder})
+        answer = self._ask(b"W", {"token": token, "seq": seq, "folder": folder}, "while writing a commit's rows")
+        return PageWrite(answer["rows"], answer["file"], answer["undeclared"], answer["undeclared_records"])
+
+    def publish(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        """Carry out a commit's file work (``SparkTable.commit`` makes the plan): the rows up to
+        ``plan["token"]`` go into the table with it. Answers ``rows``, ``added`` (the log lines
+        written for the files added), ``undeclared``, ``undeclared_records``; or ``stopped``: the
+        fault point where a simulated crash stopped it (``helpers.faults``)."""
+        return self._ask(b"C", plan, "while committing")
+
+    def _ask(self, kind: bytes, meta: Mapping[str, Any], when: str) -> dict[str, Any]:
+        self._send(kind, meta)
         head = self._replies.read(REPLY.size)
         if len(head) < REPLY.size:
-            raise self._failing(PageConversionFailed(self._ended("while writing a commit's rows")))
-        answer = orjson.loads(self._replies.read(REPLY.unpack(head)[0]))
+            raise self._failing(PageConversionFailed(self._ended(when)))
+        answer: dict[str, Any] = orjson.loads(self._replies.read(REPLY.unpack(head)[0]))
         if "error" in answer:
             raise self._failing(PageConversionFailed(f"the page converter failed: {answer['error']}"))
-        return PageWrite(answer["rows"], answer["file"], answer["undeclared"], answer["undeclared_records"])
+        if "stopped" in answer:  # it stops at a simulated crash, as a killed process would
+            self._failing(PageConversionFailed(f"the page converter stopped at {answer['stopped']} (a simulated crash)"))
+        return answer
 
     def _failing(self, error: PageConversionFailed) -> PageConversionFailed:
         """``error``, remembered: a converter that failed is not given to another stream (``usable``)."""
@@ -223,7 +240,7 @@ class PageConverter:
         head = HEADER.pack(kind[0], len(blob), len(data)) + blob
         with self._frames:
             if self._failed is not None or self._closed:
-                if kind == b"W":
+                if kind in ANSWERED:
                     raise PageConversionFailed(self._ended("before a commit's rows were asked for"))
                 return  # the next write says what happened
             if kind in LAZY_FRAMES and len(self._lazy) < MAX_LAZY_FRAMES:
@@ -242,7 +259,7 @@ class PageConverter:
                     pass  # the pipe is full: the sender writes them as it drains
                 except OSError as error:  # the process is gone: the commit that needs it fails
                     self._failed = error
-                    if kind == b"W":
+                    if kind in ANSWERED:
                         raise PageConversionFailed(self._ended("before a commit's rows were asked for")) from error
                     return
                 if not pieces:

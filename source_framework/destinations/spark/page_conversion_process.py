@@ -16,7 +16,11 @@ at stderr, so nothing stray can reach the answers):
 - ``E`` a checkpoint's end: a token naming the rows before it;
 - ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
   file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
-  "undeclared": {...}, "undeclared_records": n}`` or ``{"error": "..."}``.
+  "undeclared": {...}, "undeclared_records": n}`` or ``{"error": "..."}``;
+- ``C`` commit: a commit's file work, planned by ``SparkTable.commit(pages=...)``: the rows up to a
+  token written into the table as part of it, after its checkpoint record and before its log
+  batch (see ``Converter.publish``); answered like ``W`` with the log lines written, or
+  ``{"stopped": point}`` where a simulated crash stopped it (``helpers.faults``).
 
 Records are converted by ``records_to_arrow`` in batches as their runs arrive, so a write finds
 most of its rows converted. It runs in a session of its own and ignores SIGINT (Ctrl-C stops the
@@ -28,6 +32,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import shutil
 import signal
 import struct
 import sys
@@ -36,6 +41,7 @@ import uuid
 from collections import Counter, deque
 from types import ModuleType
 from typing import Any, BinaryIO
+from urllib.parse import unquote, urlparse
 
 import orjson
 import pyarrow as pa
@@ -43,6 +49,7 @@ import pyarrow.parquet as pq
 
 HEADER = struct.Struct("<BII")  # kind, meta length, data length
 REPLY = struct.Struct("<I")
+ANSWERED = (ord("W"), ord("C"))  # frames answered on the replies' pipe
 BATCH_ROWS = 4096
 NICENESS = 10
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,6 +66,7 @@ def _load(name: str, path: str) -> ModuleType:
 
 conversion = _load("_sf_arrow_conversion", os.path.join(HERE, "arrow_conversion.py"))
 records_path = _load("_sf_records_path", os.path.join(HERE, "..", "..", "helpers", "records_path.py"))
+atomic_files = _load("_sf_atomic_files", os.path.join(HERE, "atomic_files.py"))
 
 
 class Converter:
@@ -102,6 +110,39 @@ class Converter:
             self.records, self.extracted_at = [], []
 
     def write(self, token: int, seq: int, folder: str) -> dict[str, Any]:
+        part = self._rows_to(token, seq)
+        name = f"part-00000-{uuid.uuid4().hex}.parquet"
+        self._write(part, os.path.join(folder, name))
+        return {"rows": part.num_rows, "file": name, **self._undeclared_since()}
+
+    def publish(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """A commit, its file work done here in ``SparkTable.commit``'s order (see ``table.py``):
+        the checkpoint record, the staged files moved in and the rows up to the plan's token
+        written beside them, the folder fsynced, the log's batch: the commit point. Answers the
+        batch's new lines (with each file's size and time) for the committer's bookkeeping."""
+        part = self._rows_to(plan["token"], plan["seq"])
+        if part.num_rows != plan["rows"]:  # before anything is written: the commit fails whole
+            raise RuntimeError(f"{part.num_rows} rows up to checkpoint {plan['token']}, the commit expects {plan['rows']}")
+        stop = plan.get("stop")
+        _still_ordered()
+        atomic_files.write_atomically(plan["record"], plan["record_text"].encode("utf-8"))
+        _stop_if_asked(stop, "commit.record_written")
+        for source, target in plan["moves"]:
+            os.rename(source, target)
+        self._write(part, plan["file"])
+        atomic_files.fsync_directory(plan["table"])
+        for folder in plan["folders"]:
+            try:
+                os.rmdir(folder)  # (its files were moved out)
+            except OSError:
+                shutil.rmtree(folder, ignore_errors=True)
+        _stop_if_asked(stop, "commit.files_written")
+        added = [_with_stat(line) for line in plan["added"]]
+        atomic_files.write_atomically(plan["batch"], "\n".join([*plan["head"], *added]).encode("utf-8"), overwrite=False)
+        return {"rows": part.num_rows, "added": added, **self._undeclared_since()}
+
+    def _rows_to(self, token: int, seq: int) -> pa.Table:
+        """The rows up to ``token``'s end not yet written, numbered ``seq``."""
         while self.ends and self.ends[0][0] != token:
             self.ends.popleft()  # a merged commit: its earlier checkpoints' rows go with it
         if not self.ends:
@@ -114,15 +155,62 @@ class Converter:
         self.converted = [rest] if rest.num_rows else []
         self.written = end
         column = pa.repeat(pa.scalar(seq, pa.int64()), rows)
-        part = part.set_column(part.schema.get_field_index(conversion.CHECKPOINT), conversion.CHECKPOINT, column)
-        name = f"part-00000-{uuid.uuid4().hex}.parquet"
-        footer_rows = write_durably(part, folder, name, self.options)
-        if footer_rows != rows:
-            raise RuntimeError(f"{os.path.join(folder, name)}: {footer_rows} rows in its footer, {rows} were written")
+        return part.set_column(part.schema.get_field_index(conversion.CHECKPOINT), conversion.CHECKPOINT, column)
+
+    def _write(self, part: pa.Table, path: str) -> None:
+        footer_rows = write_durably(part, os.path.dirname(path), os.path.basename(path), self.options)
+        if footer_rows != part.num_rows:
+            raise RuntimeError(f"{path}: {footer_rows} rows in its footer, {part.num_rows} were written")
+
+    def _undeclared_since(self) -> dict[str, Any]:
+        """Fields no column holds, counted since the last answer."""
         counts = Counter(self.undeclared.by_field)
         new, self.reported = counts - self.reported, counts
         new_records, self.reported_records = self.undeclared.records - self.reported_records, self.undeclared.records
-        return {"rows": rows, "file": name, "undeclared": dict(new), "undeclared_records": new_records}
+        return {"undeclared": dict(new), "undeclared_records": new_records}
+
+
+class Stopped(Exception):
+    """A simulated crash the sync asked for (``helpers.faults.crash_at``): nothing more is done."""
+
+
+#: The sync's process: a commit is not carried on once it is gone (see ``_still_ordered``).
+PARENT = os.getppid()
+
+
+def _still_ordered() -> None:
+    """Exit if the sync's process is gone: a commit it no longer waits for is not carried on,
+    so that the next run's clean-up never meets this process still writing. (A step already
+    begun ends first; the next run starts its clean-up seconds later.)"""
+    if os.getppid() != PARENT:
+        os._exit(0)
+
+
+def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
+    """The fault point ``point`` (``helpers.faults``), reached here for the sync's process, which
+    counted it and says what to do: pause as it would (until it is killed), or stop as a crash."""
+    _still_ordered()
+    if stop is None or stop["at"] != point:
+        return
+    if stop["how"] == "crash":
+        raise Stopped(point)
+    sys.stderr.write(f"paused at {stop['label']}\n")
+    sys.stderr.flush()
+    while os.read(0, 1 << 16):  # until the sync's process is killed (its pipe closes)
+        pass
+    os._exit(0)
+
+
+def _with_stat(line: str) -> str:
+    """A log line (``file_sink_log.SinkFileStatus``) with its file's size and time filled in."""
+    entry = orjson.loads(line)
+    stat = os.stat(_local_path(entry["path"]))
+    entry["size"], entry["modificationTime"] = stat.st_size, stat.st_mtime_ns // 1_000_000
+    return orjson.dumps(entry).decode("utf-8")
+
+
+def _local_path(uri: str) -> str:
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def write_durably(table: pa.Table, folder: str, name: str, options: dict[str, Any]) -> int:
@@ -150,11 +238,14 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
         meta: Any = orjson.loads(source.read(meta_size)) if meta_size else None
         data = source.read(data_size) if data_size else b""
         try:
-            if kind == ord("W"):
+            if kind in ANSWERED:
                 if failure is not None:
                     raise RuntimeError(failure)
                 assert converter is not None
-                answer = converter.write(meta["token"], meta["seq"], meta["folder"])
+                if kind == ord("W"):
+                    answer = converter.write(meta["token"], meta["seq"], meta["folder"])
+                else:
+                    answer = converter.publish(meta)
             elif failure is not None:
                 continue
             elif kind == ord("S"):
@@ -177,11 +268,14 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
                 continue
             else:
                 raise RuntimeError(f"unknown frame {kind!r}")
+        except Stopped as stopped:
+            failure = f"stopped at {stopped} (a simulated crash)"
+            answer = {"stopped": str(stopped)}
         except Exception as error:
             if failure is None:
                 failure = f"{type(error).__name__}: {error}"
                 traceback.print_exc(file=sys.stderr)
-            if kind != ord("W"):
+            if kind not in ANSWERED:
                 continue
             answer = {"error": failure}
         reply = orjson.dumps(answer)

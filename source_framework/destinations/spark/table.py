@@ -39,6 +39,16 @@ One commit, in order:
    and checks the rows in the footer it wrote against the record.
 4. Write the next ``_spark_metadata`` batch atomically: **the commit point**.
 
+Where the commit's new rows are held by the stream's page converter (``page_conversion``), that
+process carries out steps 2-4 (``commit(pages=...)``): this object makes the plan (the record, the
+names, the log's lines) and the converter writes the record, moves the staged files in, writes
+its rows to their name in the table, fsyncs the folder and writes the batch, in that order, and
+stops at the fault points where this process asks it to. Why: each file operation costs the
+committer's thread the interpreter, which the reading thread holds (~1 ms each at the sync's 1 ms
+switch interval), so a commit done here could not run while reading went on. The converter does
+not start a step once the sync's process is gone, and a run starts its clean-up seconds later, so
+the two never overlap.
+
 The object remembers its own last commit (and the log what its last batch left), so at a small
 interval a commit does not list and read the table's folders again: any other object's commit
 would have written the record this object's next commit checks for first.
@@ -90,8 +100,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -112,10 +123,12 @@ from source_framework.destinations.spark.file_sink_log import (
     SinkFileStatus,
 )
 from source_framework.destinations.spark.table_schema import schema_from_footer, schema_from_json
-from source_framework.helpers.faults import fault_point
+from source_framework.helpers.faults import crashed_elsewhere, fault_point, reached_elsewhere
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from source_framework.destinations.spark.page_conversion import PageConverter
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -166,6 +179,20 @@ class CommitInfo:
     files: list[str]  # file: URIs, as listed in the metadata log
     rows: int  # counted in the published files' Parquet footers
     ms: float  # wall time of the whole commit
+    #: fields no column holds, in the rows the page converter wrote for the commit (``PageRows``)
+    undeclared: dict[str, int] = field(default_factory=dict)
+    undeclared_records: int = 0
+
+
+@dataclass(frozen=True)
+class PageRows:
+    """Rows a commit publishes that the stream's page converter holds (``page_conversion``): those
+    up to ``token``, ``rows`` of them. The converter writes them into the table, and carries out
+    the commit's file work with them in its own process (``SparkTable.commit``)."""
+
+    converter: PageConverter
+    token: int
+    rows: int
 
 
 class SparkTable:
@@ -212,12 +239,17 @@ class SparkTable:
         reset_id: str | None = None,
         schema: Mapping[str, Any] | None = None,
         staged: Sequence[StagedFiles] = (),
+        pages: PageRows | None = None,
     ) -> CommitInfo:
         """Make ``data`` visible together with ``state``, all or nothing.
 
         ``data`` is an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
         ``staged``: files written earlier by :meth:`stage` for this commit; they become visible
-        with ``data``. ``replace=True`` atomically swaps every previously visible row for
+        with ``data``. ``pages``: rows the page converter writes into the table as part of the commit,
+        whose file work it then does in its own process (``data`` must then have no rows). Why: each
+        of the commit's ~25 file operations costs the committer's thread the interpreter, which the
+        reading thread holds (~1 ms each), so the commits could not run while reading went on.
+        ``replace=True`` atomically swaps every previously visible row for
         ``data``. ``notes``, ``merged_states``, ``reset_id`` and ``schema`` go into the
         checkpoint record (``checkpoint_record.py``). ``seq`` must be greater than the last
         committed one. Returns when the commit is durable, i.e. when the STATE may be printed.
@@ -231,14 +263,15 @@ class SparkTable:
             if seq < 0 or (last is not None and seq <= last.seq):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
             self._newest = None  # until this commit is done: a failed one leaves the folders to be read again
-            parts, folders, written_here = self._write_parts(data, seq, staged)
+            parts, folders, written_here = self._write_parts(data, seq, staged, more=pages is not None)
             commit_id = uuid.uuid4().hex
-            count = len(parts) + (written_here is not None)
+            count = len(parts) + (written_here is not None) + (pages is not None)
             names = _data_file_names(seq, count, commit_id, leads_schema=_leads_schema(schema, replace, last))
             counted = {os.path.join(item.folder, name) for item in staged for name in item.files}
             rows = sum(item.rows for item in staged if item.files)
             rows += sum(pq.read_metadata(part).num_rows for part in parts if part not in counted)
             rows += written_here.num_rows if written_here is not None else 0
+            rows += pages.rows if pages is not None else 0
             batch_id = self._log.next_batch_id(replace=replace)
             replaced = tuple(sorted(self._live_names())) if replace else ()
             notes = notes or ResumeNotes()
@@ -248,20 +281,53 @@ class SparkTable:
                 merged_states=tuple(dict(s) for s in merged_states), reset_id=reset_id,
                 schema=dict(schema) if schema is not None else None, replaced=replaced,
             )
-            self._checkpoints.write(record)  # names the files before they enter the table
-            fault_point("commit.record_written")
-            statuses = self._move_in(parts, names[:len(parts)], durable=counted)
-            if written_here is not None:
-                statuses.append(self._write_in(written_here, names[-1]))
-            fsync_directory(self.path)
-            for folder in folders:
-                _remove_folder(folder)
-            fault_point("commit.files_written")
-            self._log.write_batch(batch_id, statuses, replace=replace)  # the commit point
+            answer: dict[str, Any] = {}
+            if pages is not None:
+                statuses, answer = self._commit_by(pages, record, parts, names, folders, counted, replace)
+            else:
+                self._checkpoints.write(record)  # names the files before they enter the table
+                fault_point("commit.record_written")
+                statuses = self._move_in(parts, names[:len(parts)], durable=counted)
+                if written_here is not None:
+                    statuses.append(self._write_in(written_here, names[-1]))
+                fsync_directory(self.path)
+                for folder in folders:
+                    _remove_folder(folder)
+                fault_point("commit.files_written")
+                self._log.write_batch(batch_id, statuses, replace=replace)  # the commit point
             self._newest = record
             fault_point("commit.done")
         elapsed_ms = (time.perf_counter() - started) * 1000
-        return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms)
+        return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms,
+                          answer.get("undeclared", {}), answer.get("undeclared_records", 0))
+
+    def _commit_by(
+        self, pages: PageRows, record: CheckpointRecord, parts: list[str], names: list[str], folders: list[str],
+        durable: set[str], replace: bool,
+    ) -> tuple[list[SinkFileStatus], dict[str, Any]]:
+        """The commit's file work, done by the page converter: the same steps as here, in the same
+        order, with the fault points counted here and honoured there. Files staged by this process
+        are fsynced first (the converter only renames them)."""
+        for part in parts:
+            if part not in durable:
+                fsync_file(part)
+        head, live_before = self._log.batch_head(record.batch_id, replace=replace)
+        targets = [os.path.join(self.path, name) for name in names]
+        plan = {
+            "token": pages.token, "seq": record.seq, "rows": pages.rows,
+            "record": self._checkpoints.path(record.seq), "record_text": record.to_json().decode("utf-8"),
+            "moves": list(zip(parts, targets, strict=False)), "file": targets[-1], "table": self.path,
+            "folders": folders, "batch": self._log.batch_path(record.batch_id), "head": head,
+            "added": [SinkFileStatus(Path(target).as_uri(), 0, 0).to_json() for target in targets],
+            # (a process that stops at the first point never reaches the second)
+            "stop": reached_elsewhere("commit.record_written") or reached_elsewhere("commit.files_written"),
+        }
+        answer = pages.converter.publish(plan)
+        if "stopped" in answer:
+            crashed_elsewhere(answer["stopped"])
+        statuses = [SinkFileStatus.from_json(line) for line in answer["added"]]
+        self._log.batch_written(record.batch_id, live_before, statuses, replace=replace)
+        return statuses, answer
 
     def stage(self, data: pa.Table) -> StagedFiles:
         """Write ``data``'s files now for a commit still to come (see ``commit(staged=...)``).
@@ -280,16 +346,16 @@ class SparkTable:
         return os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
 
     def _write_parts(
-        self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles]
+        self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles], more: bool = False
     ) -> tuple[list[str], list[str], pa.Table | None]:
         """The Parquet files to publish (those staged before, then ``data``'s), the staging folders
         holding them, and the Arrow table this process writes straight into the table folder once
         the checkpoint record names it (``arrow_writes``; None when Spark wrote ``data`` to staging
-        here, or when it has no rows to add to staged ones)."""
+        here, or when it has no rows to add to staged ones or to the ``more`` files to come)."""
         folders = [item.folder for item in staged]
         listed = {item.folder: item.files for item in staged if item.files}
         written_here = None
-        if not staged or not isinstance(data, pa.Table) or data.num_rows > 0:
+        if not (staged or more) or not isinstance(data, pa.Table) or data.num_rows > 0:
             if isinstance(data, pa.Table) and self.arrow_writes:
                 # No staging folder to make, list and remove: at a small interval that is most of a
                 # commit's file work. A run killed while it writes leaves a file its record names.
@@ -304,7 +370,7 @@ class SparkTable:
             for name in (listed.get(folder) or sorted(os.listdir(folder)))
             if name.startswith("part-") and name.endswith(".parquet")
         ]
-        if not parts and written_here is None:
+        if not parts and written_here is None and not more:
             raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
         return parts, folders, written_here
 

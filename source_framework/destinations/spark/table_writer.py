@@ -62,7 +62,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     records_to_arrow,
 )
 from source_framework.destinations.spark.committer import CommitJob
-from source_framework.destinations.spark.table import SparkTable, StagedFiles, arrow_frame
+from source_framework.destinations.spark.table import PageRows, SparkTable, StagedFiles, arrow_frame
 from source_framework.destinations.spark.table_schema import (
     IncompatibleSchema,
     SchemaChange,
@@ -253,7 +253,13 @@ class TableWriter:
         if records:  # the records the buffer had not converted yet, of every merged checkpoint at once
             batches.append(self.to_arrow(records, [ms for job in jobs for ms in job.extracted_at_ms]))
         from_pages = [job for job in jobs if job.page_token is not None]
-        if from_pages:  # rows the page converter holds: its file is staged, published with the commit
+        pages = None
+        if from_pages and not jobs[0].stage_only and not batches and not self.needs_spark:
+            # The page converter writes its rows into the table and does the commit's file work.
+            last = from_pages[-1]
+            assert last.pages is not None and last.page_token is not None
+            pages = PageRows(last.pages, last.page_token, sum(job.page_rows for job in from_pages))
+        elif from_pages:  # rows the page converter holds: its file is staged, published with the commit
             self._staged.append(self._stage_from_pages(from_pages[-1]))
         if jobs[0].stage_only:
             if batches or not from_pages:
@@ -262,7 +268,7 @@ class TableWriter:
         # The STATEs of merged checkpoints are printed too; a later run given one of them must
         # know the table already holds what came after it.
         merged_states = [dict(state or {}) for job in jobs for state in (*job.earlier_states, job.state)][:-1]
-        self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states)
+        self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states, pages)
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
 
     def _stage_from_pages(self, job: CommitJob) -> StagedFiles:
@@ -274,7 +280,8 @@ class TableWriter:
         # (counted in its footer and fsynced by the converter: the commit only renames it)
         return StagedFiles(folder, written.rows, files=(written.file,))
 
-    def _commit(self, batches: list[pa.Table], state: Any, notes: ResumeNotes | None, merged_states: list[Any]) -> None:
+    def _commit(self, batches: list[pa.Table], state: Any, notes: ResumeNotes | None, merged_states: list[Any],
+                pages: PageRows | None = None) -> None:
         seq = self._next_seq
         arrow = self._numbered(batches, seq)
         staged, self._staged = self._staged, []
@@ -290,8 +297,9 @@ class TableWriter:
             replace, rewrites_table = True, True
         info = self.table.commit(
             data, dict(state or {}), seq, replace=replace, notes=notes, merged_states=merged_states,
-            reset_id=self._reset_id, schema=schema_to_json(self.schema), staged=publish,
+            reset_id=self._reset_id, schema=schema_to_json(self.schema), staged=publish, pages=pages,
         )
+        self.undeclared.add_counts(info.undeclared, info.undeclared_records)
         # Counted in the footers of the files just published (here, or by the page converter that
         # wrote them), not taken on trust: the runtime prints the STATE only if they hold every
         # record it handed over. A rewrite publishes the whole table, so there the new rows are
