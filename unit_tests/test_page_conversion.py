@@ -428,3 +428,35 @@ def test_a_crash_in_a_commit_the_converter_carries_out_leaves_what_a_kill_there_
     later.recover()
     assert CheckpointFolder(later.path).read(1) is None and not os.path.exists(os.path.join(later.path, record.files[0]))
     assert rows_in(later) == {0: [1]} and later.last_checkpoint().state == {"n": 0}
+
+
+def test_the_converter_starts_no_step_of_a_commit_once_the_syncs_process_is_gone(tmp_path, monkeypatch):
+    """The sync's process killed while the converter carries out its commit: the converter ends the
+    step it is in and starts no other, so the next run's clean-up never meets it still writing."""
+    converter = page_conversion_process.Converter(SCHEMA, SYNC, ["data"], ARROW_PARQUET_OPTIONS)
+    converter.page(1, 0, orjson.dumps({"data": [{"id": 1}]}))
+    converter.runs([[1, 0, 1]])
+    converter.ends.append((1, converter.received))
+
+    class InThisProcess:
+        def publish(self, plan: dict[str, Any]) -> dict[str, Any]:
+            return converter.publish(plan)
+
+    write = page_conversion_process.atomic_files.write_atomically
+
+    def written_then_orphaned(*args: Any, **kwargs: Any) -> None:
+        write(*args, **kwargs)
+        monkeypatch.setattr(page_conversion_process, "PARENT", -1)  # (as the kernel re-parents an orphan)
+
+    def exit_(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(page_conversion_process.atomic_files, "write_atomically", written_then_orphaned)
+    monkeypatch.setattr(page_conversion_process.os, "_exit", exit_)
+    table = new_table(tmp_path)
+    with pytest.raises(SystemExit):
+        table.commit(SCHEMA.empty_table(), {"n": 1}, 0, pages=PageRows(InThisProcess(), 1, 1))  # type: ignore[arg-type]
+    record = CheckpointFolder(table.path).read(0)
+    assert record is not None  # the step under way ended
+    assert not os.path.exists(os.path.join(table.path, record.files[0]))  # no other began
+    assert not os.path.exists(table._log.batch_path(record.batch_id))
