@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from source_framework.destinations.spark.atomic_files import write_atomically
@@ -82,6 +83,12 @@ class SinkFileStatus:
         return cls(path=absolute.as_uri(), size=stat.st_size, modification_time=stat.st_mtime_ns // 1_000_000)
 
     def to_json(self) -> str:
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
+        # Cached: a compaction batch writes every live file's line again (at interval 100, every
+        # tenth of hundreds of commits).
         return json.dumps(
             {
                 "path": self.path,
