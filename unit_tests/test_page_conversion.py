@@ -26,7 +26,13 @@ from source_framework.destinations.spark.page_conversion import (
     PageConverter,
     _unwritten,
 )
-from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS, PageRows, SparkTable, _local_path
+from source_framework.destinations.spark.table import (
+    ARROW_PARQUET_OPTIONS,
+    PageRows,
+    SparkTable,
+    StagedFiles,
+    _local_path,
+)
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.helpers.raw_pages import RawPage
 
@@ -389,6 +395,27 @@ def test_a_commit_the_converter_carries_out_reads_back_like_one_made_here(tmp_pa
     statuses = later._log.live_files()
     assert [status.size for status in statuses] == [os.path.getsize(_local_path(status.path)) for status in statuses]
     assert not os.path.exists(os.path.join(later.path, "_staging"))
+
+
+def test_files_staged_ahead_of_a_commit_the_converter_carries_out_enter_the_table_with_it(tmp_path):
+    """A large slice's rows are written to staged files ahead of its checkpoint (``stage_rows``);
+    the converter moves them into the table within the commit, beside the rows it writes then."""
+    table = new_table(tmp_path)
+    converter = started()
+    try:
+        staged = []
+        for ids in ([1, 2], [3]):  # two stage jobs, as the buffer hands them over
+            folder = table.staging_folder()
+            written = converter.write(send_checkpoint(converter, ids), 0, folder)
+            staged.append(StagedFiles(folder, written.rows, files=(written.file,)))
+        token = send_checkpoint(converter, [4, 5, 6])
+        info = table.commit(SCHEMA.empty_table(), {"n": 1}, 0, staged=staged, pages=PageRows(converter, token, 3))
+    finally:
+        converter.close()
+    assert info.rows == 6 and len(info.files) == 3
+    later = new_table(tmp_path)
+    assert rows_in(later) == {0: [1, 2, 3, 4, 5, 6]} and later.last_checkpoint().rows == 6
+    assert os.listdir(os.path.join(later.path, "_staging")) == []  # the staged folders went with the commit
 
 
 def test_a_commit_expecting_other_rows_than_the_converter_holds_leaves_the_table_as_it_was(tmp_path):

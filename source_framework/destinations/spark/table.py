@@ -316,7 +316,7 @@ class SparkTable:
         plan = {
             "token": pages.token, "seq": record.seq, "rows": pages.rows,
             "record": self._checkpoints.path(record.seq), "record_text": record.to_json().decode("utf-8"),
-            "moves": list(zip(parts, targets, strict=False)), "file": targets[-1], "table": self.path,
+            "moves": list(zip(parts, targets[:len(parts)], strict=True)), "file": targets[-1], "table": self.path,
             "folders": folders, "batch": self._log.batch_path(record.batch_id), "head": head,
             "added": [SinkFileStatus(Path(target).as_uri(), 0, 0).to_json() for target in targets],
             # (a process that stops at the first point never reaches the second)
