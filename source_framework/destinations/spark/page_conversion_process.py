@@ -124,7 +124,7 @@ class Converter:
         if part.num_rows != plan["rows"]:  # before anything is written: the commit fails whole
             raise RuntimeError(f"{part.num_rows} rows up to checkpoint {plan['token']}, the commit expects {plan['rows']}")
         stop = plan.get("stop")
-        _still_ordered()
+        _exit_if_orphaned()
         atomic_files.write_atomically(plan["record"], plan["record_text"].encode("utf-8"))
         _stop_if_asked(stop, "commit.record_written")
         for source, target in plan["moves"]:
@@ -174,11 +174,11 @@ class Stopped(Exception):
     """A simulated crash the sync asked for (``helpers.faults.crash_at``): nothing more is done."""
 
 
-#: The sync's process: a commit is not carried on once it is gone (see ``_still_ordered``).
+#: The sync's process: a commit is not carried on once it is gone (see ``_exit_if_orphaned``).
 PARENT = os.getppid()
 
 
-def _still_ordered() -> None:
+def _exit_if_orphaned() -> None:
     """Exit if the sync's process is gone: a commit it no longer waits for is not carried on,
     so that the next run's clean-up never meets this process still writing. (A step already
     begun ends first; the next run starts its clean-up seconds later.)"""
@@ -189,7 +189,7 @@ def _still_ordered() -> None:
 def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
     """The fault point ``point`` (``helpers.faults``), reached here for the sync's process, which
     counted it and says what to do: pause as it would (until it is killed), or stop as a crash."""
-    _still_ordered()
+    _exit_if_orphaned()
     if stop is None or stop["at"] != point:
         return
     if stop["how"] == "crash":
