@@ -41,7 +41,6 @@ import uuid
 from collections import Counter, deque
 from types import ModuleType
 from typing import Any, BinaryIO
-from urllib.parse import unquote, urlparse
 
 import orjson
 import pyarrow as pa
@@ -137,7 +136,8 @@ class Converter:
             except OSError:
                 shutil.rmtree(folder, ignore_errors=True)
         _stop_if_asked(stop, "commit.files_written")
-        added = [_with_stat(line) for line in plan["added"]]
+        targets = [target for _, target in plan["moves"]] + [plan["file"]]
+        added = [_with_stat(line, target) for line, target in zip(plan["added"], targets, strict=True)]
         atomic_files.write_atomically(plan["batch"], "\n".join([*plan["head"], *added]).encode("utf-8"), overwrite=False)
         return {"rows": part.num_rows, "added": added, **self._undeclared_since()}
 
@@ -201,16 +201,12 @@ def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
     os._exit(0)
 
 
-def _with_stat(line: str) -> str:
-    """A log line (``file_sink_log.SinkFileStatus``) with its file's size and time filled in."""
+def _with_stat(line: str, path: str) -> str:
+    """A log line (``file_sink_log.SinkFileStatus``) with the size and time of its file, ``path``."""
     entry = orjson.loads(line)
-    stat = os.stat(_local_path(entry["path"]))
+    stat = os.stat(path)
     entry["size"], entry["modificationTime"] = stat.st_size, stat.st_mtime_ns // 1_000_000
     return orjson.dumps(entry).decode("utf-8")
-
-
-def _local_path(uri: str) -> str:
-    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
 
 
 def write_durably(table: pa.Table, folder: str, name: str, options: dict[str, Any]) -> int:
