@@ -43,6 +43,24 @@ class BenchEnv:
     streams: list[str]
     namespace: str = "demo"
     python: str = sys.executable
+    #: the warehouses the cases wrote, removed once the whole benchmark is over (see
+    #: ``new_warehouse``); one list for all the record counts of a run
+    warehouses: list[str] = field(default_factory=list)
+
+    def new_warehouse(self, tag: str) -> str:
+        """A warehouse folder no earlier run used, kept until ``remove_warehouses``.
+
+        Why not remove each after its run: on ext4 without a journal (the benchmark machine's
+        disk), creating a file skips each inode of its group freed in the last minutes, reading
+        each one's record to tell (the kernel's ``recently_deleted``). After an interval-100
+        warehouse (~1,900 files) was removed, the next interval-100 sync's page converter spent
+        1.1 s creating its ~1,900 files (0.24-0.57 ms each, cProfile) and its stream took 6.4 s;
+        after 6 quiet minutes, creating them did not show among its costs and it took 4.9 s."""
+        number = 1
+        while (path := os.path.join(self.workdir, f"warehouse-{tag}-{number}")) in self.warehouses or os.path.exists(path):
+            number += 1  # (one an earlier benchmark left in this workdir is not removed now either)
+        self.warehouses.append(path)
+        return path
 
     def config_path(self, interval: int | None, tag: str, concurrency: int) -> str:
         path = os.path.join(self.workdir, f"config-{tag}.json")
@@ -135,8 +153,7 @@ class FullSyncCase(Case):
         self.concurrency = concurrency
 
     def run(self, env: BenchEnv) -> Measurement:
-        warehouse = os.path.join(env.workdir, f"warehouse-{self.name}")
-        shutil.rmtree(warehouse, ignore_errors=True)
+        warehouse = env.new_warehouse(self.name)
         config = env.config_path(self.interval, self.name, self.concurrency)
         # Through the compare probe counting no records: it only notes when the first checkpoint was
         # asked, for the "first commit" figure (no cost per record).
@@ -181,9 +198,14 @@ class FullSyncCase(Case):
                    "first_commit_s": _first_commit_seconds(counters.first_checkpoint_at(), first_state_wall)},
             commits=sum(t.commits for t in totals), data_files=sum(t.files for t in totals),
         )
-        shutil.rmtree(warehouse, ignore_errors=True)  # millions of rows per run add up on disk
         counters.close()
         return measurement
+
+
+def remove_warehouses(paths: list[str]) -> None:
+    """Remove the warehouses ``BenchEnv.new_warehouse`` handed out (millions of rows add up on disk)."""
+    while paths:
+        shutil.rmtree(paths.pop(), ignore_errors=True)
 
 
 def _first_commit_seconds(asked: float | None, state_at: float | None) -> float | None:

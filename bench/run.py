@@ -41,7 +41,7 @@ if ROOT not in sys.path:  # run as a script: make the repository importable
     sys.path.insert(0, ROOT)
 
 from bench.api_process import DemoApiProcess  # noqa: E402
-from bench.cases import BenchEnv, Case, Measurement, all_cases  # noqa: E402
+from bench.cases import BenchEnv, Case, Measurement, all_cases, remove_warehouses  # noqa: E402
 from bench.cpu import children_cpu_seconds  # noqa: E402
 from bench.report import BenchReport, memory_growth, memory_growth_text  # noqa: E402
 
@@ -78,15 +78,19 @@ def main(argv: Sequence[str]) -> int:
     cases = select_cases(all_cases(args.spark_master, levels), args.cases)
     streams = [s.strip() for s in args.streams.split(",") if s.strip()]
     reports = []
-    for records in counts:
-        report = run_benchmark(records, cases, streams, args)
-        sys.stdout.write(report.text())
-        path = args.json or os.path.join(ROOT, "bench", "results", f"bench-{records}.json")
-        if len(counts) > 1 and args.json:
-            path = f"{os.path.splitext(args.json)[0]}-{records}.json"
-        write_json(path, report.to_json())
-        sys.stdout.write(f"(written to {path})\n\n")
-        reports.append(report)
+    warehouses: list[str] = []  # removed at the very end: see ``BenchEnv.new_warehouse``
+    try:
+        for records in counts:
+            report = run_benchmark(records, cases, streams, args, warehouses)
+            sys.stdout.write(report.text())
+            path = args.json or os.path.join(ROOT, "bench", "results", f"bench-{records}.json")
+            if len(counts) > 1 and args.json:
+                path = f"{os.path.splitext(args.json)[0]}-{records}.json"
+            write_json(path, report.to_json())
+            sys.stdout.write(f"(written to {path})\n\n")
+            reports.append(report)
+    finally:
+        remove_warehouses(warehouses)
     growth = memory_growth(reports)
     if growth:
         sys.stdout.write(memory_growth_text(growth))
@@ -104,14 +108,15 @@ def select_cases(cases: list[Case], names: str | None) -> list[Case]:
     return [c for c in cases if c.name in wanted]
 
 
-def run_benchmark(records: int, cases: list[Case], streams: list[str], args: argparse.Namespace) -> BenchReport:
+def run_benchmark(records: int, cases: list[Case], streams: list[str], args: argparse.Namespace,
+                  warehouses: list[str]) -> BenchReport:
     workdir = args.workdir or tempfile.mkdtemp(prefix=f"bench-{records}-")
     os.makedirs(workdir, exist_ok=True)
     measurements: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     log(f"starting the demo API with {records:,} records")
     with DemoApiProcess(records=records, api_key=API_KEY, delay_ms=args.latency_ms, cache_pages=not args.generate_pages) as api:
         env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size, args.writer),
-                       catalog_path=write_catalog(workdir, streams), streams=streams)
+                       catalog_path=write_catalog(workdir, streams), streams=streams, warehouses=warehouses)
         log("warm-up: one bare pass over the pages (not counted)")
         next(c for c in all_cases() if c.name == "bare-requests").run(env)
         for repetition in range(args.repeat):

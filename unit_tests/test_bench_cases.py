@@ -47,3 +47,20 @@ def test_cpu_time_is_measured_for_a_waited_child_and_for_a_running_process():
         sleeper.kill()
         sleeper.wait()
     assert process_cpu_seconds(sleeper.pid) is None  # gone
+
+
+def test_warehouses_are_kept_until_the_benchmark_ends_then_removed(tmp_path):
+    """No case removes a warehouse between runs (the next case would pay for it: see
+    ``BenchEnv.new_warehouse``), one an earlier benchmark left is never reused, and
+    ``remove_warehouses`` at the end leaves none of this run's."""
+    from bench.cases import BenchEnv, remove_warehouses
+
+    (tmp_path / "warehouse-full-100-1").mkdir()  # an earlier benchmark's
+    env = BenchEnv(root=str(tmp_path), workdir=str(tmp_path), base_config={}, catalog_path="", streams=[])
+    first, second = env.new_warehouse("full-100"), env.new_warehouse("full-100")
+    assert len({first, second, str(tmp_path / "warehouse-full-100-1")}) == 3
+    for path in (first, second):
+        (tmp_path / path).mkdir()
+        (tmp_path / path / "part-0.parquet").write_bytes(b"rows")
+    remove_warehouses(env.warehouses)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["warehouse-full-100-1"]
