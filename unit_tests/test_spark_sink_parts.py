@@ -784,3 +784,44 @@ def assert_each_checkpoint_committed_its_records(table, asked, order, ends, in_o
         if str(commit["state"]) in before_by_state:  # exactly the records before its last state
             assert through == before_by_state[str(commit["state"])]
     assert through == (len(order) if ends == "finish" else covered)
+
+
+def test_a_pages_records_are_let_go_once_its_last_item_is_written_and_still_land(tmp_path):
+    """The page path keeps a page only while items of it are still to come: once its last item is
+    written, the buffer no longer holds it, so the next page is parsed into the memory its records
+    freed, not beside them (see ``buffer.PAGE_DONE``). The records still land, once each."""
+    import gc
+
+    import orjson
+
+    from source_framework.helpers.raw_pages import RawPages
+
+    def page(ids):
+        body = orjson.dumps({"data": [{"id": i, "n": i} for i in ids]})
+        items = orjson.loads(body)["data"]
+        pages.add(body, items)
+        return items
+
+    def held_by_buffer(items):
+        return any(referrer is vars(buffer) for referrer in gc.get_referrers(items))
+
+    pages = RawPages(("data",))
+    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
+    table = PagesTable(str(tmp_path))
+    try:
+        buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, pages=pages,
+                              converters=LocalPool())  # type: ignore[arg-type]
+        first = page(range(3))
+        buffer.write(first[0])
+        buffer.write(first[1])
+        assert held_by_buffer(first)  # its next item is expected
+        buffer.write(first[2])
+        assert not held_by_buffer(first)
+        second = page(range(3, 5))
+        buffer.write(second[1])  # its first item skipped (held by the table on a resume)
+        assert not held_by_buffer(second)
+        buffer.write({"id": 5, "n": 5})  # no page holds it: converted here
+        assert buffer.finish({"n": "final"}).result(5).rows_through == 5
+    finally:
+        committer.close()
+    assert sorted(i for ids in table.ids_by_commit for i in ids) == [0, 1, 2, 4, 5]
