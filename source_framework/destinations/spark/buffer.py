@@ -103,7 +103,7 @@ HOLD_MS = 20
 #: which slowed it (orjson's allocations) and the whole reading thread. 1,000,000 demo orders at
 #: slice checkpoints, 16 interleaved pairs (either first): the reading thread's CPU was lower in
 #: each, 3.6-4.7 s against 4.1-6.3 s (the stream: 3.5-4.6 s against 3.9-6.3 s). The read loop alone,
-#: into a destination that keeps the last 1,000 records: 3.3-5.0 s against 3.1-3.7 s keeping none.
+#: into a destination that keeps the last 1,000 records: 3.3-5.0 s against 3.1-4.0 s keeping none.
 PAGE_DONE: tuple[Any, ...] = ()
 
 #: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
