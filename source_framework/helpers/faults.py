@@ -75,39 +75,29 @@ def crash_at(name: str, count: int = 1) -> Iterator[None]:
 
 
 def fault_point(name: str) -> None:
+    due = reached_elsewhere(name)
+    if due is None:
+        return
+    if due["how"] == "crash":
+        _crashed.set()
+        raise SimulatedCrash(f"simulated crash at {due['label']}")
+    sys.stderr.write(f"paused at {due['label']}\n")
+    sys.stderr.flush()
+    while True:
+        time.sleep(3600)
+
+
+def reached_elsewhere(name: str) -> dict[str, str] | None:
+    """Fault point ``name`` reached, counted here, and what must happen there, or None: what
+    ``fault_point`` does itself, or what another process reaching the point for this one must do
+    (the page converter carrying out a commit). ``{"at": name, "how": "pause", "label":
+    "name:N"}``: print ``paused at name:N`` and stop until this process is killed; ``"how":
+    "crash"``: stop and report it, and this process calls :func:`crashed_elsewhere`."""
     if _crash is not None:
         if _crashed.is_set():
             raise SimulatedCrash(f"simulated crash: {name} reached after the crash")
         if _crash[0] == name:
             with _count_lock:  # streams read in several threads pass the same points
-                _crash_counts[name] = _crash_counts.get(name, 0) + 1
-                reached = _crash_counts[name] == _crash[1]
-            if reached:
-                _crashed.set()
-                raise SimulatedCrash(f"simulated crash at {name}:{_crash[1]}")
-    if _TARGET is None or _TARGET[0] != name:
-        return
-    with _count_lock:
-        _counts[name] = _counts.get(name, 0) + 1
-        reached = _counts[name] == _TARGET[1]
-    if reached:
-        sys.stderr.write(f"paused at {name}:{_counts[name]}\n")
-        sys.stderr.flush()
-        while True:
-            time.sleep(3600)
-
-
-def reached_elsewhere(name: str) -> dict[str, str] | None:
-    """Fault point ``name`` as another process reaches it for this one (the page converter
-    carrying out a commit), counted here as ``fault_point`` counts it: what that process must do
-    there, or None. ``{"at": name, "how": "pause", "label": "name:N"}``: print ``paused at
-    name:N`` and stop until this process is killed; ``"how": "crash"``: stop and report it, and
-    this process calls :func:`crashed_elsewhere`."""
-    if _crash is not None:
-        if _crashed.is_set():
-            raise SimulatedCrash(f"simulated crash: {name} reached after the crash")
-        if _crash[0] == name:
-            with _count_lock:
                 _crash_counts[name] = _crash_counts.get(name, 0) + 1
                 if _crash_counts[name] == _crash[1]:
                     return {"at": name, "how": "crash", "label": f"{name}:{_crash[1]}"}
