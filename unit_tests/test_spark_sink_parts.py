@@ -242,6 +242,35 @@ def test_a_held_checkpoint_is_handed_over_when_someone_waits_for_it(committer, c
     assert table.commits[-1]["rows"] == 1 and table.commits[-1]["state"] == {"n": 1}
 
 
+def test_held_checkpoints_fail_with_their_commit_and_run_callbacks_added_while_held(committer, clock):
+    """The runtime reads a held checkpoint's outcome as it reads any commit's: a failed merged
+    commit fails every checkpoint it held (no STATE for any), and a callback added while it was
+    held runs once, with the checkpoint's own future."""
+    table = FakeTable(fail_on_commit=2)
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    buffer.commit({"n": 0}).result(5)
+    write_ids(buffer, [1])
+    first = buffer.commit({"n": 1})
+    write_ids(buffer, [2])
+    second = buffer.commit({"n": 2})
+    seen: list = []
+    first.add_done_callback(seen.append)
+    assert not first.done() and not second.done() and seen == []
+    with pytest.raises(OSError, match="disk full"):
+        second.result(5)  # waiting hands both over; their one commit fails
+    for held in (first, second):
+        assert held.done() and not held.cancelled() and isinstance(held.exception(5), OSError)
+        with pytest.raises(OSError):
+            held.result(5)
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [first]
+    later: list = []
+    second.add_done_callback(later.append)  # added once handed over and done: runs at once
+    assert later == [second] and len(table.commits) == 1
+
+
 def test_a_checkpoint_after_a_pause_is_not_held_and_held_ones_leave_once_old(committer, clock):
     """A stream reading a slow API holds none of its checkpoints; held ones wait at most
     ``HOLD_MS`` for company, until the next record comes."""

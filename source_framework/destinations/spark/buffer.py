@@ -80,16 +80,16 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: checkpoint of 100 records is converted while the conversion's code and data are no longer in the
 #: CPU's caches (3.8 µs a record in the sync, against 1.6 in a loop), and each commit costs the
 #: committer's thread the interpreter the reader needs. Why no more: a held checkpoint is in the
-#: runtime's queue like any other, and reading runs at most ``runtime.read.MAX_IN_FLIGHT`` (32)
+#: runtime's queue like any other, and reading runs at most ``runtime.read.MAX_IN_FLIGHT`` (64)
 #: checkpoints ahead of its last STATE (a crash costs no more records than before); half of that
-#: lets one job commit while the next is read (30 made them take turns). That pays since the page
-#: converter carries out a commit's file work (``SparkTable.commit(pages=...)``): 1,000,000 demo
-#: orders at interval 100, 5 interleaved runs each, holding 16: 6.3-7.6 s (median 7.3), reading
+#: lets one job commit while the next is read (holding 30 of 32 made them take turns). That pays since
+#: the page converter carries out a commit's file work (``SparkTable.commit(pages=...)``): 1,000,000
+#: demo orders at interval 100, 5 interleaved runs each, 32 in flight, holding 16: 6.3-7.6 s (median 7.3), reading
 #: waiting 0.7-1.1 s for commits; 30: 8.0-9.4 s (9.1), waiting 1.8-2.7 s. Before, the committer's
 #: thread did that work, and holding 16 was slower than 30 (10.8 s against 9.8 s, medians of 10):
 #: the commits' file operations each waited for the interpreter the reading thread held. Whoever
 #: waits for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
-HOLD_CHECKPOINTS = 16
+HOLD_CHECKPOINTS = 32
 
 #: A checkpoint is held only if the previous came at most this long before it, and held ones are
 #: handed over once the first of them is this old, when the next record or checkpoint comes: a
@@ -402,30 +402,50 @@ class StreamBuffer(StreamSink):
 class _HeldCheckpoint(Future):
     """The future of a checkpoint the buffer holds back: it completes with the commit of the job
     it is handed over in. Whoever waits for it first has the buffer hand it over (the reading
-    thread: the only one that waits for a stream's checkpoints), so a wait never hangs on it."""
+    thread: the only one that waits for a stream's checkpoints), so a wait never hangs on it.
+
+    Once handed over it answers from that job's future instead of being completed by a callback:
+    at interval 100 ten thousand callbacks, each taking a lock and notifying, cost the committer's
+    thread the interpreter the reading thread needs."""
 
     def __init__(self, hand_over: Callable[[], None]) -> None:
         super().__init__()
         self._hand_over: Callable[[], None] | None = hand_over
+        self._commit: Future[Any] | None = None
 
     def follow(self, commit: Future[Any]) -> None:
         """Complete as ``commit`` does."""
-        self._hand_over = None
-        commit.add_done_callback(self._copy)
+        self._hand_over, self._commit = None, commit
+        with self._condition:
+            callbacks = bool(self._done_callbacks)
+        if callbacks:  # added while it was held: they run when the job's future completes
+            commit.add_done_callback(self._copy)
 
     def _copy(self, commit: Future[Any]) -> None:
         error = commit.exception()
         if error is not None:
-            self.set_exception(error)
+            super().set_exception(error)
         else:
-            self.set_result(commit.result())
+            super().set_result(commit.result())
+
+    def done(self) -> bool:
+        return self._commit.done() if self._commit is not None else super().done()
+
+    def cancelled(self) -> bool:
+        return self._commit.cancelled() if self._commit is not None else super().cancelled()
 
     def result(self, timeout: float | None = None) -> Any:
         if self._hand_over is not None:
             self._hand_over()
-        return super().result(timeout)
+        return self._commit.result(timeout) if self._commit is not None else super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._hand_over is not None and not self.done():
             self._hand_over()
-        return super().exception(timeout)
+        return self._commit.exception(timeout) if self._commit is not None else super().exception(timeout)
+
+    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
+        if self._commit is not None:
+            self._commit.add_done_callback(lambda _: fn(self))
+        else:
+            super().add_done_callback(fn)
