@@ -412,13 +412,12 @@ class _HeldCheckpoint(Future):
         super().__init__()
         self._hand_over: Callable[[], None] | None = hand_over
         self._commit: Future[Any] | None = None
+        self._callbacks = False  # added while it was held
 
     def follow(self, commit: Future[Any]) -> None:
         """Complete as ``commit`` does."""
         self._hand_over, self._commit = None, commit
-        with self._condition:
-            callbacks = bool(self._done_callbacks)
-        if callbacks:  # added while it was held: they run when the job's future completes
+        if self._callbacks:  # they run when the job's future completes, with this future
             commit.add_done_callback(self._copy)
 
     def _copy(self, commit: Future[Any]) -> None:
@@ -448,4 +447,5 @@ class _HeldCheckpoint(Future):
         if self._commit is not None:
             self._commit.add_done_callback(lambda _: fn(self))
         else:
+            self._callbacks = True
             super().add_done_callback(fn)
