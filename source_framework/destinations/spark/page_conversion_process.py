@@ -72,7 +72,8 @@ class Converter:
     """The rows of the runs received, converted in order, written a checkpoint's worth at a time."""
 
     def __init__(self, schema: pa.Schema, sync_id: str, path: list[str], parquet_options: dict[str, Any]) -> None:
-        self.schema, self.sync_id, self.path, self.options = schema, sync_id, tuple(path), parquet_options
+        self.schema, self.sync_id, self.path = schema, sync_id, tuple(path)
+        self.options = conversion.parquet_options(parquet_options, schema)
         self.pages: dict[int, tuple[list[Any], int]] = {}
         self.records: list[Any] = []
         self.extracted_at: list[int] = []

@@ -109,6 +109,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, file_name
+from source_framework.destinations.spark.arrow_conversion import parquet_options
 from source_framework.destinations.spark.atomic_files import (
     fsync_directory,
     fsync_file,
@@ -140,7 +141,8 @@ DEFAULT_RETENTION_SECONDS = 6 * 3600
 KEEP_RECORDS = 1000
 #: How this process writes a commit's Parquet file when it writes it itself (``arrow_writes``):
 #: the file Spark's own writer makes of the same rows (snappy; timestamps as UTC-adjusted
-#: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both.
+#: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both;
+#: dictionaries for text columns only (``arrow_conversion.parquet_options``).
 ARROW_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us", "allow_truncated_timestamps": False}
 _NOT_OURS = (
     f": its log and its {CHECKPOINTS_DIR}/ do not belong together (copied or restored in part?), so nothing was "
@@ -380,7 +382,8 @@ class SparkTable:
         is the writer)."""
         if isinstance(data, pa.Table) and self.arrow_writes:
             os.makedirs(folder, exist_ok=True)
-            pq.write_table(data, os.path.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"), **ARROW_PARQUET_OPTIONS)
+            pq.write_table(data, os.path.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"),
+                           **parquet_options(ARROW_PARQUET_OPTIONS, data.schema))
             return
         frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
         frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
@@ -402,7 +405,7 @@ class SparkTable:
         rows are counted in the footer just written, not taken on trust: the record already said
         how many the commit publishes."""
         target = os.path.join(self.path, name)
-        pq.write_table(data, target, **ARROW_PARQUET_OPTIONS)
+        pq.write_table(data, target, **parquet_options(ARROW_PARQUET_OPTIONS, data.schema))
         fsync_file(target)
         written = pq.read_metadata(target).num_rows
         if written != data.num_rows:
