@@ -45,9 +45,11 @@ from airbyte_cdk.sources.streams.concurrent.state_converters.incrementing_count_
 )
 from airbyte_cdk.sources.types import Record, StreamSlice
 from airbyte_cdk.sources.utils.transform import TransformConfig, TypeTransformer
+from hypothesis import given
+from hypothesis import strategies as st
 
-from source_framework.runtime.output import ProtocolOutput
-from source_framework.runtime.read import read_streams
+from source_framework.runtime.output import ProtocolOutput, to_json
+from source_framework.runtime.read import json_problem, json_state, read_streams
 from source_framework.runtime.stream_adapters import MessageDrain, StateNotApplicable, adapt
 from unit_tests.conftest import EventOutput, RecordingDestination, catalog_of, configured, sync, threads_switching_often
 
@@ -285,6 +287,25 @@ def test_a_datetime_in_a_state_is_printed_as_airbyte_cdk_prints_it():
     result, out, _ = sync(stream)
     assert not result.failed
     assert [s["stream"]["stream_state"] for s in out.states] == [{"n": "2025-01-02T00:00:00+00:00"}]
+
+
+STATE_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=4)
+    | st.datetimes(timezones=st.just(dt.UTC)),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=3), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.text(max_size=4), STATE_VALUES, max_size=4))
+def test_a_states_json_is_written_once_and_is_what_its_copy_prints(state):
+    """The runtime checks and measures a state by the JSON its copy was made through, instead of
+    walking and writing the copy again: that JSON must be the copy's STATE line text, and the copy
+    must hold nothing JSON cannot carry."""
+    copied, encoded = json_state(state)
+    if encoded is None:  # orjson refused it (an integer beyond 64 bits): checked the slow way
+        return
+    assert to_json(copied) == encoded and json_problem(copied) is None
 
 
 class Checkpointed(Stream, CheckpointMixin):

@@ -332,8 +332,8 @@ class StreamSync:
             # Records that did not move the state (cursor ties) are committed under the last one.
             self._enqueue(self.sink.finish(self._last_state, self._notes()), None)
         else:
-            state = self._current_state() if self.incremental else dict(FULL_REFRESH_STATE)
-            self._check_state(state)
+            state, encoded = self._current_state() if self.incremental else (dict(FULL_REFRESH_STATE), None)
+            self._check_state(state, encoded)
             self._enqueue(self.sink.finish(state), state)
         self._print_ready(wait=True)
         if self.result.committed != self.result.handed:
@@ -414,24 +414,25 @@ class StreamSync:
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def _current_state(self) -> dict[str, Any]:
+    def _current_state(self) -> tuple[dict[str, Any], bytes | None]:
+        """The stream's state as its STATE line carries it, and its JSON (see ``json_state``)."""
         state = self.adapter.state()
         if self._yielded is not None:
             yielded, adapter_then = self._yielded
             if state is None or state == adapter_then:
                 state = yielded  # the stream keeps its state in the STATEs it yields
-        return as_json_state(state)
+        return json_state(state)
 
     def checkpoint(self, final: bool = False) -> None:
         """Commit what was read and queue its STATE, unless the state has not moved, or lags the
         records read (then they wait for a checkpoint whose state covers them)."""
         self._write_held()
-        state = self._current_state()
+        state, encoded = self._current_state()
         if not final and self._lags(state):
             self._print_ready(wait=False)
             return
         if state != self._last_state or (final and not self._printed_any):
-            self._check_state(state)
+            self._check_state(state, encoded)
             self._enqueue(self.sink.commit(state, self._notes()), state)
             self._last_state, self._printed_any = state, True
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
@@ -472,15 +473,17 @@ class StreamSync:
         boundary, full = self.boundary.checkpoint(unconfirmed)
         return ResumeNotes(start_state=self._start_state, boundary=boundary, boundary_full=full)
 
-    def _check_state(self, state: Mapping[str, Any]) -> None:
-        """Refuse a state that is not JSON, too large to be stored, or carries a config secret."""
-        problem = json_problem(state)
-        if problem:
-            raise StateRefused(
-                f"stream '{self.name}': its state is not JSON-serialisable: {problem}. A stream's state must hold "
-                f"only objects, lists, strings, numbers, booleans and null (format date-times as strings)"
-            )
-        encoded = to_json(state)  # measured as the STATE line and the state file will hold it
+    def _check_state(self, state: Mapping[str, Any], encoded: bytes | None = None) -> None:
+        """Refuse a state that is not JSON, too large to be stored, or carries a config secret.
+        ``encoded``: the state's JSON, where ``json_state`` made it (the state is then JSON)."""
+        if encoded is None:
+            problem = json_problem(state)
+            if problem:
+                raise StateRefused(
+                    f"stream '{self.name}': its state is not JSON-serialisable: {problem}. A stream's state must "
+                    f"hold only objects, lists, strings, numbers, booleans and null (format date-times as strings)"
+                )
+            encoded = to_json(state)  # measured as the STATE line and the state file will hold it
         if len(encoded) > MAX_STATE_BYTES:
             raise StateRefused(
                 f"stream '{self.name}': its state is {len(encoded) / 1e6:.1f} MB, over the "
@@ -714,14 +717,16 @@ def schema_missing_message(name: str, stream: Any, error: BaseException) -> str:
     )
 
 
-def as_json_state(state: Any) -> dict[str, Any]:
+def json_state(state: Any) -> tuple[dict[str, Any], bytes | None]:
     """A copy of ``state`` as its STATE line carries it: what airbyte-cdk's serializer (orjson)
-    writes, read back (a ``datetime`` becomes its ISO text, a tuple a list). What orjson cannot
-    write is copied as is, for ``json_problem`` to name."""
+    writes, read back (a ``datetime`` becomes its ISO text, a tuple a list), and that JSON, which
+    the copy writes again byte for byte. What orjson cannot write is copied as is, with None for
+    its JSON, for ``json_problem`` to name."""
     try:
-        return dict(orjson.loads(orjson.dumps(state or {})))
+        encoded = orjson.dumps(state or {})
     except TypeError:
-        return copy.deepcopy(dict(state or {}))
+        return copy.deepcopy(dict(state or {})), None
+    return dict(orjson.loads(encoded)), encoded
 
 
 def json_problem(value: Any) -> str | None:

@@ -139,9 +139,11 @@ class StreamBuffer(StreamSink):
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
-        # Checkpoints held back (see ``HOLD_CHECKPOINTS``): their states and futures, how many of
-        # ``_records`` they cover, the last one's notes, and when the first one was held.
-        self._held: list[tuple[Mapping[str, Any] | None, _HeldCheckpoint]] = []
+        # Checkpoints held back (see ``HOLD_CHECKPOINTS``): their states, their one future (they
+        # complete together), how many of ``_records`` they cover, the last one's notes, and when
+        # the first one was held.
+        self._held: list[Mapping[str, Any] | None] = []
+        self._held_future: _HeldCheckpoint | None = None
         self._held_records = 0
         self._held_notes: ResumeNotes | None = None
         self._held_since_ms = 0
@@ -223,8 +225,10 @@ class StreamBuffer(StreamSink):
             if not fast:
                 return self._submit(state, notes)
             self._held_since_ms = now_ms
-        future = _HeldCheckpoint(self._hand_over)
-        self._held.append((state, future))
+            self._held_future = _HeldCheckpoint(self._hand_over)
+        future = self._held_future
+        assert future is not None
+        self._held.append(state)
         self._held_records, self._held_notes = len(self._records), notes
         if not fast or len(self._held) >= HOLD_CHECKPOINTS or not 0 <= now_ms - self._held_since_ms < HOLD_MS:
             self._hand_over()
@@ -359,12 +363,13 @@ class StreamBuffer(StreamSink):
         if not self._held:
             return
         held, self._held = self._held, []
+        future, self._held_future = self._held_future, None
         later_records, later_extracted = self._records[self._held_records:], self._extracted_at[self._held_records:]
         del self._records[self._held_records:], self._extracted_at[self._held_records:]
-        committed = self._submit(held[-1][0], self._held_notes, earlier_states=[state for state, _ in held[:-1]])
+        committed = self._submit(held[-1], self._held_notes, earlier_states=held[:-1])
         self._records, self._extracted_at = later_records, later_extracted
-        for _, future in held:
-            future.follow(committed)
+        assert future is not None
+        future.follow(committed)
 
     def _submit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None,
                 earlier_states: list[Mapping[str, Any] | None] | None = None) -> Future[CommitReceipt]:
@@ -400,52 +405,35 @@ class StreamBuffer(StreamSink):
 
 
 class _HeldCheckpoint(Future):
-    """The future of a checkpoint the buffer holds back: it completes with the commit of the job
-    it is handed over in. Whoever waits for it first has the buffer hand it over (the reading
-    thread: the only one that waits for a stream's checkpoints), so a wait never hangs on it.
-
-    Once handed over it answers from that job's future instead of being completed by a callback:
-    at interval 100 ten thousand callbacks, each taking a lock and notifying, cost the committer's
-    thread the interpreter the reading thread needs."""
+    """The future of the checkpoints the buffer holds back (one for all: they are handed over
+    together, in one job): it completes with that job's commit. Whoever waits for it first has
+    the buffer hand it over (the reading thread: the only one that waits for a stream's
+    checkpoints), so a wait never hangs on it. Why one for all: at interval 100 a future per
+    checkpoint cost the reading thread a lock to make each, and the committer's thread a
+    callback to complete each, ten thousand times per 1,000,000 records."""
 
     def __init__(self, hand_over: Callable[[], None]) -> None:
         super().__init__()
         self._hand_over: Callable[[], None] | None = hand_over
-        self._commit: Future[Any] | None = None
-        self._callbacks = False  # added while it was held
 
     def follow(self, commit: Future[Any]) -> None:
         """Complete as ``commit`` does."""
-        self._hand_over, self._commit = None, commit
-        if self._callbacks:  # they run when the job's future completes, with this future
-            commit.add_done_callback(self._copy)
+        self._hand_over = None
+        commit.add_done_callback(self._copy)
 
     def _copy(self, commit: Future[Any]) -> None:
         error = commit.exception()
         if error is not None:
-            super().set_exception(error)
+            self.set_exception(error)
         else:
-            super().set_result(commit.result())
-
-    def done(self) -> bool:
-        return self._commit.done() if self._commit is not None else super().done()
-
-    def cancelled(self) -> bool:
-        return self._commit.cancelled() if self._commit is not None else super().cancelled()
+            self.set_result(commit.result())
 
     def result(self, timeout: float | None = None) -> Any:
         if self._hand_over is not None:
             self._hand_over()
-        return self._commit.result(timeout) if self._commit is not None else super().result(timeout)
+        return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._hand_over is not None and not self.done():
             self._hand_over()
-        return self._commit.exception(timeout) if self._commit is not None else super().exception(timeout)
-
-    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
-        if self._commit is not None:
-            self._commit.add_done_callback(lambda _: fn(self))
-        else:
-            self._callbacks = True
-            super().add_done_callback(fn)
+        return super().exception(timeout)
