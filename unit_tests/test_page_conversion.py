@@ -175,6 +175,22 @@ def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclar
     assert all(got.equals(expected, check_metadata=True) for got, expected in zip(rows, want, strict=True))
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the process's memory map (Linux)")
+def test_the_converters_process_converts_and_writes_without_loading_pandas(tmp_path):
+    """Arrow's first conversion would import pandas (0.2 s, on the stream's first commit); the
+    converter refuses it, and converts and writes all the same."""
+    converter = started()
+    try:
+        page = converter.page(page_of([{"id": 1, "amount": 0.5, "at": "2025-01-02T03:04:05Z", "items": [1]}]))
+        converter.runs([(page, 0, 1)])
+        assert converter.write(converter.end(), 0, str(tmp_path)).rows == 1
+        with open(f"/proc/{converter._process.pid}/maps") as maps:
+            mapped = maps.read()
+        assert "pyarrow" in mapped and f"{os.sep}pandas{os.sep}" not in mapped
+    finally:
+        converter.close()
+
+
 def test_pages_sent_faster_than_the_process_reads_wait_in_order_without_stopping_the_reader(tmp_path):
     """A page goes into the pipe from the reading thread while it has room; once the other process
     falls behind (here: stopped), pages wait for the sender thread, the reader goes on, and the
