@@ -82,10 +82,11 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: committer's thread the interpreter the reader needs. Why no more: a held checkpoint is in the
 #: runtime's queue like any other, and reading runs at most ``runtime.read.MAX_IN_FLIGHT`` (64)
 #: checkpoints ahead of its last STATE (a crash costs no more records than before); half of that
-#: lets one job commit while the next is read (holding 30 of 32 made them take turns). That pays since
-#: the page converter carries out a commit's file work (``SparkTable.commit(pages=...)``): 1,000,000
-#: demo orders at interval 100, 5 interleaved runs each, 32 in flight, holding 16: 6.3-7.6 s (median 7.3), reading
-#: waiting 0.7-1.1 s for commits; 30: 8.0-9.4 s (9.1), waiting 1.8-2.7 s. Before, the committer's
+#: lets one job commit while the next is read (holding 30 of 32 made them take turns). That pays
+#: since the page converter carries out a commit's file work (``SparkTable.commit(pages=...)``):
+#: 1,000,000 demo orders at interval 100, 5 interleaved runs each, 32 in flight, holding 16:
+#: 6.3-7.6 s (median 7.3), reading waiting 0.7-1.1 s for commits; 30: 8.0-9.4 s (9.1), waiting
+#: 1.8-2.7 s. Since 64 in flight, 32 (see ``runtime.read.MAX_IN_FLIGHT``). Before, the committer's
 #: thread did that work, and holding 16 was slower than 30 (10.8 s against 9.8 s, medians of 10):
 #: the commits' file operations each waited for the interpreter the reading thread held. Whoever
 #: waits for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
