@@ -289,7 +289,8 @@ def warm_up() -> None:
 
     Why: Arrow's first type inference imports pandas, and its first casts and Parquet write load
     their kernels: 0.2-0.3 s, which would otherwise fall between the first checkpoint and its
-    STATE. The destination calls this before the sync reads anything."""
+    STATE. The destination calls this before it reads a stream whose records this process
+    converts; the page converter's process, before its first page."""
     import io
 
     import pyarrow.parquet as pq

@@ -108,6 +108,7 @@ class SparkDestination(Destination):
         self.committer = BackgroundCommitter(self._apply, max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
         self.converters = ConverterPool()
+        self._warmed = False  # Arrow's first conversion done in this process (``open_stream``)
         self._spark: Any = None
         self._spark_error: BaseException | None = None
         self._spark_lost: BaseException | None = None  # the Connect server stopped answering
@@ -189,9 +190,6 @@ class SparkDestination(Destination):
             self.start_spark()
         if self.arrow_writes:  # a page converter (``page_conversion``) starts meanwhile, for the first stream
             self.converters.warm()
-        # Here, before reading: done meanwhile in a thread, it held the import lock the first commit
-        # waits for, and competed with the reader for the interpreter (a first STATE 1.2 s late).
-        warm_up()
 
     def start_spark(self) -> None:
         """Start Spark in the background (once); ``spark`` waits for it."""
@@ -216,8 +214,16 @@ class SparkDestination(Destination):
             # A pending reset may yet replace the table: then the sync decides (discard_reset checks).
             writer.check_schema()  # before anything is written: an incompatible change fails this stream
         # Records taken from their pages' bytes need a table this process writes (``page_conversion``).
-        return StreamBuffer(writer, self.committer, self.stage_rows, pages=target.pages if self.arrow_writes else None,
-                            converters=self.converters)
+        pages = target.pages if self.arrow_writes else None
+        if pages is None and not self._warmed:
+            # This process converts the stream's records: Arrow's first conversion, done here,
+            # before reading (done meanwhile in a thread, it held the import lock the first commit
+            # waits for, and competed with the reader for the interpreter: a first STATE 1.2 s
+            # late). Not for a stream read from its pages: the page converter converts them, and
+            # the warm-up's 0.2 s (mostly pandas, which pyarrow imports) would only delay the sync.
+            warm_up()
+            self._warmed = True
+        return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str) -> SparkTable:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours

@@ -135,7 +135,10 @@ class TableWriter:
         # (made once: every commit records the schema, and at interval 100 most have no rows of
         # their own, theirs being the page converter's; ~0.2 ms each to make)
         self._schema_json = schema_to_json(self.schema)
-        self._no_rows = self.schema.empty_table()
+        # (``schema.empty_table()`` would pass Python lists through pyarrow, whose first such call
+        # imports pandas: 0.2 s of a sync's start that a sync whose rows the page converter writes
+        # never needs)
+        self._no_rows = pa.Table.from_batches([], schema=self.schema)
         # a widened column cannot be read across old and new files: an append rewrites the table
         # once (a merge rewrites it with every commit anyway)
         self._rewrite_next = self.schema_change.needs_rewrite and self._mode != APPEND_DEDUP
