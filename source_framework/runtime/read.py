@@ -473,9 +473,9 @@ class StreamSync:
         boundary, full = self.boundary.checkpoint(unconfirmed)
         return ResumeNotes(start_state=self._start_state, boundary=boundary, boundary_full=full)
 
-    def _check_state(self, state: Mapping[str, Any], encoded: bytes | None = None) -> None:
+    def _check_state(self, state: Mapping[str, Any], encoded: bytes | None) -> None:
         """Refuse a state that is not JSON, too large to be stored, or carries a config secret.
-        ``encoded``: the state's JSON, where ``json_state`` made it (the state is then JSON)."""
+        ``encoded``: the state's JSON, where ``json_state`` made it (the state is then JSON), else None."""
         if encoded is None:
             problem = json_problem(state)
             if problem:
