@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import orjson
+
 FORMAT_VERSION = 2
 
 
@@ -83,9 +85,15 @@ class CheckpointRecord:
 
     def to_json(self) -> bytes:
         # The fields as they are (JSON writes tuples as lists), not ``dataclasses.asdict``: that
-        # deep-copies every value first, 90% of the cost for a large boundary; same bytes.
+        # deep-copies every value first, 90% of the cost for a large boundary. With orjson: each
+        # commit writes one, on the thread that shares the interpreter with reading (at interval
+        # 100 with its merged states: 12 µs against 60). What orjson refuses (an integer beyond
+        # 64 bits in a state) the standard library writes; either is read back the same.
         content = {item.name: getattr(self, item.name) for item in fields(self)}
-        return json.dumps(content, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        try:
+            return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+        except TypeError:
+            return json.dumps(content, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
     @classmethod
     def from_json(cls, raw: bytes | str | Mapping[str, Any]) -> CheckpointRecord:
