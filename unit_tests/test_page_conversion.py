@@ -159,8 +159,7 @@ def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclar
         token = converter.end()
         two = converter.page(second)
         converter.drop(one)
-        converter.runs([(two, 0, 4)])
-        later = converter.end()
+        later = converter.end([(two, 0, 4)])  # a checkpoint's last runs, sent with its end
         written = [converter.write(token, 0, str(tmp_path / "a")), converter.write(later, 1, str(tmp_path / "b"))]
         assert [w.rows for w in written] == [5, 4]
         assert [os.listdir(tmp_path / name) for name in ("a", "b")] == [[w.file] for w in written]

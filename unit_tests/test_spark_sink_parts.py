@@ -611,8 +611,9 @@ class LocalPageConverter:
         with self._pipe:
             self._converter.pages.pop(page_id)
 
-    def end(self) -> int:
+    def end(self, runs=None) -> int:
         with self._pipe:
+            self._converter.runs([list(run) for run in runs or ()])
             self._ends += 1
             self._converter.ends.append((self._ends, self._converter.received))
             return self._ends

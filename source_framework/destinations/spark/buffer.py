@@ -327,11 +327,9 @@ class StreamBuffer(StreamSink):
         if self._converter is None or not self._converter.begun:
             return
         self._close_run()
-        if self._runs:
-            self._converter.runs(self._runs)
+        if self._unended_rows:  # (runs not sent yet count there too)
+            self._page_token = self._converter.end(self._runs)
             self._runs = []
-        if self._unended_rows:
-            self._page_token = self._converter.end()
             self._token_rows += self._unended_rows
             self._unended_rows = 0
 

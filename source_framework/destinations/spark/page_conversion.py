@@ -170,10 +170,11 @@ class PageConverter:
         """No run will name this page again."""
         self._send(b"D", page_id)
 
-    def end(self) -> int:
-        """A checkpoint: a token for the rows of every run sent so far."""
+    def end(self, runs: list[tuple[int, int, int]] | None = None) -> int:
+        """A checkpoint: a token for the rows of every run sent so far, and of ``runs`` (sent
+        with it: at ``state_checkpoint_interval`` 100 a checkpoint's runs and end are one frame)."""
         self._ends += 1
-        self._send(b"E", self._ends)
+        self._send(b"E", [self._ends, runs or []])
         return self._ends
 
     # -- committer thread --------------------------------------------------------------------------
@@ -235,7 +236,7 @@ class PageConverter:
         cost the reading thread the interpreter each time (1,000,000 demo orders at slice
         checkpoints, ``bench/run.py``: 3.41 s against 3.59 s, and faster in 5 of 6 interleaved
         pairs of syncs). Runs and ends wait for the next other frame, which must follow them anyway:
-        at ``state_checkpoint_interval`` 100 a checkpoint sends two of them."""
+        at ``state_checkpoint_interval`` 100 each checkpoint sends one (its end, with its runs)."""
         blob = orjson.dumps(meta)
         head = HEADER.pack(kind[0], len(blob), len(data)) + blob
         with self._frames:

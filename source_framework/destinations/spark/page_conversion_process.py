@@ -13,7 +13,8 @@ at stderr, so nothing stray can reach the answers):
   parsed it, so its items are equal to the records the stream yielded;
 - ``R`` runs: ``[page id, start, end]`` items, in the order the stream's records were written;
 - ``D`` a page no further run will name;
-- ``E`` a checkpoint's end: a token naming the rows before it;
+- ``E`` a checkpoint's end: ``[token, runs]``, the token naming the rows before it, the runs
+  (as in ``R``) the last before it;
 - ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
   file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
   "undeclared": {...}, "undeclared_records": n}`` or ``{"error": "..."}``;
@@ -261,7 +262,9 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
                 converter.pages.pop(meta, None)
                 continue
             elif kind == ord("E"):
-                converter.ends.append((meta, converter.received))
+                token, runs = meta
+                converter.runs(runs)
+                converter.ends.append((token, converter.received))
                 continue
             else:
                 raise RuntimeError(f"unknown frame {kind!r}")
