@@ -59,7 +59,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Set
 from typing import Any
 
 import orjson
@@ -77,7 +77,7 @@ FULL_EVERY = 100
 _HASH_BYTES = 8  # 64 bits: a changed record matching its committed hash has odds of 2**-64
 
 
-def record_hash(record: Mapping[str, Any], declared: Collection[str] | None = None) -> str | None:
+def record_hash(record: Mapping[str, Any], declared: Set[str] | None = None) -> str | None:
     """A short hash of ``record``'s data as handed to the destination, or None if it has no
     canonical JSON form (such a record is never skipped). ``declared``: the schema's top-level
     fields, the only ones that get a column; the others (a read time a connector adds) do not make
@@ -86,7 +86,7 @@ def record_hash(record: Mapping[str, Any], declared: Collection[str] | None = No
     Why orjson with sorted keys and blake2b: the same data gives the same bytes whatever the
     key order, quickly; 8 bytes of blake2b keep each boundary record's hash at 16 characters.
     """
-    if declared is not None:
+    if declared is not None and not record.keys() <= declared:  # (most records carry only declared fields)
         record = {name: value for name, value in record.items() if name in declared}
     try:
         encoded = orjson.dumps(record if isinstance(record, dict) else dict(record), option=orjson.OPT_SORT_KEYS)
@@ -342,7 +342,7 @@ class Boundary:
         for partition in self._changed_since(self._checkpoints - 1):
             entry = self._entries[partition]
             for key, value in entry.records.items():
-                if isinstance(value, Mapping):
+                if value is not None and type(value) is not str:  # a record not hashed yet (``_Entry``)
                     entry.records[key] = record_hash(value, self._declared)
             self._json.pop(partition, None)
             if entry.records or self._keyless:

@@ -433,6 +433,9 @@ class StreamSync:
             return
         if state != self._last_state or (final and not self._printed_any):
             self._check_state(state, encoded)
+            # The commits done since the last look are printed first: ``_notes`` then finds the
+            # oldest commit in the queue not done yet at once, instead of walking past the done ones.
+            self._print_ready(wait=False)
             self._enqueue(self.sink.commit(state, self._notes()), state)
             self._last_state, self._printed_any = state, True
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
