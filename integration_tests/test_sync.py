@@ -81,11 +81,11 @@ def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
     assert counted == len(expected["users"])
 
 
-def test_a_sync_whose_rows_the_page_converter_writes_never_imports_pandas(demo_api, tmp_path):
+def test_a_sync_whose_rows_the_page_converter_writes_never_imports_pandas_or_pyspark(demo_api, tmp_path):
     """pandas costs a sync 0.2 s to import and none of it is needed when the page converter
     converts every stream's records (the demo's): the sync's process, and the converter's, start
     and commit without it (``PYTHONPROFILEIMPORTTIME`` has every Python process list the modules
-    it imports, on stderr)."""
+    it imports, on stderr). Nor pyspark (0.1 s), where no table needs Spark."""
     warehouse = tmp_path / "warehouse"
     config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
     catalog_path = write_json(tmp_path / "catalog.json", catalog())
@@ -97,6 +97,7 @@ def test_a_sync_whose_rows_the_page_converter_writes_never_imports_pandas(demo_a
     assert imported.count("pyarrow") == 2  # the list is there, for both processes
     # (an import the page converter refuses is listed as ``pandas`` alone; a real one, by its modules)
     assert not [name for name in imported if name.startswith("pandas.")]
+    assert not [name for name in imported if name == "pyspark" or name.startswith("pyspark.")]
     assert done.stdout.count(b'"type":"STATE"') >= len(STREAMS)
 
 

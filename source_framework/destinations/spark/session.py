@@ -35,13 +35,12 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-from pyspark import SparkConf, SparkContext
-from pyspark.java_gateway import launch_gateway
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING, Any
 
 from source_framework.destinations.spark.jvm_cache import java_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _STDERR_FD = 2
 
@@ -78,7 +77,14 @@ def get_spark(
 
     ``conf`` entries override :data:`DEFAULT_CONF`; values are passed as strings.
     ``connect_retry_seconds``: how long a Spark Connect call retries a server that does not answer.
+
+    pyspark is imported here, not with the module: a sync whose commits this process writes
+    never starts Spark, and its import (~0.1 s) came before the first page.
     """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
     settings = {**DEFAULT_CONF, **{key: _conf_value(value) for key, value in (conf or {}).items()}}
     if master.startswith("sc://"):
         return _connect_session(master, app_name, settings, connect_retry_seconds)
@@ -149,6 +155,7 @@ def _conf_value(value: object) -> str:
 
 
 def _connect_session(url: str, app_name: str, settings: dict[str, str], retry_seconds: float) -> SparkSession:
+    from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     # The client exists before the builder's first call to the server (it sets the settings), so
