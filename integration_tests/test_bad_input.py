@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from integration_tests.conftest import catalog, config_for, run_main, write_json
+from integration_tests.conftest import catalog, config_for, run_in_process, run_main, write_json
 
 
 @pytest.fixture
@@ -96,3 +98,36 @@ def test_a_warehouse_that_cannot_be_created_is_a_clear_error(files, demo_api):
     assert errors and errors[0]["failure_type"] == "config_error"
     assert "not-a-folder" in errors[0]["message"] and "warehouse" in errors[0]["message"]
     assert not run.of_type("STATE") and not run.of_type("RECORD")
+
+
+def _page_converters_of(pid: int) -> list[int]:
+    """The page converter processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                parent = int(stat.read().rpartition(")")[2].split()[1])
+                if parent == pid and b"page_conversion_process.py" in cmdline.read():
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue  # (gone meanwhile)
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="lists processes through /proc (Linux)")
+def test_a_destination_section_that_is_not_valid_is_a_clear_error_and_leaves_no_converter_running(files, demo_api):
+    """A read starts its first page converter before it makes the destination (so that the
+    converter is ready by the first commit): a destination the config cannot make closes it again."""
+    settings = config_for(demo_api, files["warehouse"])
+    settings["destination"]["retention_hours"] = "a while"  # (the demo's spec leaves it free)
+    config = write_json(files["tmp"] / "config-bad-destination.json", settings)
+    before = _page_converters_of(os.getpid())
+    run = run_in_process("read", "--config", config, "--catalog", files["catalog"])
+    assert run.returncode == 2, run.stderr
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert errors and errors[0]["failure_type"] == "config_error"
+    assert "config-bad-destination.json" in errors[0]["message"] and "destination section" in errors[0]["message"]
+    assert not files["warehouse"].exists(), "bad input must not write anything"
+    assert _page_converters_of(os.getpid()) == before

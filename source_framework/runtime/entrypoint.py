@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, SyncMode
@@ -83,6 +83,9 @@ from source_framework.runtime.stream_adapters import (
 )
 from source_framework.runtime.summary import format_summary
 from source_framework.streams.cursor import CursorValueError
+
+if TYPE_CHECKING:
+    from source_framework.destinations.spark.page_conversion import ConverterPool
 
 #: Slices of a stream read at once when neither --concurrency nor the config says.
 DEFAULT_CONCURRENCY = 4
@@ -525,11 +528,23 @@ def make_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Na
         return StdoutDestination(output)
     if kind != "spark":
         raise InputError(f"config file '{parsed.config}': destination.type must be 'spark' or 'stdout', got {kind!r}")
-    return spark_destination(source, config, parsed)
+    from source_framework.destinations.spark.page_conversion import ConverterPool
+
+    # A sync's first page converter starts before the destination's imports (0.1 s, Arrow's mostly):
+    # its own start (0.13-0.25 s) then ends before the first commit asks for it, where it ended
+    # after (interval 100: reading stopped 64 checkpoints ahead and waited for it).
+    converters = ConverterPool()
+    if str(settings.get("writer", "auto")) != "spark":
+        converters.warm()
+    return spark_destination(source, config, parsed, converters)
 
 
-def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace) -> Any:
-    """The Spark destination the config's ``destination`` section and the flags describe."""
+def spark_destination(
+    source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, converters: ConverterPool | None = None
+) -> Any:
+    """The Spark destination the config's ``destination`` section and the flags describe;
+    ``converters``: the sync's page converters (``ConverterPool``), where it started them already
+    (closed here if the destination cannot be made)."""
     from source_framework.destinations.spark.destination import SparkDestination
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
@@ -547,8 +562,11 @@ def spark_destination(source: Any, config: Mapping[str, Any], parsed: argparse.N
             wait_for_lock=bool(getattr(parsed, "wait_for_lock", False)),
             writer=str(settings.get("writer", "auto")),
             connect_retry_seconds=float(settings.get("connect_retry_seconds", CONNECT_RETRY_SECONDS)),
+            converters=converters,
         )
     except (TypeError, ValueError) as error:
+        if converters is not None:
+            converters.close()
         raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None
 
 

@@ -92,7 +92,10 @@ class SparkDestination(Destination):
         wait_for_lock: bool = False,
         writer: str = "auto",
         connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
+        converters: ConverterPool | None = None,
     ) -> None:
+        """``converters``: the sync's page converters, where the caller started one already (the
+        destination closes them with itself)."""
         self.warehouse = os.path.realpath(warehouse)
         self.default_namespace = default_namespace
         self.master = master
@@ -107,7 +110,7 @@ class SparkDestination(Destination):
         self.connect_retry_seconds = connect_retry_seconds
         self.committer = BackgroundCommitter(self._apply, max_pending_records, max_pending_bytes)
         self._locks: dict[str, TableLock] = {}
-        self.converters = ConverterPool()
+        self.converters = converters if converters is not None else ConverterPool()
         self._warmed = False  # Arrow's first conversion done in this process (``open_stream``)
         self._spark: Any = None
         self._spark_error: BaseException | None = None

@@ -46,12 +46,14 @@ import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import pyarrow as pa
 
 from source_framework.helpers.raw_pages import RawPage
+
+if TYPE_CHECKING:  # (not imported for it: a converter starts before the sync's process imports Arrow)
+    import pyarrow as pa
 
 PROCESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "page_conversion_process.py")
 HEADER = struct.Struct("<BII")  # kind, meta length, data length (as the process reads them)
@@ -326,6 +328,8 @@ class ConverterPool:
     anything, and each taken back when its stream's last job is done, for the next stream. Why: a
     process takes 0.1-0.3 s to start, which fell on a small stream's only commit (the demo's stores
     and products took 0.3 s against 0.0 s; its two syncs of five 20,000-record streams 1.1 s more).
+    ``read`` starts the first before it even imports the destination (``runtime.entrypoint``), and
+    hands the pool to it (this module imports no Arrow for that).
 
     Usage::
 
