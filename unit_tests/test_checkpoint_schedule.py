@@ -182,3 +182,65 @@ def test_while_records_stream_through_other_threads_get_the_interpreter_within_a
     result, _, _ = sync(Watched([[1, 2], [3]]))
     assert not result.failed and seen == [READING_SWITCH_INTERVAL] * 2 != [before] * 2
     assert sys.getswitchinterval() == before
+
+
+def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whole_in_large_steps():
+    """requests reads each response body the streams keep in one step, not 10 KB ones, while a sync
+    reads (a page of 1,000 orders took 25 steps); a body sent with a length, in chunks or gzipped
+    arrives byte for byte, and the step is put back when the sync ends."""
+    import gzip
+    import http.server
+
+    import requests
+
+    from source_framework.runtime.process import READING_BODY_STEP
+
+    body = bytes(range(256)) * 1200  # 300 KB, 30 steps of 10 KB
+    packed = gzip.compress(body)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            if self.path == "/chunked":
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for start in range(0, len(body), 70_000):
+                    piece = body[start:start + 70_000]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            data = packed if self.path == "/gzip" else body
+            if self.path == "/gzip":
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    steps, bodies = [], {}
+
+    class Fetching(CursorStream):
+        def read_records(self, *args, **kwargs):
+            steps.append(requests.models.CONTENT_CHUNK_SIZE)
+            with requests.Session() as session:
+                for path in ("/length", "/chunked", "/gzip"):
+                    bodies[path] = session.get(url + path, timeout=10).content
+            yield from super().read_records(*args, **kwargs)
+
+    before = requests.models.CONTENT_CHUNK_SIZE
+    try:
+        result, _, _ = sync(Fetching([[1, 2]]))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not result.failed
+    assert steps == [READING_BODY_STEP] and READING_BODY_STEP > before
+    assert bodies == {"/length": body, "/chunked": body, "/gzip": body}
+    assert requests.models.CONTENT_CHUNK_SIZE == before
