@@ -24,11 +24,17 @@ Pages too, where the stream allows it (``streams.pages``: it names every page of
 the first one): a worker fetches them at once with the fetch permits no other slice holds
 (``SparePermitPages``), so the last slices of a sync, or a sync of fewer slices than permits, keep
 every permit busy; the records still come in page order.
+
+Only while the API is the limit (``_Pace``): while the process keeps a core busy (an API that
+answers at once), workers read about a page ahead and fetch a slice's pages one after another,
+as one thread reading alone would, since more threads would only take turns with the loop in the
+one interpreter.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
@@ -42,18 +48,63 @@ R = TypeVar("R")
 #: Items a worker hands over at once (fewer when the loop is waiting for them).
 CHUNK = 256
 
-#: Items one slice read ahead may hold before its worker waits for the loop (give or take two chunks).
+#: Items one slice read ahead may hold before its worker waits for the loop (give or take two chunks),
+#: while the process waits for the API (see ``_Pace``).
 CAPACITY = 20_000
+
+#: Items one slice read ahead may hold while the process is busy: about a page.
+BUSY_CAPACITY = 4 * CHUNK
+
+#: The share of a core this process's threads used over ``PACE_WINDOW`` seconds at or above which
+#: the workers read ``BUSY_CAPACITY`` ahead, and at or below which (``IDLE``) up to ``CAPACITY``.
+SATURATED = 0.85
+IDLE = 0.7
+PACE_WINDOW = 0.5
+
+
+class _Pace:
+    """How far the workers of one ``read_ahead`` may read ahead of its loop.
+
+    Why: reading ahead is for an API slower than this process: while its threads wait for pages,
+    the workers fetch far ahead. Where the API answers at once, the process's one interpreter is
+    the limit, busy all the time: pages read far ahead are parsed by workers that take it from
+    the loop, five and more threads trade it every millisecond, the pages are cold by the time the
+    loop gets to them, and memory grows (1,000,000 demo orders into Spark, slice checkpoints:
+    180,300 records/s at concurrency 4 against 309,800 at 1; the read alone 222,400 against
+    346,600). So the workers start a page or so ahead, and go far while the process keeps less
+    than ``IDLE`` of a core busy; once it keeps ``SATURATED`` busy, they come back to a page. Pages
+    a stream fetches at once (``SparePermitPages``) take the permits of the workers that wait."""
+
+    def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic,
+                 cpu_clock: Callable[[], float] = time.process_time) -> None:
+        self.full = capacity
+        #: the process keeps a core busy: workers read about a page ahead, pages are fetched one by one
+        self.busy = True
+        self.capacity = min(capacity, BUSY_CAPACITY)  # (read without a lock: a hint, checked again)
+        self._clock, self._cpu_clock = clock, cpu_clock
+        self._since, self._cpu_since = clock(), cpu_clock()
+
+    def took(self) -> None:
+        """The loop took a chunk (loop thread): once a window has passed, look at the CPU used."""
+        now = self._clock()
+        elapsed = now - self._since
+        if elapsed >= PACE_WINDOW:
+            cpu = self._cpu_clock()
+            busy = (cpu - self._cpu_since) / elapsed
+            if busy >= SATURATED or busy <= IDLE:
+                self.busy = busy >= SATURATED
+                self.capacity = min(self.full, BUSY_CAPACITY) if self.busy else self.full
+            self._since, self._cpu_since = now, cpu
 
 
 class _Channel:
     """The items of one slice, from its worker to the read loop."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, pace: _Pace) -> None:
         self._condition = threading.Condition()
         self._chunks: deque[list[Any]] = deque()
         self._buffered = 0
-        self._capacity = capacity
+        self._pace = pace
         self._done = False
         self._error: BaseException | None = None
         self.abandoned = False
@@ -61,23 +112,23 @@ class _Channel:
         self.waiting = False
 
     def put(self, chunk: list[Any], permits: threading.Semaphore | None = None) -> bool:
-        """Hand ``chunk`` over; wait while the slice holds ``capacity`` items (giving back the
-        worker's fetch permit meanwhile, so that a slice the loop waits for can fetch). False:
-        abandoned."""
+        """Hand ``chunk`` over; wait while the slice holds as many items as the pace allows
+        (giving back the worker's fetch permit meanwhile, so that a slice the loop waits for can
+        fetch). False: abandoned."""
         if permits is not None:
             with self._condition:
-                full = self._buffered >= self._capacity and not self.abandoned
+                full = self._full()
             if full:
                 permits.release()
                 try:
                     with self._condition:
-                        while self._buffered >= self._capacity and not self.abandoned:
-                            self._condition.wait()
+                        while self._full():
+                            self._condition.wait(PACE_WINDOW / 5)  # (the pace may let it go on)
                 finally:
                     permits.acquire()
         with self._condition:
-            while self._buffered >= self._capacity and not self.abandoned:
-                self._condition.wait()
+            while self._full():
+                self._condition.wait(PACE_WINDOW / 5)
             if self.abandoned:
                 return False
             self._chunks.append(chunk)
@@ -85,6 +136,9 @@ class _Channel:
             self.waiting = False
             self._condition.notify_all()
             return True
+
+    def _full(self) -> bool:
+        return self._buffered >= self._pace.capacity and not self.abandoned
 
     def end(self, error: BaseException | None = None) -> None:
         with self._condition:
@@ -101,6 +155,7 @@ class _Channel:
                 chunk = self._chunks.popleft()
                 self._buffered -= len(chunk)
                 self._condition.notify_all()
+                self._pace.took()
                 return chunk
             if self._error is not None:
                 raise self._error
@@ -119,9 +174,10 @@ class SparePermitPages:
     the first with the worker's own permit, the others with permits no other slice holds (taken
     without waiting, given back when the page is in), at most ``most`` pages ahead of the reader."""
 
-    def __init__(self, permits: threading.Semaphore, most: int) -> None:
+    def __init__(self, permits: threading.Semaphore, most: int, pace: _Pace | None = None) -> None:
         self._permits = permits
         self._most = max(1, most)
+        self._pace = pace  # while it is ``busy``, pages are fetched one after another, in this thread
 
     def map_in_order(self, fetch: Callable[[T], R], tokens: Iterable[T]) -> Iterator[R]:
         remaining = iter(tokens)
@@ -129,7 +185,15 @@ class SparePermitPages:
         own_busy = exhausted = False
         failure: BaseException | None = None  # the tokens' own, raised after the pages before it
         while True:
-            while not exhausted and len(pending) < self._most:
+            busy = self._pace is not None and self._pace.busy
+            if busy and not pending and not exhausted:
+                try:
+                    token = next(remaining)
+                except StopIteration:
+                    return
+                yield fetch(token)
+                continue
+            while not busy and not exhausted and len(pending) < self._most:
                 own = not own_busy
                 if not own and not self._permits.acquire(blocking=False):
                     break  # every permit is busy elsewhere: this page waits for one of ours
@@ -172,22 +236,24 @@ def _in_thread(fetch: Callable[[T], R], token: T, permit: threading.Semaphore | 
     return future
 
 
-def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int) -> None:
+def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
+          pace: _Pace) -> None:
     """A worker: read the slice's items into its channel, holding a fetch permit meanwhile."""
     if permits is not None:
         permits.acquire()
     try:
         if not channel.abandoned:
-            _read_into(channel, stream_slice, permits, workers)
+            _read_into(channel, stream_slice, permits, workers, pace)
     finally:
         if permits is not None:
             permits.release()
 
 
-def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int) -> None:
+def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
+               pace: _Pace) -> None:
     chunk: list[Any] = []
     iterator: Iterator[Any] | None = None
-    pages = SparePermitPages(permits, workers) if permits is not None else None
+    pages = SparePermitPages(permits, workers, pace) if permits is not None else None
     try:
         iterator = iter(stream_slice.items(pages))
         for item in iterator:
@@ -212,12 +278,12 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
 class _SliceReadAhead(SliceRead):
     """A slice whose items a worker thread is reading."""
 
-    def __init__(self, inner: SliceRead, capacity: int, permits: threading.Semaphore | None, workers: int) -> None:
+    def __init__(self, inner: SliceRead, pace: _Pace, permits: threading.Semaphore | None, workers: int) -> None:
         self._inner = inner
         self.partition = inner.partition
         self.observe = inner.observe
-        self.channel = _Channel(capacity)
-        self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits, workers), name="read-ahead",
+        self.channel = _Channel(pace)
+        self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits, workers, pace), name="read-ahead",
                                         daemon=True)
         self._worker.start()
 
@@ -243,7 +309,8 @@ def read_ahead(
     capacity: int = CAPACITY,
     permits: threading.Semaphore | None = None,
 ) -> Iterator[SliceRead]:
-    """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller.
+    """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller, up to
+    ``capacity`` items ahead while the process waits for the API (a page or so while it is busy).
 
     The caller reads a slice's items to the end before it asks for the next slice. With
     ``workers`` 1 this is ``slices`` itself: no thread is started. ``permits``, shared by the
@@ -253,6 +320,7 @@ def read_ahead(
         yield from slices
         return
     source = iter(slices)
+    pace = _Pace(capacity)
     ahead: deque[_SliceReadAhead | _Failed] = deque()
     head: _SliceReadAhead | _Failed | None = None
     exhausted = False
@@ -260,7 +328,7 @@ def read_ahead(
         while True:
             while not exhausted and len(ahead) < workers:
                 try:
-                    ahead.append(_SliceReadAhead(next(source), capacity, permits, workers))
+                    ahead.append(_SliceReadAhead(next(source), pace, permits, workers))
                 except StopIteration:
                     exhausted = True
                 except Exception as error:  # the slices before it are read and committed first
