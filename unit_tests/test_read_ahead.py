@@ -60,6 +60,15 @@ def slow_numbers(slice_no, count, seed):
     return produce
 
 
+def counted(produced: list[int], count: int = 100_000):
+    """A slice's items 0..count-1, each noted in ``produced`` as its worker reads it."""
+    def produce():
+        for number in range(count):
+            produced.append(number)
+            yield number
+    return produce
+
+
 @pytest.mark.parametrize("workers", [2, 4, 8])
 def test_the_caller_sees_the_same_slices_and_items_in_the_same_order(workers):
     sizes = [0, 1, 700, CHUNK, CHUNK + 1, 3, 1200, 0, 40]
@@ -128,12 +137,8 @@ def test_slices_that_cannot_be_generated_fail_only_after_the_slices_before_them(
 
 
 def test_a_slice_read_ahead_holds_at_most_its_capacity():
-    produced = []
-
-    def endless():
-        for number in range(100_000):
-            produced.append(number)
-            yield number
+    produced: list[int] = []
+    endless = counted(produced)
 
     first = ListSlice("first", lambda: iter(()))
     big = ListSlice("big", endless)
@@ -181,12 +186,8 @@ def test_a_process_that_keeps_its_core_busy_reads_only_about_a_page_ahead(monkey
     (The tests share the machine's cores: this process is never judged idle here, whatever share
     of a core it gets; the judgement itself is the test above.)"""
     monkeypatch.setattr("source_framework.runtime.concurrency.IDLE", -1.0)
-    produced = []
-
-    def endless():
-        for number in range(100_000):
-            produced.append(number)
-            yield number
+    produced: list[int] = []
+    endless = counted(produced)
 
     def busy_items():
         for number in range(40):
@@ -205,12 +206,8 @@ def test_a_process_that_keeps_its_core_busy_reads_only_about_a_page_ahead(monkey
 def test_a_process_that_waits_for_its_api_reads_far_ahead():
     """A slow API: the loop waits for its slice's items, so the next slice's worker reads ahead as
     far as its capacity lets it, not a page."""
-    produced = []
-
-    def endless():
-        for number in range(100_000):
-            produced.append(number)
-            yield number
+    produced: list[int] = []
+    endless = counted(produced)
 
     def slow_items():
         for number in range(15):
