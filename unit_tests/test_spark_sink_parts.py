@@ -588,6 +588,7 @@ class LocalPageConverter:
 
         self._converter = None
         self._pages = self._ends = 0
+        self.ended_at: list[int | None] = []  # each end's ``at``, as sent
         self._pipe = threading.Lock()  # the reading thread sends, the committer's asks for writes
         self.closed = self.begun = False
 
@@ -611,11 +612,11 @@ class LocalPageConverter:
         with self._pipe:
             self._converter.pages.pop(page_id)
 
-    def end(self, runs=None) -> int:
+    def end(self, runs=None, at=None) -> int:
         with self._pipe:
-            self._converter.runs([list(run) for run in runs or ()])
+            self.ended_at.append(at)
             self._ends += 1
-            self._converter.ends.append((self._ends, self._converter.received))
+            self._converter.end(self._ends, [list(run) for run in runs or ()], at)
             return self._ends
 
     def write(self, token, seq, folder):
@@ -691,8 +692,7 @@ def test_page_checkpoints_merged_into_one_commit_are_written_by_the_converter_an
     page = converter.page(RawPage(body, orjson.loads(body)["data"], 0))
     converter.runs([(page, 0, 2)])
     first = converter.end()
-    converter.runs([(page, 2, 5)])
-    second = converter.end()
+    second = converter.end([(page, 2, 5)], 5)  # its runs sent with it, and where it ends
     table = PagesTable(str(tmp_path), arrow_writes=True)
     writer = TableWriter(table, target(), SCHEMA)
     receipts = writer.apply([
@@ -701,6 +701,50 @@ def test_page_checkpoints_merged_into_one_commit_are_written_by_the_converter_an
     ])
     assert table.ids_by_commit == [[0, 1, 2, 3, 4]] and receipts == [CommitReceipt(5, 1)] * 2
     assert table.commits[0]["merged_states"] == [{"n": 1}] and table.commits[0]["state"] == {"n": 4}
+
+
+def test_checkpoints_held_on_the_page_path_tell_the_converter_one_end_each_time_they_are_handed_over(tmp_path, clock):
+    """A checkpoint after each of ten records: the first is committed at once, the nine that follow
+    it fast are held, and the page converter hears of none of them until they are handed over (here
+    at the next page, once the first is old); then of one end, the last one's, though a record
+    after it was written by then; that record goes with the next commit."""
+    from source_framework.destinations.spark.buffer import HOLD_MS
+    from source_framework.helpers.raw_pages import RawPages
+
+    converters, pages = LocalPool(), RawPages(("data",))
+    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs))
+    try:
+        table = PagesTable(str(tmp_path), arrow_writes=True)
+        buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, pages=pages, converters=converters)  # type: ignore[arg-type]
+        clock.now += 1  # the first checkpoint comes long after the buffer was made
+        futures = []
+        for item in _page(pages, range(10)):
+            buffer.write(item)
+            futures.append(buffer.commit({"n": item["id"]}))
+        ended_at = converters.taken[0].ended_at
+        assert ended_at == [1] and not futures[1].done()  # the nine held: nothing told yet
+        clock.now += HOLD_MS / 1000
+        second = _page(pages, range(10, 13))
+        buffer.write(second[0])  # a new page, the first held checkpoint old: they are handed over
+        assert ended_at == [1, 10]  # one end, after the tenth row
+        assert [f.result(5).rows_through for f in futures] == [1] + [10] * 9
+        for item in second[1:]:
+            buffer.write(item)
+        assert buffer.finish({"n": "final"}).result(5).rows_through == 13
+    finally:
+        committer.close()
+    assert table.ids_by_commit == [[0], list(range(1, 10)), [10, 11, 12]]
+    assert table.commits[1]["merged_states"] == [{"n": i} for i in range(1, 9)] and table.commits[1]["state"] == {"n": 9}
+
+
+def _page(pages, ids):
+    """A page of records ``ids``, added to ``pages``: its items, as the stream yields them."""
+    import orjson
+
+    body = orjson.dumps({"data": [{"id": i, "n": i} for i in ids]})
+    items = orjson.loads(body)["data"]
+    pages.add(body, items)
+    return items
 
 
 PAGE_STEPS = st.lists(st.one_of(

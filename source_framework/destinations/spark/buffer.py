@@ -141,11 +141,12 @@ class StreamBuffer(StreamSink):
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
         # Checkpoints held back (see ``HOLD_CHECKPOINTS``): their states, their one future (they
-        # complete together), how many of ``_records`` they cover, the last one's notes, and when
-        # the first one was held.
+        # complete together), how many of ``_records`` and of the page rows they cover, the last
+        # one's notes, and when the first one was held.
         self._held: list[Mapping[str, Any] | None] = []
         self._held_future: _HeldCheckpoint | None = None
         self._held_records = 0
+        self._held_page_rows = 0
         self._held_notes: ResumeNotes | None = None
         self._held_since_ms = 0
         self._last_checkpoint_ms = 0
@@ -153,8 +154,9 @@ class StreamBuffer(StreamSink):
         # kept here, so the reading thread never asks the writer, which the committer's thread owns.
         self._replaces_table = writer.rebuilding
         # The page path (``page_conversion``): the page the records come from, the item expected
-        # next and where the current run of written items began; runs not yet sent; rows sent in
-        # runs since the last checkpoint's end, and ends (tokens) no job has taken yet.
+        # next and where the current run of written items began; runs not yet sent; rows in the
+        # runs closed so far and where the last end was (counted from the stream's first page row),
+        # and the rows of ends (tokens) no job has taken yet.
         self._raw = pages
         # Taken now, so that its process has imported what it needs by the first page; told the
         # table's schema at the first page only, as a reset may yet change it.
@@ -166,7 +168,8 @@ class StreamBuffer(StreamSink):
         self._next_item = 0
         self._run_start = 0
         self._runs: list[tuple[int, int, int]] = []
-        self._unended_rows = 0
+        self._run_rows = 0
+        self._ended_at = 0
         self._page_token: int | None = None
         self._token_rows = 0
         self._missed_at = -1  # ``pages.added`` when a record was last not found in them
@@ -218,19 +221,21 @@ class StreamBuffer(StreamSink):
                 self._submit_stage()
 
     def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
-        self._end_pages()
         now_ms = int(time.time() * 1000)
         # (a clock set back counts as a pause: held checkpoints never wait on the clock's say-so)
         fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= HOLD_MS, now_ms
         if not self._held:
             if not fast:
+                self._end_pages()
                 return self._submit(state, notes)
             self._held_since_ms = now_ms
             self._held_future = _HeldCheckpoint(self._hand_over)
         future = self._held_future
         assert future is not None
         self._held.append(state)
-        self._held_records, self._held_notes = len(self._records), notes
+        # Where it ends is noted, not sent: the converter is told one end per hand-over, that of the
+        # last checkpoint held (the others' ends would be passed over by the one commit anyway).
+        self._held_records, self._held_page_rows, self._held_notes = len(self._records), self._page_rows(), notes
         if not fast or len(self._held) >= HOLD_CHECKPOINTS or not 0 <= now_ms - self._held_since_ms < HOLD_MS:
             self._hand_over()
         return future
@@ -249,7 +254,8 @@ class StreamBuffer(StreamSink):
         self._hand_over()  # checkpoints asked before the failure are committed, as if never held
         self._records, self._extracted_at = [], []
         self._batches, self._batched_rows = [], 0
-        self._page_token, self._token_rows, self._unended_rows, self._runs = None, 0, 0, []
+        self._page_token, self._token_rows, self._runs = None, 0, []
+        self._ended_at = self._run_rows
         self._stop_pages()
 
     def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
@@ -293,7 +299,7 @@ class StreamBuffer(StreamSink):
         self._run_begins(index)
         if self._held and not 0 <= int(time.time() * 1000) - self._held_since_ms < HOLD_MS:
             self._hand_over()  # (checked at each page here, as at each record on the other path)
-        elif not self._held and self._unended_rows + self._token_rows + self._batched_rows >= self._stage_rows:
+        elif not self._held and self._run_rows - self._ended_at + self._token_rows + self._batched_rows >= self._stage_rows:
             self._submit_stage()
         return True
 
@@ -319,19 +325,26 @@ class StreamBuffer(StreamSink):
         """The items written since the run began become one run (sent with the next frame)."""
         if self._next_item > self._run_start:
             self._runs.append((self._page_id, self._run_start, self._next_item))
-            self._unended_rows += self._next_item - self._run_start
+            self._run_rows += self._next_item - self._run_start
             self._run_start = self._next_item
 
-    def _end_pages(self) -> None:
-        """A checkpoint: the rows sent in runs so far end here (a token the next job takes)."""
+    def _page_rows(self) -> int:
+        """Rows written on the page path so far: those of the runs closed and of the one going on."""
+        return self._run_rows + self._next_item - self._run_start
+
+    def _end_pages(self, at: int | None = None) -> None:
+        """A checkpoint: the rows written on the page path end here, or after the first ``at`` of
+        them (a checkpoint held back; later rows wait for the next end): a token the next job takes."""
         if self._converter is None or not self._converter.begun:
             return
         self._close_run()
-        if self._unended_rows:  # (runs not sent yet count there too)
-            self._page_token = self._converter.end(self._runs)
+        at = self._run_rows if at is None else at
+        assert at >= self._ended_at, "an end before the last one: rows after a held checkpoint were ended"
+        if at > self._ended_at:  # (runs not sent yet count there too)
+            self._page_token = self._converter.end(self._runs, at)
             self._runs = []
-            self._token_rows += self._unended_rows
-            self._unended_rows = 0
+            self._token_rows += at - self._ended_at
+            self._ended_at = at
 
     def _stop_pages(self) -> None:
         """The stream ends: its pages are no longer kept, and the converter goes back to the pool
@@ -361,6 +374,7 @@ class StreamBuffer(StreamSink):
         read since the last of them stay here, for the next checkpoint."""
         if not self._held:
             return
+        self._end_pages(at=self._held_page_rows)
         held, self._held = self._held, []
         future, self._held_future = self._held_future, None
         later_records, later_extracted = self._records[self._held_records:], self._extracted_at[self._held_records:]
