@@ -195,9 +195,9 @@ def test_an_end_sent_after_later_rows_names_only_the_rows_before_it(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the process's memory map (Linux)")
-def test_the_converters_process_converts_and_writes_without_loading_pandas(tmp_path):
-    """Arrow's first conversion would import pandas (0.2 s, on the stream's first commit); the
-    converter refuses it, and converts and writes all the same."""
+def test_the_converters_process_converts_and_writes_without_loading_pandas_or_numpy(tmp_path):
+    """Arrow's import brings NumPy and its first conversion pandas (0.2 s, on the stream's first
+    commit); the converter refuses both, and converts and writes all the same."""
     converter = started()
     try:
         page = converter.page(page_of([{"id": 1, "amount": 0.5, "at": "2025-01-02T03:04:05Z", "items": [1]}]))
@@ -205,7 +205,7 @@ def test_the_converters_process_converts_and_writes_without_loading_pandas(tmp_p
         assert converter.write(converter.end(), 0, str(tmp_path)).rows == 1
         with open(f"/proc/{converter._process.pid}/maps") as maps:
             mapped = maps.read()
-        assert "pyarrow" in mapped and f"{os.sep}pandas{os.sep}" not in mapped
+        assert "pyarrow" in mapped and f"{os.sep}pandas{os.sep}" not in mapped and f"{os.sep}numpy{os.sep}" not in mapped
     finally:
         converter.close()
 

@@ -721,6 +721,7 @@ def test_checkpoints_held_on_the_page_path_tell_the_converter_one_end_each_time_
         for item in _page(pages, range(10)):
             buffer.write(item)
             futures.append(buffer.commit({"n": item["id"]}))
+            futures[0].result(5)  # (so that the committer does not merge it with the held ones)
         ended_at = converters.taken[0].ended_at
         assert ended_at == [1] and not futures[1].done()  # the nine held: nothing told yet
         clock.now += HOLD_MS / 1000
