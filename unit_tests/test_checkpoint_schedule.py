@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from source_framework.runtime.read import MAX_IN_FLIGHT
-from unit_tests.conftest import ConditionWaits, CursorStream, RecordingDestination, RecordingSink, sync
+from unit_tests.conftest import ConditionWaits, CursorStream, EventOutput, RecordingDestination, RecordingSink, sync
 
 
 def run(stream: CursorStream, input_state: dict | None = None, **sink_options: Any):
@@ -140,6 +140,83 @@ def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(m
     result, states, destination, _ = outcome["run"]
     assert cursors(states) == list(range(1, 101)) and not result.failed
     assert len(destination.sinks["numbers"].landed) == 100
+
+
+class WriteLog(EventOutput):
+    """A stdout stand-in that also keeps, per write it gets, the cursors of the STATE lines in it:
+    what whoever reads our stdout receives at once."""
+
+    def __init__(self, events: Any, committed: Any) -> None:
+        super().__init__(events)
+        self.committed = committed  # cursor -> whether its checkpoint's commit is done
+        self.state_writes: list[list[Any]] = []
+        self.early: list[Any] = []  # STATEs that reached stdout before their commit was done
+
+    def write(self, data: bytes) -> int:
+        before = len(self.states)
+        written = super().write(data)
+        if len(self.states) > before:
+            self.state_writes.append(cursors(self.states[before:]))
+            self.early += [n for n in self.state_writes[-1] if not self.committed(n)]
+        return written
+
+
+class CommitsDoneAtFinish(RecordingSink):
+    """Commits that complete when the stream finishes, the first ``together`` of them at once; the
+    others when the test says (``release``)."""
+
+    def __init__(self, events: Any, together: int) -> None:
+        super().__init__(events)
+        self.together = together
+        self.asked: list[tuple[Future, Any]] = []
+
+    def commit(self, state: Any, notes: Any = None) -> Future:
+        future: Future = Future()
+        self.asked.append((future, super().commit(state, notes).result()))
+        return future
+
+    def finish(self, state: Any, notes: Any = None) -> Future:
+        for future, receipt in self.asked[:self.together]:
+            future.set_result(receipt)
+        return super().finish(state, notes)
+
+    def release(self) -> None:
+        for future, receipt in self.asked:
+            if not future.done():
+                future.set_result(receipt)
+
+
+def test_states_whose_commits_complete_together_reach_stdout_in_one_write_before_any_wait():
+    """Six commits complete at once (checkpoints held back and committed as one do): their STATEs
+    reach stdout in one write, and before the runtime waits for the seventh; every STATE still
+    leaves after its commit, in order."""
+    import io
+
+    from source_framework.runtime.output import ProtocolOutput
+    from source_framework.runtime.read import read_streams
+    from source_framework.runtime.stream_adapters import adapt
+    from unit_tests.conftest import catalog_of, configured
+
+    destination = RecordingDestination()
+    sink = CommitsDoneAtFinish(destination.events, together=6)
+    destination.open_stream = lambda target: destination.sinks.setdefault(target.name, sink)  # type: ignore[method-assign]
+    stdout = WriteLog(destination.events, committed=lambda n: sink.asked[n - 1][0].done())
+    stream, entry = CursorStream([list(range(1, 11))], interval=1), configured("numbers", "incremental", "append")
+    outcome: dict[str, Any] = {}
+    reader = threading.Thread(target=lambda: outcome.setdefault("result", read_streams(
+        {"numbers": adapt(stream, entry)}, catalog_of(entry), {}, destination,
+        ProtocolOutput(io.BufferedWriter(stdout, buffer_size=1 << 16)))))
+    reader.start()
+    try:
+        for _ in range(500):  # the reader now waits for the seventh commit
+            if stdout.state_writes:
+                break
+            reader.join(0.01)
+        assert stdout.state_writes == [[1, 2, 3, 4, 5, 6]] and reader.is_alive()
+    finally:
+        sink.release()
+        reader.join(10)
+    assert cursors(stdout.states) == list(range(1, 11)) and not outcome["result"].failed and not stdout.early
 
 
 @pytest.mark.parametrize("bad", [0, -5, 2.5])

@@ -37,3 +37,15 @@ def test_after_the_crash_every_point_in_every_thread_raises_as_nothing_runs_on_a
         worker.join()
     assert outcomes == ["abandoned"]
     fault_point("commit.start")  # the next "process" runs normally
+
+
+def test_a_point_calls_before_only_when_it_stops_the_process():
+    """``state.printed`` flushes stdout through ``before`` when it stops there, so a kill at that
+    point finds the STATE line out (lines are otherwise flushed after a run of them)."""
+    calls = []
+    with crash_at("state.printed", 2):
+        fault_point("state.printed", before=lambda: calls.append("flushed"))
+        assert calls == []
+        with pytest.raises(SimulatedCrash):
+            fault_point("state.printed", before=lambda: calls.append("flushed"))
+    assert calls == ["flushed"]

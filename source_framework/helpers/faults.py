@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -74,10 +74,14 @@ def crash_at(name: str, count: int = 1) -> Iterator[None]:
         _crashed.clear()
 
 
-def fault_point(name: str) -> None:
+def fault_point(name: str, before: Callable[[], None] | None = None) -> None:
+    """Pause or crash here if asked (see the module's docstring); ``before`` is called first when
+    the point stops the process (to flush what the process wrote up to this point)."""
     due = reached_elsewhere(name)
     if due is None:
         return
+    if before is not None:
+        before()
     if due["how"] == "crash":
         _crashed.set()
         raise SimulatedCrash(f"simulated crash at {due['label']}")

@@ -2,7 +2,8 @@
 
 Messages are built as plain dicts in the protocol's shape and written with orjson; building the
 CDK's dataclasses for every record would cost more than reading it. STATE lines are flushed at
-once, because whoever reads our stdout acts on them (saves them, or checks the table).
+once, because whoever reads our stdout acts on them (saves them, or checks the table); STATEs
+that become ready together (checkpoints committed as one) are flushed together, after the last.
 
 What orjson refuses to write (nesting deeper than 254 levels, integers beyond 64 bits, keys that
 are not strings, strings with lone surrogates) is written by ``_to_json_without_limits`` instead,
@@ -72,7 +73,10 @@ class ProtocolOutput:
             record["namespace"] = namespace
         self._write({"type": "RECORD", "record": record})
 
-    def state(self, stream: str, namespace: str | None, state: Mapping[str, Any], record_count: int) -> None:
+    def state(self, stream: str, namespace: str | None, state: Mapping[str, Any], record_count: int,
+              flush: bool = True) -> None:
+        """A STATE line, then the state listeners. ``flush=False``: more STATE lines follow at once,
+        and the caller flushes after the last (one write for all of them)."""
         descriptor: dict = {"name": stream}
         if namespace:
             descriptor["namespace"] = namespace
@@ -86,7 +90,7 @@ class ProtocolOutput:
         }
         # Streams synced at once print from several threads; the state file saves one at a time.
         with self._state_lock:
-            self._write(message, flush=True)
+            self._write(message, flush=flush)
             for listener in self._state_listeners:
                 listener(stream, namespace, state)
 

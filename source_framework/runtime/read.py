@@ -503,8 +503,19 @@ class StreamSync:
         self._uncovered = 0
 
     def _print_ready(self, wait: bool) -> None:
-        while self._queue and (wait or self._queue[0][0].done()):
-            self._print_next()
+        """Print the STATEs whose commits are done (``wait``: all, as their commits complete), in
+        order. Why one flush after them: checkpoints held back complete together, 32 at interval
+        100, and a write per line cost this thread a system call, and whoever reads our stdout a
+        wake-up, per line."""
+        try:
+            while self._queue:
+                if not self._queue[0][0].done():
+                    if not wait:
+                        break
+                    self.output.flush()  # before waiting for the next commit, the STATEs ready are out
+                self._print_next(flush=False)
+        finally:
+            self.output.flush()
 
     def print_committed(self) -> None:
         """The stream failed: print the STATEs of the commits that completed anyway, in order, up
@@ -515,7 +526,7 @@ class StreamSync:
             except Exception:
                 return
 
-    def _print_next(self) -> None:
+    def _print_next(self, flush: bool = True) -> None:
         future, state, count, handed = self._queue.popleft()
         receipt: CommitReceipt = future.result()  # a failed commit raises here: no STATE
         self.result.committed = max(self.result.committed, receipt.rows_through)
@@ -527,8 +538,8 @@ class StreamSync:
             )
         if state is None:
             return
-        self.output.state(self.name, self.adapter.namespace, state, count)
-        fault_point("state.printed")
+        self.output.state(self.name, self.adapter.namespace, state, count, flush=flush)
+        fault_point("state.printed", before=self.output.flush)  # (a kill there finds the line out)
         self.result.states += 1
         self.result.final_state = state
 
