@@ -507,6 +507,8 @@ class StreamSync:
         order. Why one flush after them: checkpoints held back complete together, 32 at interval
         100, and a write per line cost this thread a system call, and whoever reads our stdout a
         wake-up, per line."""
+        if not self._queue or not (wait or self._queue[0][0].done()):
+            return  # (most calls: a look between records)
         try:
             while self._queue:
                 if not self._queue[0][0].done():
