@@ -71,6 +71,35 @@ def test_concurrency_4_leaves_the_tables_and_states_of_concurrency_1(spark, tmp_
             assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
 
 
+def test_slices_the_loop_reads_on_itself_leave_the_tables_and_states_of_concurrency_1(spark, tmp_path, monkeypatch):
+    """An API that answers at once keeps the process busy, and the loop then reads each slice on
+    in its own thread, from the iterator its worker lends it (``runtime.concurrency``). Here the
+    pace always finds the process busy, so every slice its worker has not read to the end by then
+    is read that way: the tables and STATE lines are those of concurrency 1."""
+    from source_framework.runtime import concurrency
+
+    monkeypatch.setattr(concurrency, "FIRST_WINDOW", 1e-9)
+    monkeypatch.setattr(concurrency, "PACE_WINDOW", 1e-9)
+    monkeypatch.setattr(concurrency, "SATURATED", -1.0)
+    monkeypatch.setattr(concurrency, "IDLE", -2.0)
+    lent = []  # per slice the loop asked for: whether its worker lent the iterator (else it had ended)
+    borrow = concurrency._Channel.borrow
+
+    def noted_borrow(channel):
+        chunks, iterator, error = borrow(channel)
+        lent.append(iterator is not None)
+        return chunks, iterator, error
+
+    monkeypatch.setattr(concurrency._Channel, "borrow", noted_borrow)
+    with DemoApi(records=30_000, api_key=API_KEY, seed=22).start() as api:
+        one, warehouse_one, _ = sync(tmp_path, api, 1, "first")
+        four, warehouse_four, _ = sync(tmp_path, api, 4, "first")
+    assert sum(lent) >= 10, "the loop read hardly any slice on itself"
+    assert states(four) == states(one)
+    for name in STREAMS:
+        assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
+
+
 @pytest.mark.parametrize("value", ["0", "-2", "four"])
 def test_a_bad_concurrency_is_refused_before_anything_runs(tmp_path, value):
     with pytest.raises(SystemExit):
