@@ -70,6 +70,19 @@ def counted(produced: list[int], count: int = 100_000):
     return produce
 
 
+def endless_until_closed(cleaned_up: threading.Event):
+    """A slice's items 0, 1, 2, ... without end; ``cleaned_up`` is set when its generator is closed."""
+    def produce():
+        try:
+            number = 0
+            while True:
+                yield number
+                number += 1
+        finally:
+            cleaned_up.set()
+    return produce
+
+
 @pytest.mark.parametrize("workers", [2, 4, 8])
 def test_the_caller_sees_the_same_slices_and_items_in_the_same_order(workers):
     sizes = [0, 1, 700, CHUNK, CHUNK + 1, 3, 1200, 0, 40]
@@ -313,15 +326,7 @@ def test_a_slice_the_loop_reads_on_itself_fails_in_its_place(judged_busy):
 
 def test_a_loop_that_stops_in_a_slice_it_reads_itself_closes_it_and_gives_its_permit_back(judged_busy):
     cleaned_up = threading.Event()
-
-    def endless():
-        try:
-            number = 0
-            while True:
-                yield number
-                number += 1
-        finally:
-            cleaned_up.set()
+    endless = endless_until_closed(cleaned_up)
 
     permits = threading.Semaphore(2)
     first = ListSlice("a", endless)
@@ -336,15 +341,7 @@ def test_a_loop_that_stops_in_a_slice_it_reads_itself_closes_it_and_gives_its_pe
 
 def test_a_caller_that_stops_releases_the_workers_and_their_slices():
     cleaned_up = threading.Event()
-
-    def endless():
-        try:
-            number = 0
-            while True:
-                yield number
-                number += 1
-        finally:
-            cleaned_up.set()
+    endless = endless_until_closed(cleaned_up)
 
     slices = read_ahead([ListSlice("a", slow_numbers(0, 5, 0)), ListSlice("b", endless)], workers=2, capacity=500)
     head = next(slices)
