@@ -209,6 +209,22 @@ def stream_states(run: ReadRun, stream: str) -> list[dict[str, Any]]:
     return [m["state"] for m in run.of_type("STATE") if m["state"]["stream"]["stream_descriptor"]["name"] == stream]
 
 
+def page_converters_of(pid: int) -> list[int]:
+    """The page converter processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                parent = int(stat.read().rpartition(")")[2].split()[1])
+                if parent == pid and b"page_conversion_process.py" in cmdline.read():
+                    found.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue  # (gone meanwhile)
+    return found
+
+
 def run_main(*args: str, cwd: str | None = None, timeout: float = 300) -> ReadRun:
     process = subprocess.run(
         [sys.executable, MAIN, *args], capture_output=True, cwd=cwd or ROOT, timeout=timeout

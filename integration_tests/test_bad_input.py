@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from integration_tests.conftest import catalog, config_for, run_in_process, run_main, write_json
+from integration_tests.conftest import catalog, config_for, page_converters_of, run_in_process, run_main, write_json
+from source_framework.demo.source import DemoSource
 
 
 @pytest.fixture
@@ -100,34 +101,53 @@ def test_a_warehouse_that_cannot_be_created_is_a_clear_error(files, demo_api):
     assert not run.of_type("STATE") and not run.of_type("RECORD")
 
 
-def _page_converters_of(pid: int) -> list[int]:
-    """The page converter processes whose parent is ``pid`` (Linux's /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat, open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                parent = int(stat.read().rpartition(")")[2].split()[1])
-                if parent == pid and b"page_conversion_process.py" in cmdline.read():
-                    found.append(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue  # (gone meanwhile)
-    return found
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="lists processes through /proc (Linux)")
 def test_a_destination_section_that_is_not_valid_is_a_clear_error_and_leaves_no_converter_running(files, demo_api):
-    """A read starts its first page converter before it makes the destination (so that the
+    """A read starts its first page converter as soon as it has read the config (so that the
     converter is ready by the first commit): a destination the config cannot make closes it again."""
     settings = config_for(demo_api, files["warehouse"])
     settings["destination"]["retention_hours"] = "a while"  # (the demo's spec leaves it free)
     config = write_json(files["tmp"] / "config-bad-destination.json", settings)
-    before = _page_converters_of(os.getpid())
+    before = page_converters_of(os.getpid())
     run = run_in_process("read", "--config", config, "--catalog", files["catalog"])
     assert run.returncode == 2, run.stderr
     errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
     assert errors and errors[0]["failure_type"] == "config_error"
     assert "config-bad-destination.json" in errors[0]["message"] and "destination section" in errors[0]["message"]
     assert not files["warehouse"].exists(), "bad input must not write anything"
-    assert _page_converters_of(os.getpid()) == before
+    assert page_converters_of(os.getpid()) == before
+
+
+class FailsInStreams(DemoSource):
+    """The demo connector, whose ``streams()`` fails: a source's own code failing in read's set-up."""
+
+    def streams(self, config):
+        raise RuntimeError("the source could not list its streams")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="lists processes through /proc (Linux)")
+@pytest.mark.parametrize(("failure", "exit_code"), [
+    ("unknown stream in the catalog", 2), ("malformed state", 2), ("source fails in streams()", 1),
+])
+def test_a_read_that_fails_after_the_converter_started_leaves_none_running(files, failure, exit_code):
+    """The page converter starts before the catalog, the states and the streams are looked at: each
+    of them failing ends the read before any record (bad input: exit code 2; the source's own code:
+    1, as airbyte-cdk's system error), nothing written, and closes it."""
+    args = ["read", "--config", files["config"], "--catalog", files["catalog"]]
+    source = None
+    if failure == "unknown stream in the catalog":
+        entry = catalog("users")["streams"][0]
+        entry["stream"]["name"] = "invoices"
+        args[4] = write_json(files["tmp"] / "unknown.json", {"streams": [entry]})
+    elif failure == "malformed state":
+        bad = files["tmp"] / "state_bad.json"
+        bad.write_text("[{]")
+        args += ["--state", str(bad)]
+    else:
+        source = FailsInStreams()
+    before = page_converters_of(os.getpid())
+    run = run_in_process(*args, source=source)
+    assert run.returncode == exit_code, run.stderr
+    assert not run.of_type("STATE") and not run.of_type("RECORD")
+    assert not files["warehouse"].exists(), "a read failing in its set-up must not write anything"
+    assert page_converters_of(os.getpid()) == before

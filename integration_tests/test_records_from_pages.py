@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from airbyte_cdk.sources.streams import IncrementalMixin
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, page_converters_of
 from source_framework import HttpStream, RecordsAtPath, TokenAuthenticator, page_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import SCHEMAS, DemoSource, Orders, Products, StoreOrders, Stores
@@ -189,6 +189,32 @@ def test_a_stream_that_changes_its_records_lands_them_changed(spark, api, tmp_pa
     assert len(amounts) == len(api_amounts)
     cents = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(warehouse, "demo", "store_orders")).collect()}
     assert cents == {key: round(value * 100) for key, value in api_amounts.items()}
+
+
+class NotesConverters(DemoSource):
+    """The demo connector, noting which page converters this process runs when read's set-up asks
+    for its streams (after the config, the spec, the catalog and the states were read)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running_at_set_up: list[int] | None = None
+
+    def streams(self, config):
+        if self.running_at_set_up is None:
+            self.running_at_set_up = page_converters_of(os.getpid())
+        return super().streams(config)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="lists processes through /proc (Linux)")
+def test_the_first_page_converter_starts_before_the_streams_are_set_up(spark, api, tmp_path):
+    """It takes 0.1-0.15 s to start: started with the destination, after the streams' set-up, it was
+    still starting when the first page came, and at interval 100 reading waited for its first commits."""
+    before = set(page_converters_of(os.getpid()))
+    source = NotesConverters()
+    config = config_for(api, tmp_path / "warehouse", state_checkpoint_interval=100)
+    assert read(source, config, catalog("orders")).returncode == 0
+    assert source.running_at_set_up is not None and set(source.running_at_set_up) - before
+    assert set(page_converters_of(os.getpid())) <= before  # (and none is left once the read ended)
 
 
 def test_a_converter_killed_in_a_sync_fails_the_stream_and_the_next_sync_lands_every_record_once(

@@ -323,8 +323,10 @@ def run_read(
     if not in_process:
         log_to_stderr(parsed.debug)
     with _masking_logs() as masking, request_cache_folder():
+        converters: ConverterPool | None = None  # until the destination has them
         try:
             config = load_config(parsed.config)
+            converters = start_page_converters(config, parsed)
             output.secrets = masking.secrets = SecretFilter(find_secrets(config, {}))  # until the spec says more
             with source_call("spec()"):
                 spec = source.spec(logger)
@@ -335,7 +337,7 @@ def run_read(
             states, rebuild, state_file = _load_states(parsed, output)
             concurrency = concurrency_of(parsed, config, source)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
-            destination = make_destination(source, config, parsed, output)
+            destination, converters = make_destination(source, config, parsed, output, converters), None
             master_secrets = getattr(destination, "secrets", None)  # a Spark Connect URL's token and headers
             if master_secrets:
                 known = output.secrets
@@ -349,6 +351,9 @@ def run_read(
             return _source_failed(failure, output)
         except Exception as error:  # the source's code called from a stream's set-up (a rebuild with its state)
             return _source_failed(SourceFailed("read's set-up", error), output)
+        finally:
+            if converters is not None:  # the set-up failed before a destination took them
+                converters.close()
         try:
             modes = {entry.stream.name: entry.destination_sync_mode.value for entry in catalog.streams}
             destination.reserve([(adapter.namespace, adapter.name, modes[name]) for name, adapter in adapters.items()])
@@ -519,23 +524,44 @@ def _read_state_input(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[s
         return {}, {"*"}, StateFile.replacing_unreadable(parsed.state_file) if parsed.state_file else None
 
 
-def make_destination(source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput) -> Destination:
+def start_page_converters(config: Mapping[str, Any], parsed: argparse.Namespace) -> ConverterPool | None:
+    """The sync's page converters, the first already starting, where the config sends the records to
+    Spark through this process (``destinations/spark/page_conversion``); None otherwise.
+
+    Why as soon as the config is read, before the source's spec, the catalog, the states and the
+    streams' set-up: a converter takes 0.1-0.15 s to start (Arrow's import mostly), and one started
+    with the destination, after all that, was still starting when the first page came (200,000 demo
+    orders at interval 100: the first commits took 35-45 ms and reading waited 17-55 ms for them).
+    """
+    settings = config.get("destination") or {}
+    if not isinstance(settings, Mapping) or _destination_kind(settings, parsed) != "spark":
+        return None
+    from source_framework.destinations.spark.page_conversion import ConverterPool
+
+    converters = ConverterPool()
+    if str(settings.get("writer", "auto")) != "spark":
+        converters.warm()
+    return converters
+
+
+def _destination_kind(settings: Mapping[str, Any], parsed: argparse.Namespace) -> Any:
+    return getattr(parsed, "destination", None) or settings.get("type", "spark")
+
+
+def make_destination(
+    source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput,
+    converters: ConverterPool | None = None,
+) -> Destination:
+    """The destination ``read`` writes to; ``converters``: the sync's page converters, where
+    ``start_page_converters`` started them (the destination owns them now, and closes them)."""
     settings = dict(config.get("destination") or {})
-    kind = getattr(parsed, "destination", None) or settings.get("type", "spark")
+    kind = _destination_kind(settings, parsed)
     if kind == "stdout":
         from source_framework.destinations.stdout import StdoutDestination
 
         return StdoutDestination(output)
     if kind != "spark":
         raise InputError(f"config file '{parsed.config}': destination.type must be 'spark' or 'stdout', got {kind!r}")
-    from source_framework.destinations.spark.page_conversion import ConverterPool
-
-    # A sync's first page converter starts before the destination's imports (0.1 s, Arrow's mostly):
-    # its own start (0.13-0.25 s) then ends before the first commit asks for it, where it ended
-    # after (interval 100: reading stopped 64 checkpoints ahead and waited for it).
-    converters = ConverterPool()
-    if str(settings.get("writer", "auto")) != "spark":
-        converters.warm()
     return spark_destination(source, config, parsed, converters)
 
 
