@@ -208,7 +208,7 @@ class NotesConverters(DemoSource):
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="lists processes through /proc (Linux)")
 def test_the_first_page_converter_starts_before_the_streams_are_set_up(spark, api, tmp_path):
     """It takes 0.1-0.15 s to start: started with the destination, after the streams' set-up, it was
-    still starting when the first page came, and at interval 100 reading waited for its first commits."""
+    ready only just before the first page (after it on a busy machine), and the first commit waited."""
     before = set(page_converters_of(os.getpid()))
     source = NotesConverters()
     config = config_for(api, tmp_path / "warehouse", state_checkpoint_interval=100)
