@@ -133,20 +133,19 @@ def test_a_read_that_fails_after_the_converter_started_leaves_none_running(files
     """The page converter starts before the catalog, the states and the streams are looked at: each
     of them failing ends the read before any record (bad input: exit code 2; the source's own code:
     1, as airbyte-cdk's system error), nothing written, and closes it."""
-    args = ["read", "--config", files["config"], "--catalog", files["catalog"]]
-    source = None
+    catalog_path, more, source = files["catalog"], [], None
     if failure == "unknown stream in the catalog":
         entry = catalog("users")["streams"][0]
         entry["stream"]["name"] = "invoices"
-        args[4] = write_json(files["tmp"] / "unknown.json", {"streams": [entry]})
+        catalog_path = write_json(files["tmp"] / "unknown.json", {"streams": [entry]})
     elif failure == "malformed state":
         bad = files["tmp"] / "state_bad.json"
         bad.write_text("[{]")
-        args += ["--state", str(bad)]
+        more = ["--state", str(bad)]
     else:
         source = FailsInStreams()
     before = page_converters_of(os.getpid())
-    run = run_in_process(*args, source=source)
+    run = run_in_process("read", "--config", files["config"], "--catalog", catalog_path, *more, source=source)
     assert run.returncode == exit_code, run.stderr
     assert not run.of_type("STATE") and not run.of_type("RECORD")
     assert not files["warehouse"].exists(), "a read failing in its set-up must not write anything"

@@ -337,7 +337,8 @@ def run_read(
             states, rebuild, state_file = _load_states(parsed, output)
             concurrency = concurrency_of(parsed, config, source)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
-            destination, converters = make_destination(source, config, parsed, output, converters), None
+            destination = make_destination(source, config, parsed, output, converters)
+            converters = None  # the destination's now: it closes them
             master_secrets = getattr(destination, "secrets", None)  # a Spark Connect URL's token and headers
             if master_secrets:
                 known = output.secrets
