@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from concurrent.futures import Future
@@ -321,3 +322,97 @@ def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whol
     assert steps == [READING_BODY_STEP] and READING_BODY_STEP > before
     assert bodies == {"/length": body, "/chunked": body, "/gzip": body}
     assert requests.models.CONTENT_CHUNK_SIZE == before
+
+
+def test_while_records_stream_through_the_proxy_variables_are_honoured_and_looked_up_once_per_host(monkeypatch):
+    """An airbyte-cdk ``HttpStream`` reading three pages goes through the proxy that
+    ``HTTP_PROXY`` names (unless ``NO_PROXY`` names the host), as requests does on its own; but the
+    environment is looked up once for the host, not before each page. A variable changed between
+    two syncs applies to the second, and requests' own lookup is back after each."""
+    import http.server
+
+    import requests.sessions
+    from airbyte_cdk.sources.streams.http import HttpStream
+
+    paths: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            paths.append(self.path)  # a request sent through a proxy names the whole URL
+            page = int(self.path.rpartition("page=")[2])
+            body = json.dumps({"items": [{"id": page}], "page": page}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{server.server_address[1]}"
+
+    class Pages(HttpStream):
+        url_base = origin + "/"
+        primary_key = "id"
+
+        def path(self, **kwargs: Any) -> str:
+            return "items"
+
+        def request_params(self, next_page_token: Any = None, **kwargs: Any) -> dict[str, Any]:
+            return next_page_token or {"page": 1}
+
+        def next_page_token(self, response: Any) -> Any:
+            page = response.json()["page"]
+            return {"page": page + 1} if page < 3 else None
+
+        def parse_response(self, response: Any, **kwargs: Any) -> Any:
+            yield from response.json()["items"]
+
+        def get_json_schema(self) -> dict[str, Any]:
+            return {"type": "object", "properties": {"id": {"type": "integer"}}}
+
+    lookups: list[str] = []
+    requests_own = requests.sessions.get_environ_proxies
+
+    def counted(url: str, no_proxy: Any = None) -> Any:
+        lookups.append(url)
+        return requests_own(url, no_proxy=no_proxy)
+
+    monkeypatch.setattr(requests.sessions, "get_environ_proxies", counted)
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", origin)  # the server is its own proxy: it answers either form
+    try:
+        through_proxy, _, destination = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
+        proxied_paths, paths[:] = list(paths), []
+        proxied_lookups, lookups[:] = list(lookups), []
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct, _, _ = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not through_proxy.failed and not direct.failed
+    assert [r["id"] for r in destination.sinks["pages"].landed] == [1, 2, 3]
+    assert proxied_paths == [f"{origin}/items?page={n}" for n in (1, 2, 3)]
+    assert paths == [f"/items?page={n}" for n in (1, 2, 3)]
+    assert len(proxied_lookups) == 1 and len(lookups) == 1  # one host, three pages: once per sync
+    assert requests.sessions.get_environ_proxies is counted
+
+
+def test_syncs_running_at_once_share_the_proxy_lookup_and_the_last_to_end_puts_back_requests_own():
+    import requests.sessions
+
+    from source_framework.runtime.process import proxies_looked_up_once
+
+    requests_own = requests.sessions.get_environ_proxies
+    with proxies_looked_up_once():
+        replaced = requests.sessions.get_environ_proxies
+        with proxies_looked_up_once():  # a second sync in the same process
+            assert requests.sessions.get_environ_proxies is replaced is not requests_own
+        assert requests.sessions.get_environ_proxies is replaced  # the first still reads
+    assert requests.sessions.get_environ_proxies is requests_own
