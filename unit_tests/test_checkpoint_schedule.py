@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -262,12 +264,38 @@ def test_while_records_stream_through_other_threads_get_the_interpreter_within_a
     assert sys.getswitchinterval() == before
 
 
-def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whole_in_large_steps():
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A local test server's request handler: HTTP/1.1 (kept-alive connections, as APIs keep
+    them), nothing logged."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[type[QuietHandler]], str]]:
+    """``serve(Handler)``: a server on a free 127.0.0.1 port for this test, and its URL."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(handler: type[QuietHandler]) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whole_in_large_steps(serve):
     """requests reads each response body the streams keep in one step, not 10 KB ones, while a sync
     reads (a page of 1,000 orders took 25 steps); a body sent with a length, in chunks or gzipped
     arrives byte for byte, and the step is put back when the sync ends."""
     import gzip
-    import http.server
 
     import requests
 
@@ -276,9 +304,7 @@ def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whol
     body = bytes(range(256)) * 1200  # 300 KB, 30 steps of 10 KB
     packed = gzip.compress(body)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             self.send_response(200)
             if self.path == "/chunked":
@@ -296,12 +322,7 @@ def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whol
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
+    url = serve(Handler)
     steps, bodies = [], {}
 
     class Fetching(CursorStream):
@@ -313,32 +334,24 @@ def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whol
             yield from super().read_records(*args, **kwargs)
 
     before = requests.models.CONTENT_CHUNK_SIZE
-    try:
-        result, _, _ = sync(Fetching([[1, 2]]))
-    finally:
-        server.shutdown()
-        server.server_close()
+    result, _, _ = sync(Fetching([[1, 2]]))
     assert not result.failed
     assert steps == [READING_BODY_STEP] and READING_BODY_STEP > before
     assert bodies == {"/length": body, "/chunked": body, "/gzip": body}
     assert requests.models.CONTENT_CHUNK_SIZE == before
 
 
-def test_while_records_stream_through_the_proxy_variables_are_honoured_and_looked_up_once_per_host(monkeypatch):
+def test_while_records_stream_through_the_proxy_variables_are_honoured_and_looked_up_once_per_host(monkeypatch, serve):
     """An airbyte-cdk ``HttpStream`` reading three pages goes through the proxy that
     ``HTTP_PROXY`` names (unless ``NO_PROXY`` names the host), as requests does on its own; but the
     environment is looked up once for the host, not before each page. A variable changed between
     two syncs applies to the second, and requests' own lookup is back after each."""
-    import http.server
-
     import requests.sessions
     from airbyte_cdk.sources.streams.http import HttpStream
 
     paths: list[str] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             paths.append(self.path)  # a request sent through a proxy names the whole URL
             page = int(self.path.rpartition("page=")[2])
@@ -349,12 +362,7 @@ def test_while_records_stream_through_the_proxy_variables_are_honoured_and_looke
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    origin = f"http://127.0.0.1:{server.server_address[1]}"
+    origin = serve(Handler)
 
     class Pages(HttpStream):
         url_base = origin + "/"
@@ -387,15 +395,11 @@ def test_while_records_stream_through_the_proxy_variables_are_honoured_and_looke
     for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", origin)  # the server is its own proxy: it answers either form
-    try:
-        through_proxy, _, destination = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
-        proxied_paths, paths[:] = list(paths), []
-        proxied_lookups, lookups[:] = list(lookups), []
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-        direct, _, _ = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
-    finally:
-        server.shutdown()
-        server.server_close()
+    through_proxy, _, destination = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
+    proxied_paths, paths[:] = list(paths), []
+    proxied_lookups, lookups[:] = list(lookups), []
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    direct, _, _ = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
     assert not through_proxy.failed and not direct.failed
     assert [r["id"] for r in destination.sinks["pages"].landed] == [1, 2, 3]
     assert proxied_paths == [f"{origin}/items?page={n}" for n in (1, 2, 3)]
