@@ -125,10 +125,11 @@ def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(m
 
     monkeypatch.setattr(RecordingDestination, "open_stream", open_stream)
     waits, outcome = ConditionWaits(), {}
+    records = 2 * MAX_IN_FLIGHT  # a checkpoint each: more than may be in flight
 
     def reading() -> None:
         sys.setprofile(waits)
-        outcome["run"] = run(CursorStream([list(range(1, 101))], interval=1))
+        outcome["run"] = run(CursorStream([list(range(1, records + 1))], interval=1))
 
     reader = threading.Thread(target=reading)
     reader.start()
@@ -141,8 +142,8 @@ def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(m
                 future.set_result(receipt)
         reader.join(0.01)
     result, states, destination, _ = outcome["run"]
-    assert cursors(states) == list(range(1, 101)) and not result.failed
-    assert len(destination.sinks["numbers"].landed) == 100
+    assert cursors(states) == list(range(1, records + 1)) and not result.failed
+    assert len(destination.sinks["numbers"].landed) == records
 
 
 class WriteLog(EventOutput):
