@@ -83,14 +83,20 @@ POLL_EVERY = 256
 #: half of this, so one commit runs while the next is read).
 #: The bound only binds where reading outpaces the commits, that is where the records are cheap to
 #: read again: against an API that takes longer for a page than a commit takes, commits keep up and
-#: few checkpoints are ever in flight. Why 64 and not 32: each commit costs the page converter a
-#: Parquet file and six fsyncs whatever its size, and at interval 100 on 2 cores that process, the
-#: reading process and the API share the cores. 1,000,000 demo orders at interval 100, interleaved
-#: runs: 64 (316 commits) 4.4-4.7 s with reading waiting 0.17-0.20 s for commits; 48 (420 commits)
-#: 4.5-4.7 s, waiting 0.24-0.29 s; 32 (628 commits) 4.9-5.4 s, waiting 0.48-0.70 s (slice
-#: checkpoints: 3.5 s). The price: a crash at interval 100 costs up to 6,500 records read again
-#: instead of 3,300, never lost or written twice.
-MAX_IN_FLIGHT = 64
+#: few checkpoints are ever in flight (and a large interval meets the committer's back-pressure,
+#: ``max_pending_records``, first). Why 128: each commit costs the page converter a Parquet file,
+#: three file creations and six fsyncs whatever its size, and at interval 100 on 2 cores that
+#: process, the reading process and the API share the cores, so the number of commits sets the
+#: pace. 1,000,000 demo orders at interval 100, ``bench/run.py`` run alternately with 64 and 128
+#: (12 repetitions each, 4 runs): 128 (about 215 commits, a hold also ending 20 ms after its
+#: first checkpoint) took a median 4.55 s against 5.27 s for 64 (316 commits), slice checkpoints
+#: 3.74 s and 3.88 s; two shorter alternations gave 4.16 s against 4.43 s, and 1% in ten rounds of
+#: the whole process. How much the count matters follows what a file creation and an fsync cost
+#: the machine (see the README's benchmark section), which is why an earlier day measured 2%.
+#: Earlier, 64 against 32 (628 commits): 4.4-4.7 s against 4.9-5.4 s of reading. The price: a
+#: crash at interval 100 costs up to 12,900 records read again (about 40 ms of reading at that
+#: pace) instead of 6,500, never lost or written twice.
+MAX_IN_FLIGHT = 128
 #: records read again below the resumed state held before the table is asked about them at once
 HELD_RECORDS = 10_000
 
