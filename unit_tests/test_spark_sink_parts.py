@@ -297,14 +297,14 @@ def test_checkpoints_that_keep_coming_fast_stay_held_until_the_first_is_hold_ms_
     each ``FAST_MS`` (at 70,000 records/s, interval 100: 158 commits a million records, not 500)."""
     from source_framework.destinations.spark.buffer import FAST_MS, HOLD_CHECKPOINTS, HOLD_MS
 
-    gap = FAST_MS / 2 / 1000
-    held_for = HOLD_MS - FAST_MS  # well past FAST_MS, still short of HOLD_MS
-    count = min(HOLD_CHECKPOINTS - 1, held_for * 1000 // int(gap * 1_000_000))
-    assert count * gap * 1000 > FAST_MS  # (the hold outlasts FAST_MS, or this would test nothing)
+    gap_ms = FAST_MS // 2
+    # up to HOLD_MS - FAST_MS: well past FAST_MS, short of HOLD_MS; fewer than the count that closes a hold
+    count = min(HOLD_CHECKPOINTS - 2, (HOLD_MS - FAST_MS) // gap_ms)
+    assert count * gap_ms > FAST_MS  # (the hold outlasts FAST_MS, or this would test nothing)
     table, buffer, _ = holding_one(committer)
     held = []
     for i in range(2, 2 + count):
-        clock.now += gap
+        clock.now += gap_ms / 1000
         write_ids(buffer, [i])
         held.append(buffer.commit({"n": i}))
     time.sleep(0.2)  # time for the committer, were they handed over
