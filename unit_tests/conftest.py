@@ -56,17 +56,12 @@ class RecordingSink(StreamSink):
     """Keeps what was committed, and each ``commit``/``finish`` call with its state and notes in
     ``calls``. ``hold`` completes commits later from another thread (to test that STATEs wait for
     them); ``fail_at`` fails the N-th commit; ``drop`` loses every N-th record handed to it (a
-    destination bug the runtime must catch); ``location`` is what the summary shows as its table;
-    ``per_commit``: how many checkpoints one commit may cover (``max_checkpoints_per_commit``), the
-    earlier ones' states kept in ``earlier``, one list per commit."""
+    destination bug the runtime must catch); ``location`` is what the summary shows as its table."""
 
     def __init__(
-        self, events: EventLog, hold: bool = False, fail_at: int | None = None, drop: int = 0, location: str = "",
-        per_commit: int = 1,
+        self, events: EventLog, hold: bool = False, fail_at: int | None = None, drop: int = 0, location: str = ""
     ) -> None:
         self.events, self.hold, self.fail_at, self.drop, self.location = events, hold, fail_at, drop, location
-        self.max_checkpoints_per_commit = per_commit
-        self.earlier: list[list[Mapping[str, Any]]] = []
         self.buffer: list[Mapping[str, Any]] = []
         self.landed: list[Mapping[str, Any]] = []
         self.pending: list[Future] = []
@@ -81,9 +76,8 @@ class RecordingSink(StreamSink):
             return
         self.buffer.append(record)
 
-    def commit(self, state: Mapping[str, Any] | None, notes: Any = None, earlier_states: Any = ()) -> Future:
+    def commit(self, state: Mapping[str, Any] | None, notes: Any = None) -> Future:
         self.calls.append(("commit", state, notes))
-        self.earlier.append([dict(s) for s in earlier_states])
         self.commits += 1
         if self.fail_at == self.commits:
             future: Future = Future()

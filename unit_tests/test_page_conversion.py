@@ -174,6 +174,26 @@ def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclar
     assert all(got.equals(expected, check_metadata=True) for got, expected in zip(rows, want, strict=True))
 
 
+def test_an_end_sent_after_later_rows_names_only_the_rows_before_it(tmp_path):
+    """Checkpoints held back end where the last of them was (``at``), though the rows after it were
+    sent before that end: those rows wait for the next end. An end outside the rows not ended yet
+    fails the next write, whatever it names."""
+    converter = started()
+    try:
+        page = converter.page(page_of([{"id": i} for i in range(6)]))
+        held = converter.end([(page, 0, 6)], at=4)  # rows 4 and 5 were written after the held checkpoint
+        later = converter.end()
+        ids = [pq.read_table(tmp_path / name / converter.write(token, seq, str(tmp_path / name)).file).column("id").to_pylist()
+               for seq, (token, name) in enumerate([(held, "held"), (later, "later")])]
+        assert ids == [[0, 1, 2, 3], [4, 5]]
+        converter.runs([(page, 0, 1)])
+        converter.end(at=8)  # beyond the 7 rows received
+        with pytest.raises(PageConversionFailed, match="ends after row 8"):
+            converter.write(converter.end(), 2, str(tmp_path / "bad"))
+    finally:
+        converter.close()
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads the process's memory map (Linux)")
 def test_the_converters_process_converts_and_writes_without_loading_pandas_or_numpy(tmp_path):
     """Arrow's import brings NumPy and its first conversion pandas (0.2 s, on the stream's first

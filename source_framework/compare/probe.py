@@ -37,7 +37,6 @@ class CountingSink(StreamSink):
 
     def __init__(self, inner: StreamSink, counters: ReadCounters, slot: int) -> None:
         self._inner, self._counters, self._slot = inner, counters, slot
-        self.max_checkpoints_per_commit = inner.max_checkpoints_per_commit  # (a class attribute: not forwarded)
         if slot < 0:  # a stream nobody counts (the benchmark watches commits only): no cost per record
             self.write = inner.write  # type: ignore[method-assign]
 

@@ -16,7 +16,7 @@ that future has completed, in the order the commits were asked for. A sink may c
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,25 +73,16 @@ class StreamSink(ABC):
     #: where the records land, for people reading the end-of-run summary: a table's path, "stdout"
     location: str = ""
 
-    #: How many checkpoints one ``commit`` may cover: where a commit costs about the same whatever
-    #: its size (a Spark table's), checkpoints that come fast are held back by the runtime and
-    #: committed together (``runtime.checkpoint_hold``), up to this many; ``commit`` then gets the
-    #: earlier ones' states too. 1: every checkpoint is committed as it comes.
-    max_checkpoints_per_commit: int = 1
-
     @abstractmethod
     def write(self, record: Mapping[str, Any]) -> None:
         """Take one record; it becomes visible only with the next commit."""
 
     @abstractmethod
-    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None,
-               earlier_states: Sequence[Mapping[str, Any]] = ()) -> Future[CommitReceipt]:
+    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         """Commit every record written so far, together with the state that covers them.
 
         ``notes`` (the boundary keys, the run's start state) are kept with the commit, so a
-        later run can tell where to resume (``committed``). ``earlier_states``: those of the
-        checkpoints held back before this one (only where ``max_checkpoints_per_commit`` > 1),
-        oldest first; the commit covers them too, and their STATEs are printed after it.
+        later run can tell where to resume (``committed``).
         """
 
     def committed(self) -> Iterator[CheckpointRecord]:

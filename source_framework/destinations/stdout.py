@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, Protocol
 
@@ -34,8 +34,7 @@ class StdoutSink(StreamSink):
         self._output.record(self._name, self._namespace, record, int(time.time() * 1000))
         self._written += 1
 
-    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None,
-               earlier_states: Sequence[Mapping[str, Any]] = ()) -> Future[CommitReceipt]:
+    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
         # RECORD lines already went out before this call, so the STATE after them is in order.
         return done(CommitReceipt(self._written))
 

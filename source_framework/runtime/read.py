@@ -55,7 +55,6 @@ from source_framework.destinations.base import (
 from source_framework.destinations.checkpoint_record import ResumeNotes
 from source_framework.helpers.faults import fault_point
 from source_framework.runtime.boundary import Boundary
-from source_framework.runtime.checkpoint_hold import CheckpointHold, HeldCheckpoint
 from source_framework.runtime.concurrency import ReadStopped, read_ahead, run_in_order
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
@@ -78,10 +77,10 @@ POLL_EVERY = 256
 
 #: Checkpoints a stream may have asked for whose STATE is not printed yet; at the next one the
 #: reading waits for the oldest. So at most (MAX_IN_FLIGHT + 1) x ``state_checkpoint_interval``
-#: records (or as many slices) are read and not yet covered by a printed STATE (checkpoints held
-#: back count too, ``checkpoint_hold``), and checkpoints share one commit: reading N records costs
-#: less than a commit, so at interval 100 the commits keep up by taking several checkpoints at once
-#: (``spark/buffer.HOLD_CHECKPOINTS``, half of this, so one commit runs while the next is read).
+#: records (or as many slices) are read and not yet covered by a printed STATE, and queued
+#: checkpoints share one commit: reading N records costs less than a commit, so at interval 100
+#: the commits keep up by taking several checkpoints at once (``spark/buffer.HOLD_CHECKPOINTS``,
+#: half of this, so one commit runs while the next is read).
 #: The bound only binds where reading outpaces the commits, that is where the records are cheap to
 #: read again: against an API that takes longer for a page than a commit takes, commits keep up and
 #: few checkpoints are ever in flight (and a large interval meets the committer's back-pressure,
@@ -90,7 +89,7 @@ POLL_EVERY = 256
 #: process, the reading process and the API share the cores, so the number of commits sets the
 #: pace. 1,000,000 demo orders at interval 100, ``bench/run.py`` run alternately with 64 and 128
 #: (12 repetitions each, 4 runs): 128 (about 215 commits, a hold then also ending 20 ms after
-#: its first checkpoint; 100 ms since, see ``checkpoint_hold.HOLD_MS``) took a median 4.55 s against
+#: its first checkpoint; 100 ms since, see ``spark/buffer.HOLD_MS``) took a median 4.55 s against
 #: 5.27 s for 64 (316 commits), slice checkpoints 3.74 s and 3.88 s; two shorter alternations
 #: gave 4.16 s against 4.43 s, and 1% in ten rounds of the whole process. How much the count
 #: matters follows what a file creation and an fsync cost the machine (see the README's benchmark
@@ -167,9 +166,7 @@ class StreamSync:
         self._printed_any = False
         # (future, state to print or None, records handed when the commit was asked for)
         self._queue: deque[tuple[Any, dict[str, Any] | None, int, int]] = deque()
-        self._uncovered = 0  # records handed since the last checkpoint was asked for
-        # Checkpoints that come fast, committed together where the sink allows (``checkpoint_hold``)
-        self._hold = CheckpointHold(sink.max_checkpoints_per_commit)
+        self._uncovered = 0  # records handed since the last commit was asked for
         self._held: list[Mapping[str, Any]] = []  # read again below the resumed state (``_write_held``)
         self._warned_size = False
         # A state the stream yielded itself, and what the adapter said then (see _current_state)
@@ -339,7 +336,6 @@ class StreamSync:
         self._write_held()
         if self.checkpoints:
             self.checkpoint(final=True)
-            self._commit_held()  # (held ones whose state the last checkpoint did not move)
             # Records that did not move the state (cursor ties) are committed under the last one.
             self._enqueue(self.sink.finish(self._last_state, self._notes()), None)
         else:
@@ -444,36 +440,18 @@ class StreamSync:
             return
         if state != self._last_state or (final and not self._printed_any):
             self._check_state(state, encoded)
-            held = self._hold.holds(HeldCheckpoint(state, encoded, self._uncovered, self.result.handed), last=final)
-            self._uncovered = 0
+            # The commits done since the last look are printed first: ``_notes`` then finds the
+            # oldest commit in the queue not done yet at once, instead of walking past the done ones.
+            self._print_ready(wait=False)
+            self._enqueue(self.sink.commit(state, self._notes()), state)
             self._last_state, self._printed_any = state, True
-            if held:
-                return  # (nothing to print: no commit was asked for since the last look)
-            self._commit_held()
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
         # checkpoint, or for finish(), which commits them under the state already printed.
         self._print_ready(wait=False)
         # Reading stays at most MAX_IN_FLIGHT checkpoints ahead of the last STATE printed: what a
         # crash can cost stays a few checkpoints' records, whatever the commits' pace.
-        while self._queue and len(self._queue) + len(self._hold.held) > MAX_IN_FLIGHT:
+        while len(self._queue) > MAX_IN_FLIGHT:
             self._print_next()
-
-    def _commit_held(self) -> None:
-        """Ask the sink for one commit covering the checkpoints held (the last one asked for is
-        the newest, so the notes computed now describe exactly the records it covers), and queue
-        their STATEs behind it."""
-        held = self._hold.take()
-        if not held:
-            return
-        # The commits done since the last look are printed first: ``_notes`` then finds the
-        # oldest commit in the queue not done yet at once, instead of walking past the done ones.
-        self._print_ready(wait=False)
-        last, notes = held[-1].state, self._notes()
-        if len(held) == 1:  # (what every sink takes, whether it lets checkpoints be held or not)
-            future = self.sink.commit(last, notes)
-        else:
-            future = self.sink.commit(last, notes, earlier_states=[c.state for c in held[:-1]])
-        self._queue.extend((future, c.state, c.count, c.handed) for c in held)
 
     def _lags(self, state: Mapping[str, Any]) -> bool:
         """The state's cursor is behind the records read (a stream that sets its state after
@@ -495,15 +473,13 @@ class StreamSync:
         """What a later run needs from this commit to resume exactly (see ``runtime.resume``).
 
         The boundary may be a delta over the newest commit known to be done; the commits not
-        known done yet are the queue's newest entries: one notes per commit, and the STATEs of
-        checkpoints committed together are queued behind the same future."""
-        unconfirmed, confirming, previous = 0, True, None
-        for future, *_ in self._queue:  # commits complete in order: the ones known done are the first
-            if confirming and future.done() and not future.cancelled() and future.exception() is None:
-                continue
-            confirming = False
-            if future is not previous:
-                unconfirmed, previous = unconfirmed + 1, future
+        known done yet are the queue's newest entries (one per notes, completed in order)."""
+        confirmed = 0  # commits complete in order: the ones known done are the queue's first
+        for future, *_ in self._queue:
+            if not (future.done() and not future.cancelled() and future.exception() is None):
+                break
+            confirmed += 1
+        unconfirmed = len(self._queue) - confirmed
         boundary, full = self.boundary.checkpoint(unconfirmed)
         return ResumeNotes(start_state=self._start_state, boundary=boundary, boundary_full=full)
 

@@ -74,9 +74,8 @@ class CommitJob:
     #: 100, thousands of small ones), and merged checkpoints are converted at once
     records: list[Mapping[str, Any]] = field(default_factory=list)
     extracted_at_ms: list[int] = field(default_factory=list)
-    #: states of checkpoints the runtime held back and committed with this one (before it, in
-    #: order, ``runtime.checkpoint_hold``): this job's rows cover them too, and their STATEs are
-    #: printed after its commit
+    #: states of checkpoints the buffer held back and handed over with this one (before it, in
+    #: order): this job's rows cover them too, and their STATEs are printed after its commit
     earlier_states: list[Mapping[str, Any] | None] = field(default_factory=list)
     #: rows the stream's page converter holds for this job: those up to ``page_token`` (and before
     #: it, not yet written), which it writes as a Parquet file when asked (``page_conversion``)

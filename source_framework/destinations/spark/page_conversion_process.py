@@ -13,8 +13,9 @@ at stderr, so nothing stray can reach the answers):
   parsed it, so its items are equal to the records the stream yielded;
 - ``R`` runs: ``[page id, start, end]`` items, in the order the stream's records were written;
 - ``D`` a page no further run will name;
-- ``E`` a checkpoint's end: ``[token, runs]``: the runs (as in ``R``) sent with it, then the
-  token naming the rows received so far;
+- ``E`` a checkpoint's end: ``[token, runs, at]``: the runs (as in ``R``) sent with it, then the
+  token naming the rows received so far, or the stream's first ``at`` rows (a checkpoint held
+  back: the rows after them wait for the next end);
 - ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
   file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
   "undeclared": {...}, "undeclared_records": n}`` or ``{"error": "..."}``;
@@ -112,10 +113,15 @@ class Converter:
         self.convert()
         self.pages[page_id] = (records_path.records_at(orjson.loads(body), self.path), extracted_at_ms)
 
-    def end(self, token: int, runs: list[list[int]]) -> None:
-        """A checkpoint's end: ``token`` names the rows received in runs by now (``runs`` included)."""
+    def end(self, token: int, runs: list[list[int]], at: int | None) -> None:
+        """A checkpoint's end: ``token`` names the stream's first ``at`` rows (None: all), received
+        in runs by now (``runs`` included)."""
         self.runs(runs)
-        self.ends.append((token, self.received))
+        at = self.received if at is None else at
+        if not (self.ends[-1][1] if self.ends else self.written) <= at <= self.received:
+            raise RuntimeError(f"checkpoint {token} ends after row {at}, outside the rows not ended yet "
+                               f"(up to {self.received} received)")
+        self.ends.append((token, at))
 
     def runs(self, runs: list[list[int]]) -> None:
         for page_id, start, end in runs:
