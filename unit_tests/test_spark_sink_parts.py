@@ -345,6 +345,45 @@ def test_an_aborted_stream_commits_its_held_checkpoints_and_drops_the_records_af
     assert buffer.finish({"n": 1}).result(5).rows_through == 1 and len(table.commits) == 2  # record 2 is gone
 
 
+def test_a_stream_that_fails_commits_and_prints_the_checkpoints_it_asked_for_before_the_failure(committer, clock):
+    """Through ``read``: a slice-end checkpoint that came fast (held back to share a commit) and a
+    failure in the next slice, after records of it were written. The held checkpoint is committed
+    with exactly the records before it, and its STATE is printed: the next sync starts after it.
+    (``integration_tests/test_failed_partition.py`` end to end, where holding depends on the pace;
+    here the buffer's clock stands still, so the checkpoint is always held. A version of the
+    runtime that dropped held checkpoints with a failed stream failed this.)"""
+    from source_framework.destinations.base import Destination
+    from source_framework.runtime.output import ProtocolOutput
+    from source_framework.runtime.read import read_streams
+    from source_framework.runtime.secrets import SecretFilter
+    from source_framework.runtime.stream_adapters import adapt
+    from unit_tests.conftest import CursorStream, EventLog, EventOutput, catalog_of, configured
+
+    class Failing(CursorStream):
+        def read_records(self, *args, **kwargs):
+            for record in super().read_records(*args, **kwargs):
+                if record["n"] == 6:
+                    raise RuntimeError("the API went away")
+                yield record
+
+    table = IdsTable()
+
+    class Buffers(Destination):
+        def open_stream(self, target):
+            return StreamBuffer(TableWriter(table, target, SCHEMA), committer)
+
+    stream = Failing([[1, 2], [3, 4], [5, 6]])
+    entry = configured(stream.name, "incremental", "append")
+    out = EventOutput(EventLog())
+    result = read_streams({stream.name: adapt(stream, entry)}, catalog_of(entry), {}, Buffers(),
+                          ProtocolOutput(out, SecretFilter(())))
+    assert result.failed
+    assert [s["stream"]["stream_state"]["n"] for s in out.states] == [2, 4]
+    # (the committer may merge the two into one write: each state is recorded either way)
+    assert [s for c in table.commits for s in (*c["merged_states"], c["state"])] == [{"n": 2}, {"n": 4}]
+    assert sorted(i for ids in table.ids_by_commit for i in ids) == [0, 1, 2, 3]  # not record 5 (id 4), read after it
+
+
 @pytest.mark.parametrize("master", ["local[*]", "local", "local-cluster[2,1,1024]", "sc://127.0.0.1:15002", "yarn"])
 def test_this_process_writes_the_commits_files_whatever_the_master_unless_told_spark(tmp_path, master):
     from source_framework.destinations.spark.destination import SparkDestination
