@@ -7,11 +7,12 @@ the boundary kept with each commit costs what changed since the last one, and is
 import logging
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord
-from source_framework.runtime.boundary import FULL_EVERY, MAX_KEYS, Boundary, record_hash
+from source_framework.runtime.boundary import FULL_EVERY, MAX_KEYS, MAX_UNBUILT_MARKS, MAX_UNBUILT_RECORDS, Boundary, record_hash
 from source_framework.runtime.resume import boundary_rebuilt
 
 
@@ -375,3 +376,108 @@ def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed
         snapshot = boundary.snapshot()
         expected = sorted(map(repr, (r for records in api.values() for r in records)))
         assert sorted(repr(row) for row, _ in table) == expected
+
+
+# -- issue 13: notes built only for the checkpoints a destination keeps ---------------------------
+
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("read"), st.sampled_from([None, 1, 2]), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 2)), max_size=4)),
+        st.tuples(st.just("mark")),
+        st.tuples(st.just("hand over")),  # the last mark held is written, with its notes; the others' are dropped
+        st.tuples(st.just("slow mark")),  # a checkpoint after a pause: the ones held are handed over first
+        st.tuples(st.just("done")),  # the commits handed over so far complete
+    ),
+    max_size=40,
+)
+
+
+@given(_steps, st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_notes_built_late_for_the_last_of_several_checkpoints_rebuild_the_boundary_as_it_was_at_that_checkpoint(steps, resumed):
+    """A destination holds fast checkpoints and writes one commit for them, with the last one's
+    notes, built when it writes it: after more records were read. Walking back the commits
+    written must give exactly the boundary as it was at that checkpoint (a boundary ahead of the
+    commit would have a resumed run skip records it does not hold), whichever commits were known
+    done when each checkpoint was marked."""
+    earlier = {"#old:0": {"cursor": 1, "records": [[[9], record_hash({"id": 9, "t": 1})]]}} if resumed else {}
+    lazy, twin = Boundary(["t"], [["id"]], resumed=earlier), Boundary(["t"], [["id"]], resumed=earlier)
+    twin._run = lazy._run  # (slots of slices without a partition named alike)
+    written: list = []  # the commits written, oldest first
+    held: list = []  # (mark, unconfirmed, the boundary then)
+    handed_over = done = -1  # the last mark of the newest commit written, of the newest known done
+    cursor = {None: 0, 1: 0, 2: 0}
+
+    def mark():
+        number = lazy.mark()
+        twin_number = twin.mark()
+        assert number == twin_number
+        return number, number - done - 1, twin.snapshot()
+
+    def hand_over():
+        nonlocal handed_over
+        if not held:
+            return
+        number, unconfirmed, expected = held[-1]
+        held.clear()
+        boundary, full = lazy.notes(number, unconfirmed)
+        written.append(CheckpointRecord(seq=number, batch_id=number, state={}, boundary=boundary, boundary_full=full))
+        assert boundary_rebuilt(reversed(written)) == expected
+        handed_over = number
+
+    for step in steps:
+        if step[0] == "read":
+            _, partition, records = step
+            for twin_or_lazy in (lazy, twin):
+                twin_or_lazy.start_slice(store(partition) if partition is not None else None)
+            for key, rise in records:
+                cursor[partition] += rise
+                record = {"id": key, "t": cursor[partition], "v": len(written)}
+                assert lazy.already_committed(record) == twin.already_committed(record)
+        elif step[0] == "mark":
+            held.append(mark())
+        elif step[0] == "slow mark":
+            marked = mark()
+            hand_over()
+            held.append(marked)
+        elif step[0] == "hand over":
+            hand_over()
+        else:
+            done = handed_over
+    lazy.finish()
+    twin.finish()
+    held.append(mark())
+    hand_over()
+    assert lazy.snapshot() == twin.snapshot()
+
+
+def test_notes_asked_for_out_of_order_are_refused():
+    boundary = Boundary(["t"], [["id"]])
+    read(boundary, [(None, [{"id": 1, "t": 1}])])
+    first = boundary.mark()
+    read(boundary, [(None, [{"id": 2, "t": 2}])])
+    second = boundary.mark()
+    assert keys(next(iter(boundary.notes(second, unconfirmed=0)[0].values()))) == [[2]]
+    with pytest.raises(RuntimeError, match="asked for after"):
+        boundary.notes(first, unconfirmed=0)
+
+
+def test_marks_nobody_asks_notes_for_are_built_in_the_end_so_memory_stays_bounded():
+    """A destination that keeps no notes (stdout) never asks for them: the marks' copies of the
+    records must not pile up, and the newest marks' notes are still right."""
+    boundary = Boundary(["t"], [["id"]])
+    boundary.start_slice(None)
+    for t in range(3 * MAX_UNBUILT_MARKS):
+        boundary.already_committed({"id": t, "t": t})
+        boundary.mark()
+    assert len(boundary._marks) <= MAX_UNBUILT_MARKS
+    ties = [{"id": i, "t": 10**6} for i in range(MAX_KEYS)]
+    for start in range(0, len(ties), 100):  # records at one cursor: each mark copies them all
+        for record in ties[start:start + 100]:
+            boundary.already_committed(record)
+        last = boundary.mark()
+    assert boundary._unbuilt_records <= 3 * MAX_UNBUILT_RECORDS  # (the newest two marks' copies at most)
+    (entry,) = boundary.notes(last, unconfirmed=1000)[0].values()
+    assert len(entry["records"]) == MAX_KEYS and entry["cursor"] == 10**6
+    with pytest.raises(RuntimeError, match="asked for after"):
+        boundary.notes(last - 5, unconfirmed=0)

@@ -8,7 +8,7 @@ import pytest
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
 from source_framework.destinations.base import CommitReceipt, Destination, StreamSink, StreamTarget
-from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, built
 from source_framework.runtime.boundary import FULL_EVERY
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import read_streams
@@ -184,6 +184,7 @@ class Table(StreamSink):
         if not queued:
             return
         _, state, notes = queued[-1]
+        notes = built(notes)  # (only the last one's: the others' are never built)
         record = CheckpointRecord(seq=len(self.records), batch_id=len(self.records), state=state, start_state=notes.start_state,
                                   boundary=dict(notes.boundary), boundary_full=notes.boundary_full,
                                   merged_states=tuple(s for _, s, _ in queued[:-1]))

@@ -4,6 +4,7 @@ table writer (against a fake table), and the typed jobs between them."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
 
@@ -222,6 +223,41 @@ def test_checkpoints_that_come_fast_are_held_and_committed_as_one_each_state_aft
     assert all(receipt.rows_through == HOLD_CHECKPOINTS + 1 for receipt in receipts)
     assert buffer.finish({"n": 99}).result(5).rows_through == HOLD_CHECKPOINTS + 2
     assert table.commits[2]["rows"] == 1
+
+
+def test_only_the_notes_of_the_last_held_checkpoint_are_built_on_the_reading_thread_when_it_is_handed_over(committer, clock):
+    """Notes come as functions that build them (``Boundary.notes``): those of checkpoints a
+    commit passes over are never built; the kept ones are built before the job leaves this thread
+    (the boundary they read is this thread's, and moves on with the next record)."""
+    from source_framework.destinations.spark.buffer import FAST_MS, HOLD_MS
+
+    built: list = []
+
+    def notes(n):
+        def build():
+            built.append((n, threading.get_ident()))
+            return ResumeNotes(start_state={}, boundary={"p": {"cursor": n}})
+        return build
+
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
+    write_ids(buffer, [0])
+    buffer.commit({"n": 0}, notes(0))  # not held: built at once
+    assert built == [(0, threading.get_ident())]
+    held = []
+    for i in (1, 2, 3):
+        write_ids(buffer, [i])
+        held.append(buffer.commit({"n": i}, notes(i)))
+    assert len(built) == 1  # held: not built yet
+    clock.now += HOLD_MS / 1000
+    write_ids(buffer, [4])  # the hold is old: handed over with the last one's notes, before the record joins
+    assert built[1:] == [(3, threading.get_ident())] and held[-1].result(5).rows_through == 4
+    clock.now += 2 * FAST_MS / 1000
+    buffer.commit({"n": 4}, notes(4)).result(5)  # after a pause: not held
+    assert built == [(0, threading.get_ident()), (3, threading.get_ident()), (4, threading.get_ident())]
+    # each commit keeps the notes of the state it records (the committer may merge queued jobs too)
+    assert all(c["notes"].boundary == {"p": {"cursor": c["state"]["n"]}} for c in table.commits)
+    assert [s for c in table.commits for s in [*c["merged_states"], c["state"]]] == [{"n": n} for n in range(5)]
 
 
 def holding_one(committer):

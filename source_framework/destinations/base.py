@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.checkpoint_record import CheckpointRecord, Notes
 from source_framework.helpers.raw_pages import RawPages
 
 #: destination sync modes from the configured catalog
@@ -78,11 +78,12 @@ class StreamSink(ABC):
         """Take one record; it becomes visible only with the next commit."""
 
     @abstractmethod
-    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+    def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         """Commit every record written so far, together with the state that covers them.
 
         ``notes`` (the boundary keys, the run's start state) are kept with the commit, so a
-        later run can tell where to resume (``committed``).
+        later run can tell where to resume (``committed``). A sink that keeps them builds them
+        (``checkpoint_record.built``) on the reading thread, before the next call.
         """
 
     def committed(self) -> Iterator[CheckpointRecord]:
@@ -100,7 +101,7 @@ class StreamSink(ABC):
         """The reset does not apply (this sync was given a state): forget it."""
 
     @abstractmethod
-    def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+    def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         """The stream completed: commit what is left and publish (overwrite switches tables here)."""
 
     def abort(self) -> None:

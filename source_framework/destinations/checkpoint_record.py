@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -47,6 +47,17 @@ class ResumeNotes:
     start_state: dict[str, Any] = field(default_factory=dict)
     boundary: dict[str, Any] = field(default_factory=dict)
     boundary_full: bool = True
+
+
+#: A commit's notes, or how to build them when the commit is written: most checkpoints that a
+#: destination takes several at once as one commit never need theirs (``runtime.boundary``).
+#: Built on the reading thread, in the order the commits were asked for.
+Notes = ResumeNotes | Callable[[], ResumeNotes]
+
+
+def built(notes: Notes | None) -> ResumeNotes | None:
+    """``notes`` as such (built now, if they are a function that builds them)."""
+    return notes() if callable(notes) else notes
 
 
 @dataclass(frozen=True)

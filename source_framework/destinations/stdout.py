@@ -14,7 +14,7 @@ from source_framework.destinations.base import (
     StreamTarget,
     done,
 )
-from source_framework.destinations.checkpoint_record import ResumeNotes
+from source_framework.destinations.checkpoint_record import Notes
 
 
 class RecordPrinter(Protocol):
@@ -34,11 +34,11 @@ class StdoutSink(StreamSink):
         self._output.record(self._name, self._namespace, record, int(time.time() * 1000))
         self._written += 1
 
-    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+    def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         # RECORD lines already went out before this call, so the STATE after them is in order.
         return done(CommitReceipt(self._written))
 
-    def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+    def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         return done(CommitReceipt(self._written))
 
     def may_commit_uncovered_rows(self) -> bool:

@@ -52,6 +52,19 @@ to a full one. The size is bounded: past ``MAX_KEYS`` records in all, the partit
 overflows keeps no boundary (one warning per stream); on resume its records at that cursor are
 read and written again. So a checkpoint costs the partitions that changed plus, amortised, at
 most ``MAX_KEYS / FULL_EVERY`` entries of a full snapshot, whatever the number of partitions.
+
+Two steps, because most checkpoints' notes are never kept: ``mark`` (at the checkpoint) only
+copies the partitions that changed since the last mark, without hashing or JSON; ``notes`` (when
+the destination writes that checkpoint's commit) turns the marks up to it into the JSON above.
+A destination that takes several fast checkpoints as one commit (``spark/buffer.py``, 64 at
+``state_checkpoint_interval`` 100) keeps only the last one's notes, so the others' are never
+built. Notes are asked for in the order of their marks; marks passed over are folded into the
+next one asked for::
+
+    first = boundary.mark()            # a checkpoint: the records so far
+    ...                                # more records
+    second = boundary.mark()
+    boundary.notes(second, unconfirmed=0)   # (delta or full, is it full): as of ``second``
 """
 
 from __future__ import annotations
@@ -59,6 +72,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from collections import deque
 from collections.abc import Collection, Mapping, Set
 from typing import Any
 
@@ -73,6 +87,12 @@ MAX_KEYS = 10_000
 #: A full snapshot at least every this many checkpoints: a resume walks back at most about as
 #: many records, well within the newest records a table keeps (``spark/table.py``, 1,000).
 FULL_EVERY = 100
+
+#: Marks kept unbuilt, and the records their copies hold in all: past either, the oldest are
+#: built (a destination that keeps no notes, stdout, never asks for them); the newest two never
+#: are (the Spark buffer asks for the last mark it holds, at the latest when the next one comes).
+MAX_UNBUILT_MARKS = 256
+MAX_UNBUILT_RECORDS = MAX_KEYS
 
 _HASH_BYTES = 8  # 64 bits: a changed record matching its committed hash has odds of 2**-64
 
@@ -137,9 +157,20 @@ class Boundary:
         self._carried: list[str] = []  # slots of earlier runs, dropped once this run read every slice
         self._force_full = False
         self._kept = 0  # records in all entries, against MAX_KEYS
-        self._json: dict[str, dict[str, Any]] = {}  # each kept partition as JSON, rebuilt when it changes
-        self._changed: dict[str, int] = {}  # partition -> checkpoint it changed for, oldest change first
-        self._checkpoints = 0  # notes handed out (``checkpoint``)
+        # As of the last mark notes were built for: each kept partition as JSON (rebuilt when it
+        # changes), the JSON of those a full boundary leaves out (overflowed: nothing to skip), and
+        # the mark each last changed at.
+        self._json: dict[str, dict[str, Any]] = {}
+        self._left_out: dict[str, dict[str, Any]] = {}
+        self._changed: dict[str, int] = {}  # (oldest change first)
+        self._dirty: set[str] = set()  # partitions changed since the last mark
+        self._dropped: list[str] = []  # slots ``finish`` dropped since the last mark
+        # Marks whose notes are not built yet: (mark, its partitions as they were (None: dropped),
+        # whether its notes must be full)
+        self._marks: deque[tuple[int, list[tuple[str, _Entry | None]], bool]] = deque()
+        self._unbuilt_records = 0
+        self._next_mark = 0
+        self._built = -1  # the newest mark the JSON was brought up to
         self._last_full = 0
         self._delta_since_full = 0
         self._warned = False
@@ -178,10 +209,7 @@ class Boundary:
             entry = self._entries.pop(slot, None)
             if entry is not None:
                 self._kept -= len(entry.records)
-            self._json.pop(slot, None)
-            self._changed.pop(slot, None)
-        if self._carried:
-            self._force_full = True
+            self._dropped.append(slot)  # gone from the notes of the next mark on
         self._carried = []
 
     def already_committed(self, record: Mapping[str, Any]) -> bool | None:
@@ -281,72 +309,108 @@ class Boundary:
                 self.stream, MAX_KEYS, self._partition or '""', entry.cursor, at_cursor,
             )
 
-    def _mark(self, partition: str | None = None) -> None:
-        """The current partition (or ``partition``) changed for the next checkpoint (kept in
-        order of last change)."""
-        partition = self._partition if partition is None else partition
-        if self._changed.get(partition) != self._checkpoints:
-            self._changed.pop(partition, None)
-            self._changed[partition] = self._checkpoints
+    def _mark(self) -> None:
+        """The current partition changed for the next mark."""
+        self._dirty.add(self._partition)
 
     # -- checkpoints ----------------------------------------------------------------------
 
-    def checkpoint(self, unconfirmed: int) -> tuple[dict[str, Any], bool]:
-        """The boundary to keep with the next commit, and whether it is full (else a delta).
+    def mark(self) -> int:
+        """A checkpoint: note the partitions changed since the last mark as they are now (a copy
+        of each one's records, no hashing); its notes are built by ``notes``, if ever asked for."""
+        number = self._next_mark
+        self._next_mark += 1
+        if self._dirty or self._dropped:
+            entries = self._entries
+            taken: list[tuple[str, _Entry | None]] = [
+                (p, _Entry(e.cursor, e.sort_key, dict(e.records), e.overflow)) for p in self._dirty for e in (entries[p],)
+            ]
+            taken += [(slot, None) for slot in self._dropped]
+            self._marks.append((number, taken, bool(self._dropped)))
+            self._unbuilt_records += sum(len(entry.records) for _, entry in taken if entry is not None)
+            self._dirty.clear()
+            self._dropped = []
+            marks = self._marks
+            while len(marks) > 2 and (len(marks) > MAX_UNBUILT_MARKS or self._unbuilt_records > MAX_UNBUILT_RECORDS):
+                self._build(marks[0][0])
+        return number
 
-        ``unconfirmed``: how many of the boundaries handed out before belong to commits not
-        known to be done. The delta covers every change since the newest confirmed one, not
-        just since the previous checkpoint, because a destination may merge queued checkpoints
-        into one write that keeps only the last one's notes (``spark/committer.py``).
+    def notes(self, mark: int, unconfirmed: int) -> tuple[dict[str, Any], bool]:
+        """The boundary to keep with the commit of checkpoint ``mark``, and whether it is full
+        (else a delta). Asked for in the order of the marks, each at most once.
+
+        ``unconfirmed``: how many of the marks before it belong to commits not known to be done
+        (counted when it was marked). The delta covers every change since the newest confirmed
+        one, not just since the previous mark, because a destination may merge queued
+        checkpoints into one write that keeps only the last one's notes (``spark/committer.py``).
         """
-        base = self._checkpoints - unconfirmed - 1  # the newest checkpoint known committed, -1: none
-        self._refresh()
+        if mark < self._built:  # the JSON is past it: its notes would name records it does not cover
+            raise RuntimeError(f"stream {self.stream}: the notes of checkpoint {mark} were asked for after those of {self._built}")
+        base = mark - unconfirmed - 1  # the newest mark known committed, -1: none
+        self._build(mark)
         delta = self._changed_since(base) if base >= 0 else None
-        if delta is None or self._full_due(len(delta)):
-            boundary, full = dict(self._json), True
-            self._last_full, self._delta_since_full = self._checkpoints, 0
-        else:
-            boundary, full = {p: self._json.get(p) or _entry_json(self._entries[p], self._keyless) for p in delta}, False
-            self._delta_since_full += len(delta)
-        self._checkpoints += 1
-        return boundary, full
+        if delta is None or self._full_due(mark, len(delta)):
+            self._last_full, self._delta_since_full = mark, 0
+            return dict(self._json), True
+        self._delta_since_full += len(delta)
+        boundary = {p: self._json.get(p) or self._left_out[p] for p in delta}
+        return boundary, False
+
+    def checkpoint(self, unconfirmed: int) -> tuple[dict[str, Any], bool]:
+        """``mark`` and its ``notes`` at once."""
+        return self.notes(self.mark(), unconfirmed)
 
     def snapshot(self) -> dict[str, Any]:
-        """The full boundary, JSON-able (partitions that keep nothing to skip are left out)."""
-        self._refresh()
-        return dict(self._json)
+        """The full boundary as of now, JSON-able (partitions that keep nothing to skip are left out)."""
+        return {p: _entry_json(_hashed(e, self._declared), self._keyless) for p, e in self._entries.items()
+                if e.records or self._keyless}
 
-    def _full_due(self, delta_size: int) -> bool:
+    def _full_due(self, mark: int, delta_size: int) -> bool:
         """Full once the deltas since the last full one add up to its size (so it costs no more
         than they did), every ``FULL_EVERY`` checkpoints (so the walk back on resume is short), and
         after ``finish`` dropped slots (a delta cannot say that a partition is gone)."""
         if self._force_full:
             self._force_full = False
             return True
-        return (
-            self._checkpoints - self._last_full >= FULL_EVERY
-            or self._delta_since_full + delta_size >= len(self._json)
-        )
+        return mark - self._last_full >= FULL_EVERY or self._delta_since_full + delta_size >= len(self._json)
 
     def _changed_since(self, base: int) -> list[str]:
-        """Partitions changed after checkpoint ``base`` was handed out, newest change first."""
+        """Partitions changed after mark ``base``, newest change first."""
         changed = []
-        for partition, checkpoint in reversed(self._changed.items()):
-            if checkpoint <= base:
+        for partition, mark in reversed(self._changed.items()):
+            if mark <= base:
                 break
             changed.append(partition)
         return changed
 
-    def _refresh(self) -> None:
-        """Hash the records of partitions changed since the last checkpoint; rebuild their JSON."""
-        for partition in self._changed_since(self._checkpoints - 1):
-            entry = self._entries[partition]
-            for key, value in entry.records.items():
-                if value is not None and type(value) is not str:  # a record not hashed yet (``_Entry``)
-                    entry.records[key] = record_hash(value, self._declared)
+    def _build(self, upto: int) -> None:
+        """Bring the JSON up to mark ``upto``: hash the records of the partitions the marks up to
+        it took, and rebuild their JSON. A partition taken by several of them is built once, as
+        the newest took it (a sorted stream's one partition changes at every mark)."""
+        self._built = max(self._built, upto)
+        marks: list[tuple[int, list[tuple[str, _Entry | None]], bool]] = []
+        while self._marks and self._marks[0][0] <= upto:
+            marks.append(self._marks.popleft())
+        newest: dict[str, tuple[int, _Entry | None]] = {}
+        for number, taken, force_full in reversed(marks):
+            self._force_full = self._force_full or force_full
+            for partition, entry in taken:
+                if entry is not None:
+                    self._unbuilt_records -= len(entry.records)
+                newest.setdefault(partition, (number, entry))
+        live = self._entries
+        for partition, (number, entry) in sorted(newest.items(), key=lambda item: item[1][0]):  # (oldest change first)
             self._json.pop(partition, None)
+            self._left_out.pop(partition, None)
+            self._changed.pop(partition, None)
+            if entry is None:  # a slot ``finish`` dropped
+                continue
+            _hashed(entry, self._declared, live.get(partition))
+            self._changed[partition] = number
             if entry.records or self._keyless:
                 self._json[partition] = _entry_json(entry, self._keyless)
+            else:
+                self._left_out[partition] = _entry_json(entry)
 
     # -- resuming -------------------------------------------------------------------------
 
@@ -400,6 +464,19 @@ class Boundary:
                 node = node.get(part) if isinstance(node, Mapping) else None
             values.append(node)
         return tuple(values)
+
+
+def _hashed(entry: _Entry, declared: frozenset[str] | None, live: _Entry | None = None) -> _Entry:
+    """``entry`` with its records replaced by their hashes; so are they in ``live`` (the
+    partition's entry now, of which ``entry`` is a copy), where it still holds the same records,
+    so that they are not hashed again at the next mark."""
+    records = entry.records
+    for key, value in records.items():
+        if value is not None and type(value) is not str:  # a record not hashed yet (``_Entry``)
+            records[key] = digest = record_hash(value, declared)
+            if live is not None and live.records.get(key) is value:
+                live.records[key] = digest
+    return entry
 
 
 def _entry_json(entry: _Entry, keyless: bool = False) -> dict[str, Any]:

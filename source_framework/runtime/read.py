@@ -469,19 +469,25 @@ class StreamSync:
             return False
         return key[0] == highest[0] and key < highest
 
-    def _notes(self) -> ResumeNotes:
-        """What a later run needs from this commit to resume exactly (see ``runtime.resume``).
+    def _notes(self) -> Callable[[], ResumeNotes]:
+        """What a later run needs from this commit to resume exactly (see ``runtime.resume``), as
+        a function the sink calls if it keeps them: the boundary as of now is marked, and built
+        only then (``Boundary.notes``).
 
         The boundary may be a delta over the newest commit known to be done; the commits not
-        known done yet are the queue's newest entries (one per notes, completed in order)."""
+        known done yet are the queue's newest entries (one per mark, completed in order)."""
         confirmed = 0  # commits complete in order: the ones known done are the queue's first
         for future, *_ in self._queue:
             if not (future.done() and not future.cancelled() and future.exception() is None):
                 break
             confirmed += 1
         unconfirmed = len(self._queue) - confirmed
-        boundary, full = self.boundary.checkpoint(unconfirmed)
-        return ResumeNotes(start_state=self._start_state, boundary=boundary, boundary_full=full)
+        boundary, start_state, mark = self.boundary, self._start_state, self.boundary.mark()
+
+        def notes() -> ResumeNotes:
+            delta, full = boundary.notes(mark, unconfirmed)
+            return ResumeNotes(start_state=start_state, boundary=delta, boundary_full=full)
+        return notes
 
     def _check_state(self, state: Mapping[str, Any], encoded: bytes | None) -> None:
         """Refuse a state that is not JSON, too large to be stored, or carries a config secret.

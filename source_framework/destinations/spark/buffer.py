@@ -51,7 +51,7 @@ from typing import Any
 import pyarrow as pa
 
 from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
-from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.checkpoint_record import CheckpointRecord, Notes, ResumeNotes, built
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.page_conversion import ConverterPool, PageConverter
 from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
@@ -158,7 +158,7 @@ class StreamBuffer(StreamSink):
         self._held_future: _HeldCheckpoint | None = None
         self._held_records = 0
         self._held_page_rows = 0
-        self._held_notes: ResumeNotes | None = None
+        self._held_notes: Notes | None = None
         self._held_since_ms = 0
         self._last_checkpoint_ms = 0
         # Whether this run's first commit replaces the table: known before the first job and
@@ -231,7 +231,7 @@ class StreamBuffer(StreamSink):
             if self._batched_rows >= self._stage_rows:
                 self._submit_stage()
 
-    def commit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+    def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         now_ms = int(time.time() * 1000)
         # (a clock set back counts as a pause: held checkpoints never wait on the clock's say-so)
         fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= FAST_MS, now_ms
@@ -251,7 +251,7 @@ class StreamBuffer(StreamSink):
             self._hand_over()
         return future
 
-    def finish(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None = None) -> Future[CommitReceipt]:
+    def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         self._hand_over()
         self._end_pages()
         if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._holds_rows():
@@ -395,12 +395,12 @@ class StreamBuffer(StreamSink):
         assert future is not None
         future.follow(committed)
 
-    def _submit(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None,
+    def _submit(self, state: Mapping[str, Any] | None, notes: Notes | None,
                 earlier_states: list[Mapping[str, Any] | None] | None = None) -> Future[CommitReceipt]:
         if len(self._records) >= CONVERT_AT_COMMIT_ROWS:
             self._to_arrow()
         self._staged_since_commit = 0
-        job = self._job(state, notes, stage_only=False)
+        job = self._job(state, built(notes), stage_only=False)  # (the held ones' notes are never built)
         job.earlier_states = earlier_states or []
         self._last_commit = self._last_job = self._committer.submit(job)
         self._replaces_table = False  # that commit replaces it; the next ones add to it
