@@ -32,6 +32,11 @@ def store(n):
     return {"partition": {"store": n}}
 
 
+def checkpoint(boundary, unconfirmed):
+    """A checkpoint whose notes are built at once (a destination that writes each commit alone)."""
+    return boundary.notes(boundary.mark(), unconfirmed)
+
+
 def test_snapshot_keeps_the_keys_at_the_highest_cursor_per_partition():
     boundary = Boundary(["t"], [["id"]])
     records = [{"id": 1, "t": 1}, {"id": 2, "t": 3}, {"id": 3, "t": 3}, {"id": 4, "t": 2}]
@@ -182,7 +187,7 @@ def one_record_per_partition(boundary, partitions):
     notes = []
     for n in partitions:
         read(boundary, [(store(n), [{"id": n, "t": 100 + n}])])
-        notes.append(boundary.checkpoint(unconfirmed=0))
+        notes.append(checkpoint(boundary, unconfirmed=0))
     return notes
 
 
@@ -205,12 +210,12 @@ def test_a_delta_covers_every_commit_not_known_done():
     one_record_per_partition(boundary, range(20))
     for n in (3, 4):
         read(boundary, [(store(n), [{"id": n, "t": 200 + n}])])
-        boundary.checkpoint(unconfirmed=0)
+        checkpoint(boundary, unconfirmed=0)
     read(boundary, [(store(5), [{"id": 5, "t": 205}])])
-    delta, full = boundary.checkpoint(unconfirmed=2)  # the commits of stores 3 and 4 are still queued
+    delta, full = checkpoint(boundary, unconfirmed=2)  # the commits of stores 3 and 4 are still queued
     assert not full and sorted(delta) == ['{"store": 3}', '{"store": 4}', '{"store": 5}']
     assert delta['{"store": 3}']["cursor"] == 203
-    nothing_known, full = boundary.checkpoint(unconfirmed=23)  # no commit of this run known done
+    nothing_known, full = checkpoint(boundary, unconfirmed=23)  # no commit of this run known done
     assert full and nothing_known == boundary.snapshot() and len(nothing_known) == 20
 
 
@@ -219,14 +224,14 @@ def test_an_unpartitioned_stream_keeps_a_full_boundary_in_every_commit():
     boundary.start_slice(None)  # one slice, checkpointed every record
     for t in range(5):
         assert not boundary.already_committed({"id": t, "t": t})
-        assert boundary.checkpoint(unconfirmed=0)[1]
+        assert checkpoint(boundary, unconfirmed=0)[1]
 
 
 def test_delta_records_rebuild_the_boundary_a_resume_skips():
     boundary = Boundary(["t"], [["id"]])
     notes = one_record_per_partition(boundary, range(130))
     read(boundary, [(store(7), [{"id": 70, "t": 500}, {"id": 71, "t": 500}])])  # a partition moves on
-    notes.append(boundary.checkpoint(unconfirmed=0))
+    notes.append(checkpoint(boundary, unconfirmed=0))
     records = [CheckpointRecord.from_json(CheckpointRecord(seq=i, batch_id=i, state={}, boundary=b, boundary_full=full).to_json())
                for i, (b, full) in enumerate(notes)]
     rebuilt = boundary_rebuilt(reversed(records))
@@ -239,14 +244,14 @@ def test_delta_records_rebuild_the_boundary_a_resume_skips():
 def test_the_boundary_is_bounded_and_an_overflowed_partition_skips_nothing_on_resume(caplog):
     boundary = Boundary(["day"], [["id"]], stream="events")
     read(boundary, [(store(n), [{"id": 0, "day": "2025-01-01"}]) for n in range(10, 30)])
-    boundary.checkpoint(unconfirmed=0)
+    checkpoint(boundary, unconfirmed=0)
     same_day = [{"id": i, "day": "2025-01-02"} for i in range(MAX_KEYS + 5)]
     with caplog.at_level(logging.WARNING, logger="source_framework.read"):
         read(boundary, [(store(2), same_day)])
         read(boundary, [(store(3), [{"id": i, "day": "2025-01-02"} for i in range(MAX_KEYS + 5)])])
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "events" in warnings[0] and "written again" in warnings[0]
-    delta, full = boundary.checkpoint(unconfirmed=0)
+    delta, full = checkpoint(boundary, unconfirmed=0)
     assert not full and delta['{"store": 2}'] == {"cursor": "2025-01-02", "overflow": True}
     assert len(CheckpointRecord(seq=1, batch_id=1, state={}, boundary=delta).to_json()) < 300_000
     assert '{"store": 2}' not in boundary.snapshot() and len(boundary.snapshot()) <= 21
@@ -285,7 +290,7 @@ def test_slots_of_an_earlier_run_are_dropped_once_the_stream_was_read_to_its_end
     resumed.finish()
     (entry,) = resumed.snapshot().values()
     assert keys(entry) == [[10]]
-    assert resumed.checkpoint(unconfirmed=0)[1]  # a full boundary: a delta cannot drop a slot
+    assert checkpoint(resumed, unconfirmed=0)[1]  # a full boundary: a delta cannot drop a slot
 
 
 def test_a_record_below_where_the_resumed_partition_had_got_is_for_the_table_to_tell():

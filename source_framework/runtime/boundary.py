@@ -356,10 +356,6 @@ class Boundary:
         boundary = {p: self._json.get(p) or self._left_out[p] for p in delta}
         return boundary, False
 
-    def checkpoint(self, unconfirmed: int) -> tuple[dict[str, Any], bool]:
-        """``mark`` and its ``notes`` at once."""
-        return self.notes(self.mark(), unconfirmed)
-
     def snapshot(self) -> dict[str, Any]:
         """The full boundary as of now, JSON-able (partitions that keep nothing to skip are left out)."""
         return {p: _entry_json(_hashed(e, self._declared), self._keyless) for p, e in self._entries.items()
