@@ -27,6 +27,23 @@ def test_framework_null_and_the_declarative_manifest_read_every_record(tmp_path)
     assert declarative["records"] == 900
 
 
+def test_the_bare_requests_ceiling_parses_each_page_once(tmp_path, monkeypatch):
+    """The ceiling for one client is a loop that parses each page once, as our read does
+    (``page_json``). It parsed each page twice (once itself, once more in the stream's
+    ``next_page_token``), which made the "ceiling" slower than our own read."""
+    import orjson
+
+    parses = []
+    loads = orjson.loads
+    monkeypatch.setattr(orjson, "loads", lambda body: parses.append(1) or loads(body))
+    with DemoApi(records=900, api_key="bench-key").start() as api:
+        config = {"api_key": "bench-key", "api_url": api.url, "start_date": "2025-01-01T00:00:00Z", "page_size": 100}
+        bare = worker.bare_requests(config, write_catalog(str(tmp_path), ["orders"]))
+    assert bare["records"] == 900
+    assert bare["pages"] >= 9
+    assert len(parses) == bare["pages"]
+
+
 def test_cpu_time_is_measured_for_a_waited_child_and_for_a_running_process():
     """The benchmark's "cores" columns: a child that burns about 0.3 s of CPU counts once it was
     waited for; a process still running (the demo API) is read from /proc."""
