@@ -31,6 +31,7 @@ from source_framework.destinations.spark.table import SparkTable
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.streams.cursor import parse_datetime
 from source_framework.testing import read
+from source_framework.testing.connector_runs import stream_of_state
 
 pytestmark = pytest.mark.slow
 
@@ -92,8 +93,8 @@ def cursors(stream, state):
 def covered(stream, state, served):
     """The served records (``{(id, updatedAt): storeId}``) at or below ``state``'s cursors."""
     tops = cursors(stream, state)
-    partition = (lambda store: None) if stream == "orders" else (lambda store: store)
-    return Counter(row for row, store in served.items() if partition(store) in tops and row[1] <= tops[partition(store)])
+    keys = {row: None if stream == "orders" else store for row, store in served.items()}
+    return Counter(row for row, key in keys.items() if key in tops and row[1] <= tops[key])
 
 
 def table_rows(spark, table):
@@ -107,15 +108,9 @@ def file_states(path):
     return {entry["stream"]["stream_descriptor"]["name"]: entry["stream"]["stream_state"] for entry in json.loads(path.read_text())}
 
 
-def states(output, stream):
-    """The stream's STATEs' stream states, in the order printed."""
-    return [m["state"]["stream"]["stream_state"] for m in output.messages
-            if m["type"] == "STATE" and m["state"]["stream"]["stream_descriptor"]["name"] == stream]
-
-
 def check_states_in_order(output, label):
     for stream in STREAMS:
-        printed = states(output, stream)
+        printed = [state["stream"]["stream_state"] for state in output.states() if stream_of_state(state) == stream]
         assert all(a != b for a, b in pairwise(printed)), f"{label}: two identical {stream} STATEs in a row: {printed}"
         for before, after in pairwise(printed):
             for key, top in cursors(stream, before).items():
