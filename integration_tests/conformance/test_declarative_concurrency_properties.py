@@ -30,7 +30,6 @@ the state file the killed run kept (``--state-file``): what a user has either wa
 from __future__ import annotations
 
 import copy
-import gc
 import io
 import json
 import threading
@@ -173,18 +172,11 @@ def sync(connector: Connector, config: Mapping[str, Any], state: list[dict[str, 
     argv = ["read", "--config", str(config_path), "--catalog", str(catalog_path), *args]
     source = harness.build_source(connector.style, config, connector.catalog, state)
     buffer = io.BytesIO()
-    # The runtime starts a sync with a full pass of the cyclic collector (``gc_for_streaming``),
-    # over every object of the process: 0.3 s in this one, which holds pytest, Hypothesis, pyspark
-    # and the CDK, two syncs an example. Frozen, what is here already is left out of that pass, as
-    # it is in a connector's own process (the runtime unfreezes everything when the sync ends).
-    gc.freeze()
     returncode: int | None
     try:
         returncode = run_read(source, build_parser().parse_args(argv), protocol_out=buffer)
     except SimulatedCrash:
         returncode = None
-    finally:
-        gc.unfreeze()  # (a run stopped before its sync started has not)
     return Sync([json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()], returncode)
 
 
