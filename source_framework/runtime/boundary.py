@@ -222,7 +222,19 @@ class Boundary:
         value = record.get(self._cursor)
         if value is None:
             return False
-        sort_key = self._track(value, record)  # skipped or not, it is at this partition's edge in the table
+        # Skipped or not, the record is at this partition's edge in the table: noted there. (Written
+        # out, as are ``_replace``'s steps: this runs for nearly every record, and a call is ~5% of it.)
+        entry = self._current
+        if entry is not None and value == entry.cursor:
+            self._add(entry, record)
+            sort_key = entry.sort_key
+        else:
+            try:
+                sort_key = cursor_sort_key(value)
+            except CursorValueError:
+                sort_key = None  # (not comparable)
+            if entry is None or entry.sort_key is None or (sort_key is not None and sort_key > entry.sort_key):
+                self._replace(value, sort_key, record)
         skip = self._skip.get(value) if self._skip else None
         if skip is not None and self._take_committed(skip, record):
             self.skipped += 1
@@ -232,20 +244,6 @@ class Boundary:
             if top is not None and sort_key[0] == top[0] and sort_key <= top:
                 return None
         return False
-
-    def _track(self, value: Any, record: Mapping[str, Any]) -> Any:
-        """Note ``record`` at the partition's edge; its cursor's sort key (None: not comparable)."""
-        entry = self._current
-        if entry is not None and value == entry.cursor:
-            self._add(entry, record)
-            return entry.sort_key
-        try:  # ``_sort_key`` written out: this runs for nearly every record, a call is ~10% of it
-            sort_key = cursor_sort_key(value)
-        except CursorValueError:
-            sort_key = None
-        if entry is None or entry.sort_key is None or (sort_key is not None and sort_key > entry.sort_key):
-            self._replace(value, sort_key, record)
-        return sort_key
 
     def _take_committed(self, skip: dict[tuple[Any, ...], str], record: Mapping[str, Any]) -> bool:
         """The resumed commit holds this very record (key and hash): skip it, once."""
@@ -282,15 +280,15 @@ class Boundary:
             entry.records = {}
         else:
             entry = self._current = self._entries[self._partition] = _Entry(value, sort_key, {})
+        self._dirty.add(self._partition)  # (``_mark``)
         if self._keyless:  # the cursor alone
-            self._mark()
             return
         if self._kept >= MAX_KEYS:
             self._overflow(entry)
             return
-        entry.records[self._key(record)] = record
+        key_field = self._key_field  # (``_key``)
+        entry.records[(record.get(key_field),) if key_field is not None else self._key(record)] = record
         self._kept += 1
-        self._mark()
 
     def _overflow(self, entry: _Entry) -> None:
         """Stop keeping the partition's boundary at this cursor value (it would exceed MAX_KEYS)."""
