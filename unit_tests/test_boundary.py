@@ -467,6 +467,32 @@ def test_notes_asked_for_out_of_order_are_refused():
         boundary.notes(first, unconfirmed=0)
 
 
+class _Record(dict):
+    """A record that can be watched for being freed (a plain dict takes no weak reference)."""
+
+
+def test_a_checkpoint_keeps_no_record_alive_once_the_stream_moved_past_it():
+    """What a checkpoint's notes need of the records at the partition's edge is their hashes: a
+    mark holding the records themselves kept them, and whatever they hold, alive until its notes
+    were built (up to MAX_UNBUILT_MARKS checkpoints where nobody asks, as with stdout), which
+    slowed the whole read loop at small checkpoint intervals."""
+    import weakref
+
+    boundary = Boundary(["t"], [["id"]])
+    boundary.start_slice(None)
+    watched = []
+    marks = []
+    for t in range(10):
+        record = _Record(id=t, t=t)
+        watched.append(weakref.ref(record))
+        boundary.already_committed(record)
+        marks.append(boundary.mark())
+        del record
+    assert [ref() is None for ref in watched[:-1]] == [True] * 9  # only the edge's record may live on
+    notes, _ = boundary.notes(marks[-1], unconfirmed=0)
+    assert list(notes.values()) == [{"cursor": 9, "records": [[[9], record_hash({"id": 9, "t": 9})]]}]
+
+
 def test_marks_nobody_asks_notes_for_are_built_in_the_end_so_memory_stays_bounded():
     """A destination that keeps no notes (stdout) never asks for them: the marks' copies of the
     records must not pile up, and the newest marks' notes are still right."""
