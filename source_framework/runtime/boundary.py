@@ -386,8 +386,8 @@ class Boundary:
         return changed
 
     def _build(self, upto: int) -> None:
-        """Bring the JSON up to mark ``upto``: hash the records of the partitions the marks up to
-        it took, and rebuild their JSON. A partition taken by several of them is built once, as
+        """Bring the JSON up to mark ``upto``: rebuild the JSON of the partitions the marks up to
+        it took (their records hashed by ``mark``). A partition taken by several of them is built once, as
         the newest took it (a sorted stream's one partition changes at every mark)."""
         self._built = max(self._built, upto)
         marks: list[tuple[int, list[tuple[str, _Entry | None]], bool]] = []
@@ -400,14 +400,12 @@ class Boundary:
                 if entry is not None:
                     self._unbuilt_records -= len(entry.records)
                 newest.setdefault(partition, (number, entry))
-        live = self._entries
         for partition, (number, entry) in sorted(newest.items(), key=lambda item: item[1][0]):  # (oldest change first)
             self._json.pop(partition, None)
             self._left_out.pop(partition, None)
             self._changed.pop(partition, None)
             if entry is None:  # a slot ``finish`` dropped
                 continue
-            _hashed(entry, self._declared, live.get(partition))
             self._changed[partition] = number
             if entry.records or self._keyless:
                 self._json[partition] = _entry_json(entry, self._keyless)
@@ -468,16 +466,12 @@ class Boundary:
         return tuple(values)
 
 
-def _hashed(entry: _Entry, declared: frozenset[str] | None, live: _Entry | None = None) -> _Entry:
-    """``entry`` with its records replaced by their hashes; so are they in ``live`` (the
-    partition's entry now, of which ``entry`` is a copy), where it still holds the same records,
-    so that they are not hashed again at the next mark."""
+def _hashed(entry: _Entry, declared: frozenset[str] | None) -> _Entry:
+    """``entry`` with its records replaced by their hashes, in place: none is hashed twice."""
     records = entry.records
     for key, value in records.items():
         if value is not None and type(value) is not str:  # a record not hashed yet (``_Entry``)
-            records[key] = digest = record_hash(value, declared)
-            if live is not None and live.records.get(key) is value:
-                live.records[key] = digest
+            records[key] = record_hash(value, declared)
     return entry
 
 
