@@ -30,7 +30,6 @@ the state file the killed run kept (``--state-file``): what a user has either wa
 from __future__ import annotations
 
 import copy
-import io
 import json
 import threading
 import time
@@ -50,6 +49,7 @@ from hypothesis import strategies as st
 from source_framework.destinations.spark.destination import SparkDestination
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.streams.cursor import parse_datetime
+from source_framework.testing import read
 from source_framework.testing.table_checks import read_tables, record_rows
 
 pytestmark = pytest.mark.slow
@@ -159,25 +159,14 @@ class Sync:
 
 def sync(connector: Connector, config: Mapping[str, Any], state: list[dict[str, Any]] | None, args: Sequence[str],
          folder: Path) -> Sync:
-    """``read`` of a source built, as the connector's ``run.py`` builds it, with ``state``.
-
-    ``source_framework.testing.read`` loses what the run printed when a ``SimulatedCrash`` escapes
-    it, so this is its few lines with the buffer kept: the lines a process had written before it
-    was killed are what the orchestrator holds."""
-    from source_framework.runtime.entrypoint import build_parser, run_read
-
-    config_path, catalog_path = folder / "config.json", folder / "catalog.json"
-    config_path.write_text(json.dumps(config))
-    catalog_path.write_text(json.dumps(connector.catalog))
-    argv = ["read", "--config", str(config_path), "--catalog", str(catalog_path), *args]
+    """``read`` of a source built, as the connector's ``run.py`` builds it, with ``state``; killed
+    (``returncode`` None), the lines it printed before the kill, as an orchestrator holds them."""
     source = harness.build_source(connector.style, config, connector.catalog, state)
-    buffer = io.BytesIO()
-    returncode: int | None
     try:
-        returncode = run_read(source, build_parser().parse_args(argv), protocol_out=buffer)
-    except SimulatedCrash:
-        returncode = None
-    return Sync([json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()], returncode)
+        output = read(source, config, connector.catalog, args=args, workdir=str(folder))
+    except SimulatedCrash as crash:
+        return Sync(crash.output.messages, None)
+    return Sync(output.messages, output.returncode)
 
 
 def state_list(states: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:

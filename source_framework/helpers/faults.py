@@ -37,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 def _target() -> tuple[str, int] | None:
@@ -58,6 +59,9 @@ _crashed = threading.Event()
 
 class SimulatedCrash(BaseException):
     """Stands in for SIGKILL at a fault point, in tests that run ``read`` in their own process."""
+
+    #: what the run printed before it, where ``source_framework.testing.read`` ran it (a ``ReadOutput``)
+    output: Any = None
 
 
 @contextmanager

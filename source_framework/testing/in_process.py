@@ -13,6 +13,14 @@ with, so no JVM starts per run. As airbyte-cdk's ``entrypoint_wrapper.read``::
 ``config`` and ``catalog`` are dicts (a catalog may also be airbyte-cdk's
 ``ConfiguredAirbyteCatalog``, e.g. from ``CatalogBuilder().build()``); ``state`` is any form
 ``--state`` takes. ``args`` adds command-line flags (``["--destination", "stdout"]``).
+
+A ``SimulatedCrash`` (``helpers.faults.crash_at``) escapes as a kill would, carrying what the run
+printed before it as its ``output`` (``returncode`` -9, a SIGKILLed process's): the lines an
+orchestrator would hold, to resume from::
+
+    with crash_at("commit.done", 3), pytest.raises(SimulatedCrash) as killed:
+        read(MySource(), config, catalog)
+    read(MySource(), config, catalog, state=killed.value.output.states())
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -28,6 +37,7 @@ from typing import Any
 import orjson
 from airbyte_cdk.models import ConfiguredAirbyteCatalog, ConfiguredAirbyteCatalogSerializer
 
+from source_framework.helpers.faults import SimulatedCrash
 from source_framework.testing.connector_runs import ReadOutput
 
 
@@ -51,10 +61,17 @@ def read(
         parsed = build_parser().parse_args(argv)
         buffer = io.BytesIO()
         started = time.monotonic()
-        returncode = run_read(source, parsed, protocol_out=buffer)
-        seconds = time.monotonic() - started
+        try:
+            returncode = run_read(source, parsed, protocol_out=buffer)
+        except SimulatedCrash as crash:
+            crash.output = _output(argv, -signal.SIGKILL, buffer, started)
+            raise
+    return _output(argv, returncode, buffer, started)
+
+
+def _output(argv: list[str], returncode: int, buffer: io.BytesIO, started: float) -> ReadOutput:
     messages = [_message(line) for line in buffer.getvalue().splitlines() if line.strip()]
-    return ReadOutput(argv, returncode, messages, stderr="", seconds=seconds, label="read (in process)")
+    return ReadOutput(argv, returncode, messages, stderr="", seconds=time.monotonic() - started, label="read (in process)")
 
 
 def _message(line: bytes) -> Any:
