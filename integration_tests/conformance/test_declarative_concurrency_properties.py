@@ -9,12 +9,15 @@ airbyte-cdk's concurrent framework differ where it matters for a resume: their s
 ``DefaultStream``s whose cursors take the state when the source is constructed (a user's
 ``run.py`` builds the source with ``--state``), their partitions are closed by airbyte-cdk's
 cursors, and the per-partition state of a ``SubstreamPartitionRouter`` is airbyte-cdk's, not ours.
-The two connectors of the conformance suite cover both shapes:
+Three connectors of the conformance suite cover the shapes:
 
 - ``declarative_datetime``: ``DatetimeBasedCursor`` date windows, two incremental streams, a
   manifest ``concurrency_level`` of 2 (which caps what the config asks for);
 - ``declarative_substream``: ``SubstreamPartitionRouter`` + a cursor per store (per-partition
-  state), next to two full-refresh streams that replace their tables at the end.
+  state), next to two full-refresh streams that replace their tables at the end;
+- ``declarative_global_substream``: the same with ``global_substream_cursor``, one cursor for
+  every store, which moves only once all of them are read (a kill before re-reads every store,
+  and the tables' look-up keeps what they hold from being written twice).
 
 The concurrency of the killed sync is the config's ``concurrency_level`` (as a process started
 with airbyte-cdk's command line gets it, ``harness.ours_config``); the resumed one's is
@@ -22,7 +25,7 @@ with airbyte-cdk's command line gets it, ``harness.ours_config``); the resumed o
 an order of the example's drawing. A kill is a ``SimulatedCrash`` at one of the runtime's fault
 points (from then on every fault point raises, so queued commits are abandoned); a kill point
 never reached that often leaves a completed sync, which must end the same. The killed run's
-printed lines are kept (``run_read`` writes them to our buffer), as an orchestrator keeps the
+printed lines are kept (the ``output`` the crash carries out of ``testing.read``), as an orchestrator keeps the
 STATEs of a process that died; the resume starts either from those STATEs (``--state``) or from
 the state file the killed run kept (``--state-file``): what a user has either way.
 """
@@ -55,9 +58,11 @@ from source_framework.testing.table_checks import read_tables, record_rows
 pytestmark = pytest.mark.slow
 
 KILLS = ["commit.start", "commit.record_written", "commit.files_written", "commit.done", "state.printed"]
-CONNECTORS = ("declarative_datetime", "declarative_substream")
+CONNECTORS = ("declarative_datetime", "declarative_substream", "declarative_global_substream")
 #: per stream with a partition router: the partition's field in the state, the record's field naming it
 PARTITIONS = {"store_orders": ("store_id", "storeId")}
+#: the partition key of airbyte-cdk's global substream cursor (``global_substream_cursor``): it covers all
+ALL_PARTITIONS = "*"
 
 
 class PacedApi(harness.ShopApi):
@@ -190,6 +195,8 @@ def cursors(state: Mapping[str, Any], stream: str) -> dict[Any, Any]:
     ``{"updatedAt": ...}``), by store for airbyte-cdk's per-partition state (``{"states": [...]}``;
     its ``"state"`` is the highest cursor of any partition, no promise for all, so it is left
     out); ``{}`` for a full refresh's. A shape not known here fails rather than covering nothing."""
+    if state.get("use_global_cursor"):  # a substream's one cursor for all its partitions; none before it moved
+        return {ALL_PARTITIONS: parse_datetime(state["state"]["updatedAt"])} if "state" in state else {}
     if "states" in state:
         field = PARTITIONS[stream][0]
         return {entry["partition"][field]: parse_datetime(entry["cursor"]["updatedAt"]) for entry in state["states"]}
@@ -211,7 +218,8 @@ def covered(connector: Connector, stream: str, state: Mapping[str, Any]) -> Coun
     chosen = []
     for record in connector.reference.records(stream):
         partition = record[partition_field] if partition_field else None
-        if partition in tops and parse_datetime(record["updatedAt"]) <= tops[partition]:
+        top = tops.get(ALL_PARTITIONS, tops.get(partition))
+        if top is not None and parse_datetime(record["updatedAt"]) <= top:
             chosen.append(record)
     return record_rows(chosen, connector.infos[stream])
 

@@ -17,6 +17,7 @@ STYLES = (
     "http_substream",
     "declarative_datetime",
     "declarative_substream",
+    "declarative_global_substream",
     "resumable_full_refresh",
     "concurrent_adapter",
 )
