@@ -9,7 +9,7 @@ airbyte-cdk's concurrent framework differ where it matters for a resume: their s
 ``DefaultStream``s whose cursors take the state when the source is constructed (a user's
 ``run.py`` builds the source with ``--state``), their partitions are closed by airbyte-cdk's
 cursors, and the per-partition state of a ``SubstreamPartitionRouter`` is airbyte-cdk's, not ours.
-Three connectors of the conformance suite cover the shapes:
+Four connectors of the conformance suite cover the shapes:
 
 - ``declarative_datetime``: ``DatetimeBasedCursor`` date windows, two incremental streams, a
   manifest ``concurrency_level`` of 2 (which caps what the config asks for);
@@ -17,7 +17,9 @@ Three connectors of the conformance suite cover the shapes:
   state), next to two full-refresh streams that replace their tables at the end;
 - ``declarative_global_substream``: the same with ``global_substream_cursor``, one cursor for
   every store, which moves only once all of them are read (a kill before re-reads every store,
-  and the tables' look-up keeps what they hold from being written twice).
+  and the tables' look-up keeps what they hold from being written twice);
+- ``declarative_incremental_parent``: a cursor per store and, with ``incremental_dependency``,
+  the parent's (incremental) cursor kept in the child's state.
 
 The concurrency of the killed sync is the config's ``concurrency_level`` (as a process started
 with airbyte-cdk's command line gets it, ``harness.ours_config``); the resumed one's is
@@ -58,9 +60,12 @@ from source_framework.testing.table_checks import read_tables, record_rows
 pytestmark = pytest.mark.slow
 
 KILLS = ["commit.start", "commit.record_written", "commit.files_written", "commit.done", "state.printed"]
-CONNECTORS = ("declarative_datetime", "declarative_substream", "declarative_global_substream")
+CONNECTORS = ("declarative_datetime", "declarative_substream", "declarative_global_substream",
+              "declarative_incremental_parent")
 #: per stream with a partition router: the partition's field in the state, the record's field naming it
 PARTITIONS = {"store_orders": ("store_id", "storeId")}
+#: cursor fields other than ``updatedAt``: the stores of ``declarative_incremental_parent``
+CURSORS = {"stores": "openedAt"}
 #: the partition key of airbyte-cdk's global substream cursor (``global_substream_cursor``): it covers all
 ALL_PARTITIONS = "*"
 
@@ -200,8 +205,9 @@ def cursors(state: Mapping[str, Any], stream: str) -> dict[Any, Any]:
     if "states" in state:
         field = PARTITIONS[stream][0]
         return {entry["partition"][field]: parse_datetime(entry["cursor"]["updatedAt"]) for entry in state["states"]}
-    if "updatedAt" in state:
-        return {None: parse_datetime(state["updatedAt"])}
+    field = CURSORS.get(stream, "updatedAt")
+    if field in state:
+        return {None: parse_datetime(state[field])}
     assert not state or set(state) == {"__ab_no_cursor_state_message"}, f"{stream}: a state of unknown shape: {state}"
     return {}
 
@@ -219,7 +225,7 @@ def covered(connector: Connector, stream: str, state: Mapping[str, Any]) -> Coun
     for record in connector.reference.records(stream):
         partition = record[partition_field] if partition_field else None
         top = tops.get(ALL_PARTITIONS, tops.get(partition))
-        if top is not None and parse_datetime(record["updatedAt"]) <= top:
+        if top is not None and parse_datetime(record[CURSORS.get(stream, "updatedAt")]) <= top:
             chosen.append(record)
     return record_rows(chosen, connector.infos[stream])
 

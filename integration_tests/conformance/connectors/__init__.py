@@ -18,6 +18,7 @@ STYLES = (
     "declarative_datetime",
     "declarative_substream",
     "declarative_global_substream",
+    "declarative_incremental_parent",
     "resumable_full_refresh",
     "concurrent_adapter",
 )
