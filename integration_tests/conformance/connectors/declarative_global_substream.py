@@ -7,33 +7,41 @@ once every partition is read: a sync that dies before reads every partition agai
 The style of published manifests whose partitions are many, or change from sync to sync, so
 that a per-partition state would grow or mislead (``global_substream_cursor``, often with
 ``incremental_dependency`` on the parent), and of their ``run.py``: built with the catalog,
-config and state of the command line. Otherwise the manifest is
-``declarative_substream``'s.
+config and state of the command line. The manifest is ``declarative_substream``'s
+with that change.
 """
 
 from __future__ import annotations
 
-import os
+import copy
 from collections.abc import Mapping
 from typing import Any
 
+import yaml
 from airbyte_cdk.models import AirbyteStateMessage, ConfiguredAirbyteCatalog
-from airbyte_cdk.sources.declarative.yaml_declarative_source import (
-    YamlDeclarativeSource,
-)
+from airbyte_cdk.sources.declarative.concurrent_declarative_source import ConcurrentDeclarativeSource
 
-MANIFEST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "manifests", "global_substream.yaml")
+from .declarative_substream import MANIFEST
+
+with open(MANIFEST, encoding="utf-8") as _file:
+    _BASE = yaml.safe_load(_file)
 
 
-class SourceShopStoresGlobalCursor(YamlDeclarativeSource):
+def manifest() -> dict[str, Any]:
+    built = copy.deepcopy(_BASE)
+    built["definitions"]["store_orders_stream"]["incremental_sync"]["global_substream_cursor"] = True
+    return built
+
+
+class SourceShopStoresGlobalCursor(ConcurrentDeclarativeSource):
     def __init__(
         self,
         catalog: ConfiguredAirbyteCatalog | None,
         config: Mapping[str, Any] | None,
         state: list[AirbyteStateMessage] | None,
-        **kwargs: Any,
     ) -> None:
-        super().__init__(catalog=catalog, config=config, state=state, **{"path_to_yaml": MANIFEST})
+        super().__init__(catalog=catalog or ConfiguredAirbyteCatalog(streams=[]), config=config or {}, state=state or [],
+                         source_config=manifest())
 
 
 def build_source(config: Any = None, catalog: Any = None, state: Any = None) -> SourceShopStoresGlobalCursor:
