@@ -13,35 +13,15 @@ with that change.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
 from typing import Any
 
-import yaml
-from airbyte_cdk.models import AirbyteStateMessage, ConfiguredAirbyteCatalog
-from airbyte_cdk.sources.declarative.concurrent_declarative_source import ConcurrentDeclarativeSource
-
-from .declarative_substream import MANIFEST
-
-with open(MANIFEST, encoding="utf-8") as _file:
-    _BASE = yaml.safe_load(_file)
+from .declarative_substream import SubstreamVariant
 
 
-def manifest() -> dict[str, Any]:
-    built = copy.deepcopy(_BASE)
-    built["definitions"]["store_orders_stream"]["incremental_sync"]["global_substream_cursor"] = True
-    return built
-
-
-class SourceShopStoresGlobalCursor(ConcurrentDeclarativeSource):
-    def __init__(
-        self,
-        catalog: ConfiguredAirbyteCatalog | None,
-        config: Mapping[str, Any] | None,
-        state: list[AirbyteStateMessage] | None,
-    ) -> None:
-        super().__init__(catalog=catalog or ConfiguredAirbyteCatalog(streams=[]), config=config or {}, state=state or [],
-                         source_config=manifest())
+class SourceShopStoresGlobalCursor(SubstreamVariant):
+    @staticmethod
+    def edit(manifest: dict[str, Any]) -> None:
+        manifest["definitions"]["store_orders_stream"]["incremental_sync"]["global_substream_cursor"] = True
 
 
 def build_source(config: Any = None, catalog: Any = None, state: Any = None) -> SourceShopStoresGlobalCursor:
