@@ -64,8 +64,9 @@ CONNECTORS = ("declarative_datetime", "declarative_substream", "declarative_glob
               "declarative_incremental_parent")
 #: per stream with a partition router: the partition's field in the state, the record's field naming it
 PARTITIONS = {"store_orders": ("store_id", "storeId")}
-#: cursor fields other than ``updatedAt``: the stores of ``declarative_incremental_parent``
+#: cursor fields other than ``updatedAt``, and their start: the stores of ``declarative_incremental_parent``
 CURSORS = {"stores": "openedAt"}
+STARTS = {"stores": "2000-01-01T00:00:00Z"}
 #: the partition key of airbyte-cdk's global substream cursor (``global_substream_cursor``): it covers all
 ALL_PARTITIONS = "*"
 
@@ -218,7 +219,7 @@ def covered(connector: Connector, stream: str, state: Mapping[str, Any]) -> Coun
     A partition at the config's start date covers nothing: that is where airbyte-cdk's
     per-partition state puts the partitions it has not read yet, and the resume reads from it
     inclusive (``since``), whereas a record of the data sits exactly on it."""
-    start = parse_datetime(harness.START_DATE)
+    start = parse_datetime(STARTS.get(stream, harness.START_DATE))
     tops = {partition: top for partition, top in cursors(state, stream).items() if top > start}
     partition_field = PARTITIONS[stream][1] if stream in PARTITIONS else None
     chosen = []
