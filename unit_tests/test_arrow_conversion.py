@@ -15,7 +15,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     JSON_ENCODING,
     METADATA_COLUMNS,
     TIMESTAMP,
-    UndeclaredFields,
+    ConversionCounts,
     arrow_schema,
     records_to_arrow,
 )
@@ -313,13 +313,13 @@ def test_all_null_columns():
 
 
 def test_undeclared_fields_are_named_per_row_and_counted_across_batches():
-    counts = UndeclaredFields()
+    counts = ConversionCounts()
     properties = {"id": {"type": "integer"}}
-    first = convert(properties, [{"id": 1, "b": 1, "a": None}, {"id": 2}, {"id": 3, "a": {"x": 1}}], undeclared=counts)
-    second = convert(properties, [{"id": 4, "_sf_meta": "mine"}], undeclared=counts)
+    first = convert(properties, [{"id": 1, "b": 1, "a": None}, {"id": 2}, {"id": 3, "a": {"x": 1}}], counts=counts)
+    second = convert(properties, [{"id": 4, "_sf_meta": "mine"}], counts=counts)
     assert undeclared_of(first) == [["a", "b"], None, ["a"]]
     assert undeclared_of(second) == [["_sf_meta"]]  # a field named like a metadata column is not written either
-    assert counts.by_field == {"a": 2, "b": 1, "_sf_meta": 1} and counts.records == 3
+    assert counts.undeclared == {"a": 2, "b": 1, "_sf_meta": 1} and counts.records_with_undeclared == 3
 
 
 class _AnswersEveryKey(dict):

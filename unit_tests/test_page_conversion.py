@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from source_framework.destinations.spark import page_conversion_process
-from source_framework.destinations.spark.arrow_conversion import UndeclaredFields, arrow_schema, records_to_arrow
+from source_framework.destinations.spark.arrow_conversion import ConversionCounts, arrow_schema, records_to_arrow
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.page_conversion import (
     ConverterPool,
@@ -56,9 +56,9 @@ RECORDS = st.dictionaries(st.sampled_from([*JSON_SCHEMA["properties"], "nickname
 PAGES = st.lists(st.lists(st.tuples(RECORDS, st.booleans()), min_size=1, max_size=6), min_size=1, max_size=5)
 
 
-def expected_rows(records: list[Any], extracted_at: list[int], seq: int, undeclared: UndeclaredFields) -> pa.Table:
+def expected_rows(records: list[Any], extracted_at: list[int], seq: int, counts: ConversionCounts) -> pa.Table:
     table = records_to_arrow(records, SCHEMA, extracted_at_ms=extracted_at, sync_id=SYNC, checkpoint=seq,
-                             undeclared=undeclared)
+                             counts=counts)
     return table
 
 
@@ -91,9 +91,8 @@ def test_the_converter_makes_the_rows_records_to_arrow_makes_checkpoint_by_check
         converter.ends.append((token, end))  # as an E frame does, once its rows were received
         tokens.append((token, end))
     folder = tmp_path_factory.mktemp("pages")
-    undeclared = UndeclaredFields()
-    counted: Counter[str] = Counter()
-    counted_records = 0
+    expected_counts = ConversionCounts()
+    counted = ConversionCounts()
     done, seq = 0, 7
     for position, (token, end) in enumerate(tokens):
         if position < len(tokens) - 1 and position < len(merge) and merge[position]:
@@ -102,15 +101,14 @@ def test_the_converter_makes_the_rows_records_to_arrow_makes_checkpoint_by_check
         files = os.listdir(folder / f"w{seq}")
         assert files == [answer["file"]]  # the commit publishes the file by the name it is given
         got = pq.read_table(folder / f"w{seq}" / files[0])
-        want = expected_rows([r for r, _ in written[done:end]], [t for _, t in written[done:end]], seq, undeclared)
+        want = expected_rows([r for r, _ in written[done:end]], [t for _, t in written[done:end]], seq, expected_counts)
         assert got.equals(want, check_metadata=True)
         assert answer["rows"] == end - done
-        counted.update(answer["undeclared"])
-        counted_records += answer["undeclared_records"]
+        counted.add_counts(answer["counts"])
         done, seq = end, seq + 1
     assert done == len(written)
     # counted as they are converted (as in this process), so in all by the last write
-    assert (counted, counted_records) == (undeclared.by_field, undeclared.records)
+    assert counted.as_dict() == expected_counts.as_dict()
 
 
 def test_a_file_whose_footer_counts_other_rows_than_were_written_fails_the_write(tmp_path, monkeypatch):
@@ -164,8 +162,8 @@ def test_the_converters_process_writes_each_checkpoints_rows_and_counts_undeclar
         assert [w.rows for w in written] == [5, 4]
         assert [os.listdir(tmp_path / name) for name in ("a", "b")] == [[w.file] for w in written]
         # counted when converted: by the last write, each record written that carried the field
-        assert sum(w.undeclared_records for w in written) == 9
-        assert sum((Counter(w.undeclared) for w in written), Counter()) == {"nickname": 9}
+        assert sum(w.counts["undeclared_records"] for w in written) == 9
+        assert sum((Counter(w.counts["undeclared"]) for w in written), Counter()) == {"nickname": 9}
     finally:
         converter.close()
     rows = [pq.read_table(tmp_path / name / os.listdir(tmp_path / name)[0]) for name in ("a", "b")]

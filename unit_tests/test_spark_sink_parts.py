@@ -691,10 +691,11 @@ class LocalPageConverter:
         self._pipe = threading.Lock()  # the reading thread sends, the committer's asks for writes
         self.closed = self.begun = False
 
-    def begin(self, schema, sync_id, records_path, parquet_options) -> None:
+    def begin(self, schema, sync_id, records_path, parquet_options, on_type_mismatch="null") -> None:
         from source_framework.destinations.spark import page_conversion_process
 
-        self._converter = page_conversion_process.Converter(schema, sync_id, list(records_path), dict(parquet_options))
+        self._converter = page_conversion_process.Converter(schema, sync_id, list(records_path), dict(parquet_options),
+                                                            on_type_mismatch)
         self.begun = True
 
     def page(self, page) -> int:
@@ -724,7 +725,7 @@ class LocalPageConverter:
         assert not self.closed, "a job asked a closed converter for its rows"
         with self._pipe:
             answer = self._converter.write(token, seq, folder)
-        return PageWrite(answer["rows"], answer["file"], answer["undeclared"], answer["undeclared_records"])
+        return PageWrite(answer["rows"], answer["file"], answer["counts"])
 
     def close(self) -> None:
         self.closed = True

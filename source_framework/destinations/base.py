@@ -131,6 +131,12 @@ class StreamSink(ABC):
         """How many records carried at least one of :meth:`undeclared_fields`."""
         return 0
 
+    def mismatched_values(self) -> dict[str, tuple[int, str]]:
+        """``{field: (values, first reason)}``: values that did not fit their column and were stored
+        as null (named in each row's ``_sf_meta``). For the end-of-run summary; empty where a sink
+        keeps every value as given (stdout)."""
+        return {}
+
 
 class Destination(ABC):
     """Opens one sink per stream; closed once at the end of ``read``."""

@@ -592,6 +592,7 @@ def spark_destination(
             writer=str(settings.get("writer", "auto")),
             connect_retry_seconds=float(settings.get("connect_retry_seconds", CONNECT_RETRY_SECONDS)),
             converters=converters,
+            on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
         )
     except (TypeError, ValueError) as error:
         if converters is not None:

@@ -705,6 +705,7 @@ def _sync_one(
     if sink is not None:
         stream_result.undeclared_fields = sink.undeclared_fields()
         stream_result.records_with_undeclared_fields = sink.records_with_undeclared_fields()
+        stream_result.mismatched_values = sink.mismatched_values()
     if progress is not None:
         progress.stream_finished(stream_result)
     return stream_result

@@ -49,6 +49,8 @@ class StreamResult:
     undeclared_fields: dict[str, int] = field(default_factory=dict)
     #: how many records carried at least one of them
     records_with_undeclared_fields: int = 0
+    #: values that did not fit their column, stored as null: {field: (values, the first one's reason)}
+    mismatched_values: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:

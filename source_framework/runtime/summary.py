@@ -36,6 +36,9 @@ def format_summary(result: ReadResult, seconds: float) -> str:
         line = undeclared_fields_line(stream.name, stream.records_with_undeclared_fields, stream.undeclared_fields)
         if line:
             lines.append(line)
+        line = mismatched_values_line(stream.name, stream.mismatched_values)
+        if line:
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 
@@ -55,6 +58,20 @@ def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int
     if len(ranked) > UNDECLARED_SHOWN:
         shown.append(f"and {len(ranked) - UNDECLARED_SHOWN} more")
     return f"{stream}: {records:,} records carried fields the schema does not declare ({', '.join(shown)}); see _sf_meta"
+
+
+def mismatched_values_line(stream: str, by_field: Mapping[str, tuple[int, str]]) -> str | None:
+    """``users: 3,000 values did not fit their column and were stored as null (age: 3,000, expected
+    integer, got boolean true); see _sf_meta``, or None when every value fitted. Most frequent first."""
+    if not by_field:
+        return None
+    ranked = sorted(by_field.items(), key=lambda item: (-item[1][0], item[0]))
+    shown = [f"{name}: {count:,}, {reason}" if reason else f"{name}: {count:,}" for name, (count, reason) in ranked[:UNDECLARED_SHOWN]]
+    if len(ranked) > UNDECLARED_SHOWN:
+        shown.append(f"and {len(ranked) - UNDECLARED_SHOWN} more fields")
+    total = sum(count for count, _ in by_field.values())
+    return (f"{stream}: {total:,} values did not fit their column and were stored as null ({'; '.join(shown)}); see "
+            f"_sf_meta, or set destination.on_type_mismatch: fail to stop the stream instead")
 
 
 def _row(stream: StreamResult) -> Sequence[str]:

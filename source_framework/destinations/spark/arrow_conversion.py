@@ -8,10 +8,11 @@ Usage::
 
     schema = arrow_schema({"properties": {"id": {"type": "integer"},
                                           "updatedAt": {"type": "string", "format": "date-time"}}})
-    undeclared = UndeclaredFields()                  # optional: counts across batches
+    counts = ConversionCounts()                      # optional: counts across batches
     table = records_to_arrow(records, schema, extracted_at_ms=1700000000000,
-                             sync_id="sync-1", checkpoint=3, undeclared=undeclared)
-    undeclared.by_field                              # {"nickname": 12}: fields no column holds
+                             sync_id="sync-1", checkpoint=3, counts=counts)
+    counts.undeclared                                # {"nickname": 12}: fields no column holds
+    counts.mismatched                                # {"age": 3}: values that did not fit their column
 
 Type mapping (top-level properties only; every column is nullable):
 
@@ -46,13 +47,19 @@ Metadata columns appended after the stream's properties:
 
 Conversion rules:
 
+* A value lands as airbyte-cdk prints it (``as_printed``): what a connector yields in Python
+  (``datetime``, ``date``, ``time``, enums, ``UUID``, dataclasses, tuples, nested ones) is taken
+  as the JSON its serializer writes, read back, so a naive ``datetime`` in a date-time column is
+  the instant its ISO text names, and a NaN is null. A value that serializer refuses (``Decimal``,
+  ``bytes``, sets) stops the stream (``ValueNotSerializable``), as it fails airbyte-cdk's sync.
 * Columns are built one at a time with a single ``pa.array`` call over the column's
   values (fast path). Only when Arrow rejects the column do we convert its values one by
   one (slow path), which is where misfits are detected and recorded.
-* A value that does not fit its column never raises: it becomes null and is listed in
-  the row's ``_sf_meta``. Lossless coercions are accepted silently: ``1.0`` and ``"42"``
-  in an integer column, ``"1.5"`` in a number column, ``"true"``/``"false"`` in a
-  boolean column, and any non-string value in a string column (stored as its JSON text).
+* A value that does not fit its column becomes null, is listed in the row's ``_sf_meta`` and
+  counted per field (``ConversionCounts``); with ``on_type_mismatch="fail"`` it raises instead.
+  Lossless coercions are accepted silently: ``1.0`` and ``"42"`` in an integer column, ``"1.5"``
+  in a number column, ``"true"``/``"false"`` in a boolean column, and any non-string value in a
+  string column (stored as its JSON text).
 * Date-times are ISO 8601 with ``Z``, an offset, or no zone (taken as UTC). They are
   parsed with Arrow's vectorised cast; Python's ``datetime.fromisoformat`` is the
   fallback for columns Arrow cannot cast as a whole (mixed zone styles, nanoseconds...).
@@ -71,6 +78,7 @@ Conversion rules:
 from __future__ import annotations
 
 import json
+import math
 import operator
 import re
 import threading
@@ -156,33 +164,77 @@ def _property_field(name: str, spec: dict) -> pa.Field:
 # ---------------------------------------------------------------------------
 
 
-class UndeclaredFields:
-    """Counts the fields records carried that their schema does not declare, across batches
-    (one per stream, for the end-of-run summary; batches are converted in two threads)."""
+class ConversionCounts:
+    """What a stream's conversion could not keep as given, counted across batches for the log and
+    the end-of-run summary (one per stream; batches are converted in two threads, so it locks):
+    fields records carried that no column holds, and per field the values that did not fit their
+    column (stored as null, or changed as ``_sf_meta`` says)."""
 
-    def __init__(self, on_new: Callable[[list[str]], None] | None = None) -> None:
-        """``on_new``: told the fields never seen before, once each (to log them)."""
-        self.by_field: Counter[str] = Counter()
-        self.records = 0  # records that carried at least one
-        self._on_new = on_new
+    def __init__(
+        self,
+        on_new_undeclared: Callable[[list[str]], None] | None = None,
+        on_new_mismatch: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """``on_new_undeclared``: told the undeclared fields never seen before, once each;
+        ``on_new_mismatch``: told a field's first value that did not fit, with the reason (to log them)."""
+        self.undeclared: Counter[str] = Counter()  # {field: records that carried it}
+        self.records_with_undeclared = 0
+        self.mismatched: Counter[str] = Counter()  # {field: values that did not fit its column}
+        self.mismatch_reasons: dict[str, str] = {}  # {field: the first such value's reason}
+        self._on_new_undeclared = on_new_undeclared
+        self._on_new_mismatch = on_new_mismatch
         self._lock = threading.Lock()
 
-    def add(self, by_row: dict[int, list[str]]) -> None:
-        if by_row:
-            self.add_counts(Counter(name for names in by_row.values() for name in names), len(by_row))
-
-    def add_counts(self, by_field: Mapping[str, int], records: int) -> None:
-        """Counts made elsewhere (the page converter's process): ``{field: records}``, and how many
-        records carried any."""
-        if not records:
+    def add(self, misfits: _Misfits) -> None:
+        """One conversion's findings."""
+        if not misfits.by_row and not misfits.undeclared:
             return
+        mismatched: Counter[str] = Counter()
+        reasons: dict[str, str] = {}
+        for _, errors in sorted(misfits.by_row.items()):  # the first reason is the first row's
+            for error in errors:
+                mismatched[error["field"]] += 1
+                reasons.setdefault(error["field"], error["reason"])
+        undeclared = Counter(name for names in misfits.undeclared.values() for name in names)
+        self.add_counts({"undeclared": undeclared, "undeclared_records": len(misfits.undeclared),
+                         "mismatched": mismatched, "mismatch_reasons": reasons})
+
+    def add_counts(self, counts: Mapping[str, Any]) -> None:
+        """Counts made elsewhere (the page converter's process), in the shape of :meth:`as_dict`."""
         with self._lock:
-            known = len(self.by_field)
-            self.records += records
-            self.by_field.update(by_field)
-            new = list(self.by_field)[known:]  # a Counter keeps first-seen order
-        if new and self._on_new is not None:
-            self._on_new(new)
+            known = len(self.undeclared)
+            self.records_with_undeclared += counts.get("undeclared_records", 0)
+            self.undeclared.update(counts.get("undeclared") or {})
+            new_undeclared = list(self.undeclared)[known:]  # a Counter keeps first-seen order
+            self.mismatched.update(counts.get("mismatched") or {})
+            new_mismatches = [(name, reason) for name, reason in (counts.get("mismatch_reasons") or {}).items()
+                              if name not in self.mismatch_reasons]
+            self.mismatch_reasons.update(new_mismatches)
+        if new_undeclared and self._on_new_undeclared is not None:
+            self._on_new_undeclared(new_undeclared)
+        if self._on_new_mismatch is not None:
+            for name, reason in new_mismatches:
+                self._on_new_mismatch(name, reason)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts as plain JSON (what the page converter's process answers)."""
+        with self._lock:
+            return {"undeclared": dict(self.undeclared), "undeclared_records": self.records_with_undeclared,
+                    "mismatched": dict(self.mismatched), "mismatch_reasons": dict(self.mismatch_reasons)}
+
+
+class ValueNotSerializable(Exception):
+    """A record holds a value JSON has no form for (a ``Decimal``, ``bytes``, a set...):
+    airbyte-cdk's serializer refuses it too and fails the sync, so the stream stops here rather
+    than store null. (Not a ``ValueError``: the value-by-value path must not take it for a misfit.)"""
+
+
+class TypeMismatch(Exception):
+    """A value did not fit its column and the destination says ``on_type_mismatch: fail``."""
+
+
+#: what ``on_type_mismatch`` may say: store such a value as null (and count it), or fail the stream
+ON_TYPE_MISMATCH = ("null", "fail")
 
 
 class _Misfits:
@@ -245,14 +297,17 @@ def records_to_arrow(
     extracted_at_ms: list[int] | int,
     sync_id: str,
     checkpoint: int,
-    undeclared: UndeclaredFields | None = None,
+    counts: ConversionCounts | None = None,
+    on_type_mismatch: str = "null",
 ) -> pa.Table:
     """Build an Arrow table with exactly ``schema``'s columns from API records.
 
     ``schema`` is normally :func:`arrow_schema`'s result. ``extracted_at_ms`` is epoch
     milliseconds, either one value for all records or one per record. Bad values become
     null and are described in ``_sf_meta``; this function does not raise for data. Fields the
-    schema does not declare are named in ``_sf_meta`` and counted into ``undeclared``.
+    schema does not declare are named in ``_sf_meta``; both are counted into ``counts``. With
+    ``on_type_mismatch="fail"`` a value that does not fit raises ``TypeMismatch`` instead. A value
+    JSON has no form for raises ``ValueNotSerializable`` (see :func:`as_printed`).
 
     >>> schema = arrow_schema({"properties": {"age": {"type": "integer"}}})
     >>> t = records_to_arrow([{"age": 3}, {"age": "abc"}], schema,
@@ -269,8 +324,13 @@ def records_to_arrow(
         columns[field.name] = _convert_column(values, field, misfits)
     if not (every_field_held and _sizes_are(records, len(data_fields))):  # else exactly the declared fields
         misfits.undeclared = _undeclared_fields(records, frozenset(field.name for field in data_fields))
-    if undeclared is not None:
-        undeclared.add(misfits.undeclared)
+    if misfits.by_row and on_type_mismatch == "fail":
+        row, errors = next(iter(sorted(misfits.by_row.items())))
+        raise TypeMismatch(f"field '{errors[0]['field']}' of a record (row {row + 1} of a batch of {num_rows}): "
+                           f"{errors[0]['reason']}; the destination's on_type_mismatch is 'fail' (with 'null', the "
+                           f"default, such a value is stored as null and named in the row's _sf_meta)")
+    if counts is not None:
+        counts.add(misfits)
 
     metadata = {
         EXTRACTED_AT: lambda: _extracted_at(extracted_at_ms, num_rows),
@@ -389,17 +449,37 @@ def _inferred(
             array = None
         elif array.type in accepted:
             try:  # int64 -> float64 refuses integers a double cannot hold exactly
-                return array.cast(target)
+                return _finite(array.cast(target))
             except _ARROW_ERRORS:
                 pass
     return pa.array(_each(values, convert, name, misfits), target)
 
 
-def _texts(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
+def _finite(array: pa.Array) -> pa.Array:
+    """NaN and infinities as null: airbyte-cdk prints them so (orjson writes null for them)."""
+    if not pa.types.is_floating(array.type) or pc.all(pc.is_finite(array)).as_py() is not False:
+        return array
+    return pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type))
+
+
+def _only_texts(values: Sequence[Any]) -> pa.Array | None:
+    """The values as a string array if every one is text (or null), else None. Inferred, not
+    ``pa.array(values, pa.string())``: that one also takes ``bytes``, which airbyte-cdk cannot
+    print (and it is the slower of the two)."""
     try:
-        return pa.array(values, pa.string())
+        array = pa.array(values)
     except _ARROW_ERRORS:
-        return pa.array(_unicode_texts(_each(values, _as_text, name, misfits), name, misfits), pa.string())
+        return None
+    if array.type == pa.string():
+        return array
+    return pa.nulls(len(values), pa.string()) if array.type == pa.null() else None
+
+
+def _texts(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
+    texts = _only_texts(values)
+    if texts is not None:
+        return texts
+    return pa.array(_unicode_texts(_each(values, _as_text, name, misfits), name, misfits), pa.string())
 
 
 def _json_texts(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
@@ -410,14 +490,12 @@ def _json_texts(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array
         texts = [None if value is None else dumps(value).decode() for value in values]
     except (orjson.JSONEncodeError, TypeError):
         texts = _each(values, _as_json, name, misfits)
-    return pa.array(texts, pa.string())
+    # orjson writes NaN and infinities as null, as airbyte-cdk prints them: a null, not the text "null"
+    return pa.array([None if text == "null" else text for text in texts] if "null" in texts else texts, pa.string())
 
 
 def _timestamps(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
-    try:
-        strings = pa.array(values, pa.string())
-    except _ARROW_ERRORS:
-        strings = None
+    strings = _only_texts(values)
     if strings is not None:
         try:  # every value carries a zone ("Z" or an offset)
             return pc.cast(strings, TIMESTAMP)
@@ -432,10 +510,13 @@ def _timestamps(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array
 
 
 def _dates(values: Sequence[Any], name: str, misfits: _Misfits) -> pa.Array:
-    try:
-        return pc.cast(pa.array(values, pa.string()), pa.date32())
-    except _ARROW_ERRORS:
-        return pa.array(_each(values, _as_date, name, misfits), pa.date32())
+    strings = _only_texts(values)
+    if strings is not None:
+        try:
+            return pc.cast(strings, pa.date32())
+        except _ARROW_ERRORS:
+            pass
+    return pa.array(_each(values, _as_date, name, misfits), pa.date32())
 
 
 # --- slow path: one value at a time -------------------------------------------------
@@ -459,19 +540,54 @@ def _is_unicode_text(text: str) -> bool:
 
 
 def _each(values: Iterable[Any], convert: Callable[[Any], Any], name: str, misfits: _Misfits) -> list[Any]:
-    """Convert value by value; a value that raises ``ValueError`` becomes None and is recorded."""
+    """Convert value by value, each as airbyte-cdk prints it (``as_printed``); a value that raises
+    ``ValueError`` becomes None and is recorded."""
     out: list[Any] = []
     append = out.append
     for row, value in enumerate(values):
+        if type(value) not in _JSON_TYPES or (type(value) is float and not math.isfinite(value)):
+            try:
+                value = as_printed(value)
+            except ValueNotSerializable as error:
+                raise ValueNotSerializable(f"field '{name}' of a record (row {row + 1} of a batch): {error}") from None
         if value is None:
             append(None)
             continue
         try:
             append(convert(value))
+        except ValueNotSerializable as error:
+            raise ValueNotSerializable(f"field '{name}' of a record (row {row + 1} of a batch): {error}") from None
         except (ValueError, TypeError, OverflowError) as exc:
             append(None)
             misfits.add(row, name, str(exc))
     return out
+
+
+#: values JSON parsers return: anything else is first made what airbyte-cdk prints (``as_printed``)
+_JSON_TYPES = frozenset({str, int, float, bool, dict, list})
+
+
+def as_printed(value: Any) -> Any:
+    """``value`` as airbyte-cdk's entrypoint prints it, read back: orjson's JSON (a ``datetime`` its
+    ISO text, an enum its value, a tuple a list, NaN null), or where orjson refuses, the standard
+    library's (integers beyond 64 bits, keys that are not text), as the CDK falls back on it.
+    What neither can write (``Decimal``, ``bytes``, sets) raises ``ValueNotSerializable``: the CDK
+    fails the sync on such a record ("failed to be serialized to JSON")."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    try:
+        return json.loads(json.dumps(value, default=_refused))
+    except (TypeError, ValueError) as error:
+        raise ValueNotSerializable(f"{error}; airbyte-cdk cannot print such a record either (it fails the sync: "
+                                   f"'failed to be serialized to JSON'). Make the stream yield JSON values (a Decimal "
+                                   f"as a float or a string, bytes as text)") from None
+
+
+def _refused(value: Any) -> Any:
+    raise TypeError(f"a {type(value).__module__}.{type(value).__qualname__} has no JSON form"
+                    if type(value).__module__ != "builtins" else f"a {type(value).__qualname__} has no JSON form")
 
 
 def _misfit(expected: str, value: Any) -> ValueError:
@@ -545,10 +661,15 @@ def _as_json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
     except (orjson.JSONEncodeError, TypeError):
-        # orjson refuses integers beyond 64 bits and lone surrogates; the standard library does
-        # not, and with ``ensure_ascii`` it writes a lone surrogate as its escape: the same value.
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        pass
+    # orjson refuses integers beyond 64 bits and lone surrogates; the standard library does
+    # not, and with ``ensure_ascii`` it writes a lone surrogate as its escape: the same value.
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_refused)
         return text if _is_unicode_text(text) else json.dumps(value, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise ValueNotSerializable(f"{error}; airbyte-cdk cannot print such a record either (it fails the sync: "
+                                   f"'failed to be serialized to JSON')") from None
 
 
 def _as_epoch_micros(value: Any) -> int:

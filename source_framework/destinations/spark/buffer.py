@@ -276,10 +276,14 @@ class StreamBuffer(StreamSink):
         return self._writer.looks_up_rows
 
     def undeclared_fields(self) -> dict[str, int]:
-        return dict(self._writer.undeclared.by_field)
+        return dict(self._writer.counts.undeclared)
 
     def records_with_undeclared_fields(self) -> int:
-        return self._writer.undeclared.records
+        return self._writer.counts.records_with_undeclared
+
+    def mismatched_values(self) -> dict[str, tuple[int, str]]:
+        counts = self._writer.counts
+        return {name: (count, counts.mismatch_reasons.get(name, "")) for name, count in counts.mismatched.items()}
 
     def _holds_rows(self) -> bool:
         return bool(self._records or self._batches or self._staged_since_commit or self._page_token is not None)
@@ -299,7 +303,8 @@ class StreamBuffer(StreamSink):
         converter = self._converter
         assert converter is not None  # (there since the buffer was made, until the stream ends)
         if not converter.begun:
-            converter.begin(self._writer.schema, self._writer.sync_id, self._raw.path, ARROW_PARQUET_OPTIONS)
+            converter.begin(self._writer.schema, self._writer.sync_id, self._raw.path, ARROW_PARQUET_OPTIONS,
+                            self._writer.on_type_mismatch)
         self._close_run()
         if self._page_items is not None:
             converter.runs(self._runs)

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 from source_framework.destinations.base import APPEND_DEDUP, Destination, StreamSink, StreamTarget
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
-from source_framework.destinations.spark.arrow_conversion import arrow_schema, warm_up
+from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATCH, arrow_schema, warm_up
 from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
@@ -93,9 +93,14 @@ class SparkDestination(Destination):
         writer: str = "auto",
         connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
         converters: ConverterPool | None = None,
+        on_type_mismatch: str = "null",
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
-        destination closes them with itself)."""
+        destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
+        column is stored as null (``"null"``, counted) or fails its stream (``"fail"``)."""
+        if on_type_mismatch not in ON_TYPE_MISMATCH:
+            raise ValueError(f"on_type_mismatch must be one of {', '.join(ON_TYPE_MISMATCH)}, not {on_type_mismatch!r}")
+        self.on_type_mismatch = on_type_mismatch
         self.warehouse = os.path.realpath(warehouse)
         self.default_namespace = default_namespace
         self.master = master
@@ -210,7 +215,7 @@ class SparkDestination(Destination):
     def open_stream(self, target: StreamTarget) -> StreamSink:
         table = self.open_table(target.namespace, target.name, purpose="read")
         writer = TableWriter(table, target, arrow_schema(dict(target.json_schema)), recorded_schema=table.recorded_schema(),
-                             sync_id=self.sync_id)
+                             sync_id=self.sync_id, on_type_mismatch=self.on_type_mismatch)
         if writer.needs_spark:
             self.start_spark()  # in the background, while the stream's first pages are read
         if table.pending_reset() is None:

@@ -103,12 +103,11 @@ class PageConversionFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class PageWrite:
-    """What ``write`` put in its folder: rows, and the fields records carried that no column holds."""
+    """What ``write`` put in its folder: rows, and what their conversion could not keep as given."""
 
     rows: int  # counted in the file's footer
     file: str  # its name in the folder; on disk (fsynced) when ``write`` returns
-    undeclared: dict[str, int]
-    undeclared_records: int
+    counts: dict[str, Any]  # ``ConversionCounts.as_dict()`` of the conversions since the last answer
 
 
 class PageConverter:
@@ -144,13 +143,15 @@ class PageConverter:
 
     # -- reading thread ----------------------------------------------------------------------------
 
-    def begin(self, schema: pa.Schema, sync_id: str, records_path: Sequence[str], parquet_options: Mapping[str, Any]) -> None:
-        """The table's schema, the sync's id, where the records are in a page, how files are written:
-        before the first page. Again for another stream once every write of the last one was
-        answered: the process forgets the last stream's pages and rows."""
+    def begin(self, schema: pa.Schema, sync_id: str, records_path: Sequence[str], parquet_options: Mapping[str, Any],
+              on_type_mismatch: str = "null") -> None:
+        """The table's schema, the sync's id, where the records are in a page, how files are written,
+        what a value that does not fit its column does (``records_to_arrow``): before the first page.
+        Again for another stream once every write of the last one was answered: the process
+        forgets the last stream's pages and rows."""
         self._pages = self._ends = 0
-        self._send(b"S", {"sync_id": sync_id, "path": list(records_path), "parquet_options": dict(parquet_options)},
-                   schema.serialize().to_pybytes())
+        self._send(b"S", {"sync_id": sync_id, "path": list(records_path), "parquet_options": dict(parquet_options),
+                          "on_type_mismatch": on_type_mismatch}, schema.serialize().to_pybytes())
         self.begun = True
 
     @property
@@ -186,12 +187,12 @@ class PageConverter:
         """The rows up to ``token`` (those of earlier tokens not yet written included), numbered
         ``seq``, as one Parquet file in ``folder``."""
         answer = self._ask(b"W", {"token": token, "seq": seq, "folder": folder}, "while writing a commit's rows")
-        return PageWrite(answer["rows"], answer["file"], answer["undeclared"], answer["undeclared_records"])
+        return PageWrite(answer["rows"], answer["file"], answer["counts"])
 
     def publish(self, plan: Mapping[str, Any]) -> dict[str, Any]:
         """Carry out a commit's file work (``SparkTable.commit`` makes the plan): the rows up to
         ``plan["token"]`` go into the table with it. Answers ``rows``, ``added`` (the log lines
-        written for the files added), ``undeclared``, ``undeclared_records``; or ``stopped``: the
+        written for the files added), ``counts`` (as ``write``'s); or ``stopped``: the
         fault point where a simulated crash stopped it (``helpers.faults``)."""
         return self._ask(b"C", plan, "while committing")
 

@@ -18,7 +18,7 @@ at stderr, so nothing stray can reach the answers):
   back: the rows after them wait for the next end);
 - ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
   file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
-  "undeclared": {...}, "undeclared_records": n}`` or ``{"error": "..."}``;
+  "counts": {...}}`` (``ConversionCounts.as_dict()`` since the last answer) or ``{"error": "..."}``;
 - ``C`` commit: a commit's file work, planned by ``SparkTable.commit(pages=...)``: the rows up to a
   token written into the table as part of it, after its checkpoint record and before its log
   batch (see ``Converter.publish``); answered like ``W`` with the log lines written, or
@@ -40,7 +40,7 @@ import struct
 import sys
 import traceback
 import uuid
-from collections import Counter, deque
+from collections import deque
 from types import ModuleType
 from typing import Any, BinaryIO
 
@@ -92,8 +92,9 @@ atomic_files = _load("_sf_atomic_files", os.path.join(HERE, "atomic_files.py"))
 class Converter:
     """The rows of the runs received, converted in order, written a checkpoint's worth at a time."""
 
-    def __init__(self, schema: pa.Schema, sync_id: str, path: list[str], parquet_options: dict[str, Any]) -> None:
-        self.schema, self.sync_id, self.path = schema, sync_id, tuple(path)
+    def __init__(self, schema: pa.Schema, sync_id: str, path: list[str], parquet_options: dict[str, Any],
+                 on_type_mismatch: str = "null") -> None:
+        self.schema, self.sync_id, self.path, self.on_type_mismatch = schema, sync_id, tuple(path), on_type_mismatch
         self.options = conversion.parquet_options(parquet_options, schema)
         self.pages: dict[int, tuple[list[Any], int]] = {}
         self.records: list[Any] = []
@@ -102,9 +103,7 @@ class Converter:
         self.received = 0  # rows received in runs
         self.written = 0  # rows written to files
         self.ends: deque[tuple[int, int]] = deque()  # (token, rows received before it)
-        self.undeclared = conversion.UndeclaredFields()
-        self.reported: Counter[str] = Counter()
-        self.reported_records = 0
+        self.counts = conversion.ConversionCounts()  # since the last answer
 
     def page(self, page_id: int, extracted_at_ms: int, body: bytes) -> None:
         # The runs before a page are those of the pages before it: converted now, while a write is
@@ -136,7 +135,7 @@ class Converter:
         if self.records:
             self.converted.append(conversion.records_to_arrow(
                 self.records, self.schema, extracted_at_ms=self.extracted_at, sync_id=self.sync_id, checkpoint=-1,
-                undeclared=self.undeclared,
+                counts=self.counts, on_type_mismatch=self.on_type_mismatch,
             ))
             self.records, self.extracted_at = [], []
 
@@ -144,7 +143,7 @@ class Converter:
         part = self._rows_to(token, seq)
         name = f"part-00000-{uuid.uuid4().hex}.parquet"
         self._write(part, os.path.join(folder, name))
-        return {"rows": part.num_rows, "file": name, **self._undeclared_since()}
+        return {"rows": part.num_rows, "file": name, "counts": self._counts_since()}
 
     def publish(self, plan: dict[str, Any]) -> dict[str, Any]:
         """A commit, its file work done here in ``SparkTable.commit``'s order (see ``table.py``):
@@ -171,7 +170,7 @@ class Converter:
         targets = [target for _, target in plan["moves"]] + [plan["file"]]
         added = [_with_stat(line, target) for line, target in zip(plan["added"], targets, strict=True)]
         atomic_files.write_atomically(plan["batch"], "\n".join([*plan["head"], *added]).encode("utf-8"), overwrite=False)
-        return {"rows": part.num_rows, "added": added, **self._undeclared_since()}
+        return {"rows": part.num_rows, "added": added, "counts": self._counts_since()}
 
     def _rows_to(self, token: int, seq: int) -> pa.Table:
         """The rows up to ``token``'s end not yet written, numbered ``seq``."""
@@ -194,12 +193,10 @@ class Converter:
         if footer_rows != part.num_rows:
             raise RuntimeError(f"{path}: {footer_rows} rows in its footer, {part.num_rows} were written")
 
-    def _undeclared_since(self) -> dict[str, Any]:
-        """Fields no column holds, counted since the last answer."""
-        counts = Counter(self.undeclared.by_field)
-        new, self.reported = counts - self.reported, counts
-        new_records, self.reported_records = self.undeclared.records - self.reported_records, self.undeclared.records
-        return {"undeclared": dict(new), "undeclared_records": new_records}
+    def _counts_since(self) -> dict[str, Any]:
+        """What the conversions since the last answer could not keep as given."""
+        counts, self.counts = self.counts, conversion.ConversionCounts()
+        return counts.as_dict()
 
 
 class Stopped(Exception):
@@ -278,7 +275,8 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
                 continue
             elif kind == ord("S"):
                 schema = pa.ipc.read_schema(pa.py_buffer(data))
-                converter = Converter(schema, meta["sync_id"], meta["path"], meta["parquet_options"])
+                converter = Converter(schema, meta["sync_id"], meta["path"], meta["parquet_options"],
+                                      meta.get("on_type_mismatch", "null"))
                 continue
             elif converter is None:
                 raise RuntimeError("a frame came before the schema")

@@ -181,9 +181,9 @@ class CommitInfo:
     files: list[str]  # file: URIs, as listed in the metadata log
     rows: int  # counted in the published files' Parquet footers
     ms: float  # wall time of the whole commit
-    #: fields no column holds, in the rows the page converter wrote for the commit (``PageRows``)
-    undeclared: dict[str, int] = field(default_factory=dict)
-    undeclared_records: int = 0
+    #: what converting the rows the page converter wrote for the commit could not keep as given
+    #: (``PageRows``; ``ConversionCounts.as_dict()``)
+    counts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -301,7 +301,7 @@ class SparkTable:
             fault_point("commit.done")
         elapsed_ms = (time.perf_counter() - started) * 1000
         return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms,
-                          answer.get("undeclared", {}), answer.get("undeclared_records", 0))
+                          answer.get("counts") or {})
 
     def _commit_by(
         self, pages: PageRows, record: CheckpointRecord, parts: list[str], names: list[str], folders: list[str],

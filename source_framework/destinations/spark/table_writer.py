@@ -58,7 +58,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     CHECKPOINT,
     METADATA_COLUMNS,
     SYNC_ID,
-    UndeclaredFields,
+    ConversionCounts,
     records_to_arrow,
 )
 from source_framework.destinations.spark.committer import CommitJob
@@ -85,13 +85,16 @@ class TableWriter:
         schema: pa.Schema,
         recorded_schema: pa.Schema | None = None,
         sync_id: str = "",
+        on_type_mismatch: str = "null",
     ) -> None:
         """``schema``: the stream's (``arrow_schema``); ``recorded_schema``: the table's
-        (``SparkTable.recorded_schema``), None for a new table; ``sync_id``: the run's, in every row."""
+        (``SparkTable.recorded_schema``), None for a new table; ``sync_id``: the run's, in every row;
+        ``on_type_mismatch``: a value that does not fit its column is stored as null, or fails the stream."""
         self.table = table
         self.sync_id = sync_id
-        #: fields records carried that the schema does not declare (both threads convert: it locks)
-        self.undeclared = UndeclaredFields(on_new=self._log_undeclared)
+        self.on_type_mismatch = on_type_mismatch
+        #: what the conversion could not keep as given (both threads convert: it locks)
+        self.counts = ConversionCounts(on_new_undeclared=self._log_undeclared, on_new_mismatch=self._log_mismatch)
         self.target = target
         self.name = target.name
         self.stream_schema = schema
@@ -164,7 +167,7 @@ class TableWriter:
         thread may call it: it reads only what is fixed once reading starts (the schema, the sync id)
         and counts undeclared fields under their lock."""
         return records_to_arrow(records, self.schema, extracted_at_ms=extracted_at_ms, sync_id=self.sync_id,
-                                checkpoint=-1, undeclared=self.undeclared)
+                                checkpoint=-1, counts=self.counts, on_type_mismatch=self.on_type_mismatch)
 
     @property
     def looks_up_rows(self) -> bool:
@@ -198,8 +201,7 @@ class TableWriter:
         keyless = not self.target.primary_key
         keys = [path[0] for path in self.target.primary_key] or self.target.cursor_field
         try:
-            candidates = records_to_arrow(records, self.schema, extracted_at_ms=0, sync_id=self.sync_id, checkpoint=-1,
-                                          undeclared=UndeclaredFields())
+            candidates = records_to_arrow(records, self.schema, extracted_at_ms=0, sync_id=self.sync_id, checkpoint=-1)
             columns = [name for name in candidates.column_names if name not in METADATA_COLUMNS]
             # rows from before a timestamp column became text hold the rewrite's text: look for that too
             was_timestamps = [field.name for field in self.schema if was_timestamp(field)]
@@ -243,6 +245,13 @@ class TableWriter:
             self.name, ", ".join(names),
         )
 
+    def _log_mismatch(self, name: str, reason: str) -> None:
+        logger.warning(
+            "%s: a value of field '%s' does not fit its column (%s); such values are stored as null, named in the "
+            "row's _sf_meta and counted in the summary (destination.on_type_mismatch: fail stops the stream instead)",
+            self.name, name, reason,
+        )
+
     def apply(self, jobs: list[CommitJob]) -> list[Any]:
         """One Spark write for one or more queued jobs of this stream; one result per job (a
         ``CommitReceipt``, or the ``StagedFiles`` of a stage job)."""
@@ -283,7 +292,7 @@ class TableWriter:
         assert job.pages is not None and job.page_token is not None
         folder = self.table.staging_folder()
         written = job.pages.write(job.page_token, self._next_seq, folder)
-        self.undeclared.add_counts(written.undeclared, written.undeclared_records)
+        self.counts.add_counts(written.counts)
         # (counted in its footer and fsynced by the converter: the commit only renames it)
         return StagedFiles(folder, written.rows, files=(written.file,))
 
@@ -306,7 +315,7 @@ class TableWriter:
             data, dict(state or {}), seq, replace=replace, notes=notes, merged_states=merged_states,
             reset_id=self._reset_id, schema=self._schema_json, staged=publish, pages=pages,
         )
-        self.undeclared.add_counts(info.undeclared, info.undeclared_records)
+        self.counts.add_counts(info.counts)
         # Counted in the footers of the files just published (here, or by the page converter that
         # wrote them), not taken on trust: the runtime prints the STATE only if they hold every
         # record it handed over. A rewrite publishes the whole table, so there the new rows are

@@ -1,0 +1,231 @@
+"""What a connector yields lands in the table as airbyte-cdk prints it, through both writers, and a
+value that does not fit its column is never lost silently (issue 49).
+
+A Python connector (source-faker's purchases) yields ``datetime``s, enums, ids and nested values;
+airbyte-cdk prints them as JSON. Two streams of one source carry the same records: ``purchases``
+as Python values, ``printed`` as airbyte-cdk's entrypoint printed them. Synced with the writer
+this process runs (Arrow) and with Spark's, the two tables must hold the same values, row for row,
+as a separate Spark reads them (the reference: a destination reading airbyte-cdk's stdout).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from airbyte_cdk.entrypoint import AirbyteEntrypoint
+from airbyte_cdk.models import AirbyteMessage, AirbyteRecordMessage, ConnectorSpecification, SyncMode, Type
+from airbyte_cdk.sources import AbstractSource
+from airbyte_cdk.sources.streams import Stream
+
+from integration_tests.conftest import run_in_process, write_json
+from source_framework.demo.source import DemoSource
+from source_framework.destinations.spark.layout import table_path
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+SCHEMA = {
+    "id": {"type": "integer"},
+    "created_at": {"type": ["null", "string"], "format": "date-time"},
+    "paid_at": {"type": "string", "format": "date-time"},
+    "day": {"type": "string", "format": "date"},
+    "opens": {"type": "string"},
+    "colour": {"type": "string"},
+    "level": {"type": "integer"},
+    "ref": {"type": "string"},
+    "items": {"type": "array"},
+    "detail": {"type": "object"},
+    "score": {"type": "number"},
+    "vip": {"type": "integer"},  # the API sends booleans: they do not fit
+}
+
+
+def purchase(n: int) -> dict[str, Any]:
+    """A record as a Python connector builds it (source-faker's purchases: naive datetimes)."""
+    return {
+        "id": n,
+        "created_at": datetime(2012, 6, 17, 9, 37, 9, 623902) + timedelta(hours=n),
+        "paid_at": datetime(2024, 3, 31, 1, 30, tzinfo=ZoneInfo("Europe/Paris")) + timedelta(minutes=n),
+        "day": date(2020, 1, 2) + timedelta(days=n),
+        "opens": time(8, n % 60),
+        "colour": Colour.RED if n % 2 else Colour.BLUE,
+        "level": Level.HIGH if n % 3 else Level.LOW,
+        "ref": uuid.UUID(int=n),
+        "items": (n, "x"),
+        "detail": {"at": datetime(2020, 1, 1, tzinfo=timezone(timedelta(hours=-5))), "on": [date(2021, 2, 3)]},
+        "score": float("nan") if n % 5 == 0 else n / 4,
+        "vip": n % 2 == 0,
+    }
+
+
+def printed(record: dict[str, Any]) -> dict[str, Any]:
+    message = AirbyteMessage(type=Type.RECORD, record=AirbyteRecordMessage(stream="s", data=record, emitted_at=0))
+    return json.loads(AirbyteEntrypoint.airbyte_message_to_string(message))["record"]["data"]
+
+
+RECORDS = 40
+
+
+class Records(Stream):
+    primary_key = "id"
+
+    def __init__(self, name: str, records: list[dict[str, Any]]) -> None:
+        self._name, self._records = name, records
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def get_json_schema(self) -> Mapping[str, Any]:
+        return {"type": "object", "properties": SCHEMA}
+
+    def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None) -> Iterable[Mapping[str, Any]]:
+        yield from self._records
+
+
+class PythonValues(AbstractSource):
+    def __init__(self, extra: dict[str, list[dict[str, Any]]] | None = None) -> None:
+        records = [purchase(n) for n in range(RECORDS)]
+        self.records = {"purchases": records, "printed": [printed(r) for r in records], **(extra or {})}
+
+    def spec(self, logger: logging.Logger) -> ConnectorSpecification:
+        return ConnectorSpecification(connectionSpecification={"type": "object", "properties": {}})
+
+    def check_connection(self, logger, config):
+        return True, None
+
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
+        return [Records(name, records) for name, records in self.records.items()]
+
+
+def catalog(*names: str) -> dict[str, Any]:
+    return {"streams": [{"stream": {"name": name, "json_schema": {}, "supported_sync_modes": ["full_refresh"]},
+                         "sync_mode": SyncMode.full_refresh.value, "destination_sync_mode": "overwrite"} for name in names]}
+
+
+def sync(tmp_path, source, writer: str, names: tuple[str, ...], **destination: Any):
+    warehouse = tmp_path / writer
+    config = {"destination": {"type": "spark", "warehouse": str(warehouse), "spark_master": "local[1]", "writer": writer,
+                              **destination}}
+    run = run_in_process("read", "--config", write_json(tmp_path / f"{writer}-config.json", config),
+                         "--catalog", write_json(tmp_path / f"{writer}-catalog.json", catalog(*names)), source=source)
+    return run, os.path.realpath(warehouse)
+
+
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_python_values_land_as_airbyte_cdk_prints_them(spark, tmp_path, writer):
+    run, warehouse = sync(tmp_path, PythonValues(), writer, ("purchases", "printed"))
+    assert run.returncode == 0, run.stderr
+    tables = {name: spark.read.parquet(table_path(warehouse, "PythonValues", name)) for name in ("purchases", "printed")}
+    columns = [*SCHEMA, "_sf_meta"]
+    rows = {name: sorted(tuple(row) for row in frame.select(*columns).collect()) for name, frame in tables.items()}
+    assert len(rows["purchases"]) == RECORDS
+    assert rows["purchases"] == rows["printed"]
+    # source-faker's case: every naive datetime is the instant airbyte-cdk's text names, none is null
+    created = {row["id"]: row["created_at"] for row in tables["purchases"].collect()}
+    assert created[3] == datetime(2012, 6, 17, 12, 37, 9, 623902)  # the test session reads in UTC
+    assert None not in created.values()
+    sample = tables["purchases"].where("id = 3").collect()[0]
+    assert (sample["colour"], sample["level"], sample["ref"], sample["opens"]) == ("red", 1, str(uuid.UUID(int=3)), "08:03:00")
+    assert json.loads(sample["items"]) == [3, "x"] and json.loads(sample["detail"])["at"] == "2020-01-01T00:00:00-05:00"
+
+
+def test_values_that_do_not_fit_are_counted_logged_and_summed_up(spark, tmp_path):
+    run, warehouse = sync(tmp_path, PythonValues(), "arrow", ("purchases",))
+    assert run.returncode == 0, run.stderr
+    frame = spark.read.parquet(table_path(warehouse, "PythonValues", "purchases"))
+    assert frame.where("vip IS NULL").count() == RECORDS  # booleans in an integer column: null, but not silently
+    assert "field 'vip' does not fit its column (expected integer, got boolean" in run.stderr
+    summary = [line for line in run.stderr.splitlines() if line.startswith("purchases: ")]
+    assert summary == [f"purchases: {RECORDS} values did not fit their column and were stored as null (vip: {RECORDS}, "
+                       "expected integer, got boolean true); see _sf_meta, or set destination.on_type_mismatch: fail to "
+                       "stop the stream instead"]
+
+
+@pytest.mark.parametrize("writer", ["arrow", "spark"])
+def test_on_type_mismatch_fail_stops_the_stream_before_its_rows_are_committed(spark, tmp_path, writer):
+    run, warehouse = sync(tmp_path, PythonValues(), writer, ("purchases",), on_type_mismatch="fail")
+    assert run.returncode != 0
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert len(errors) == 1 and "field 'vip'" in errors[0]["message"] and "expected integer, got boolean" in errors[0]["message"]
+    assert not run.of_type("STATE")
+    assert not os.path.exists(os.path.join(table_path(warehouse, "PythonValues", "purchases"), "_spark_metadata"))
+
+
+def test_a_value_airbyte_cdk_cannot_print_stops_its_stream_and_no_other(spark, tmp_path):
+    """A ``Decimal``: airbyte-cdk's entrypoint fails on it ("failed to be serialized to JSON"); here
+    its stream fails with the field named, and the sync's other streams complete."""
+    broken = [{"id": 1, "score": 1.5}, {"id": 2, "score": Decimal("2.10")}]
+    run, warehouse = sync(tmp_path, PythonValues({"broken": broken}), "arrow", ("broken", "printed"))
+    assert run.returncode != 0
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert [e["stream_descriptor"]["name"] for e in errors] == ["broken"]
+    assert "field 'score'" in errors[0]["message"] and "Decimal" in errors[0]["message"]
+    statuses = {m["trace"]["stream_status"]["stream_descriptor"]["name"]: m["trace"]["stream_status"]["status"]
+                for m in run.of_type("TRACE") if m["trace"]["type"] == "STREAM_STATUS"}
+    assert statuses == {"broken": "INCOMPLETE", "printed": "COMPLETE"}
+
+
+class MistypedUsers(DemoSource):
+    """The demo connector with ``users.name`` declared an integer: the API sends text. Its records
+    are taken from their pages' bytes by the page converter's process."""
+
+    def streams(self, config: Mapping[str, Any]) -> list[Stream]:
+        streams = super().streams(config)
+        for stream in streams:
+            if stream.name == "users":
+                schema = dict(stream.get_json_schema())
+                schema["properties"] = {**schema["properties"], "name": {"type": ["null", "integer"]}}
+                stream.get_json_schema = lambda schema=schema: schema  # type: ignore[method-assign]
+        return streams
+
+
+@pytest.mark.parametrize("on_type_mismatch", ["null", "fail"])
+def test_the_page_converter_counts_and_fails_as_this_process_does(spark, tmp_path, demo_api, on_type_mismatch):
+    from integration_tests.conftest import API_KEY
+
+    config = {"api_url": demo_api.url, "api_key": API_KEY, "start_date": "2025-01-01T00:00:00Z",
+              "destination": {"type": "spark", "warehouse": str(tmp_path / "w"), "spark_master": "local[1]",
+                              "on_type_mismatch": on_type_mismatch}}
+    users = {"streams": [{"stream": {"name": "users", "json_schema": {}, "supported_sync_modes": ["incremental"]},
+                          "sync_mode": "incremental", "destination_sync_mode": "append"}]}
+    run = run_in_process("read", "--config", write_json(tmp_path / "c.json", config),
+                         "--catalog", write_json(tmp_path / "k.json", users), source=MistypedUsers())
+    frame_path = table_path(os.path.realpath(tmp_path / "w"), "demo", "users")
+    if on_type_mismatch == "fail":
+        assert run.returncode != 0
+        assert not run.of_type("STATE")
+        errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+        assert errors and "field 'name'" in errors[0]["message"] + errors[0].get("internal_message", "")
+        return
+    assert run.returncode == 0, run.stderr
+    rows = spark.read.parquet(frame_path).count()
+    assert rows > 0 and spark.read.parquet(frame_path).where("name IS NOT NULL").count() == 0
+    assert f"users: {rows:,} values did not fit their column" in run.stderr  # every name: text, not an integer
+    assert "field 'name' does not fit its column (expected integer, got string" in run.stderr
+
+
+
+def test_an_unknown_on_type_mismatch_is_refused_before_anything_is_read(tmp_path):
+    run, warehouse = sync(tmp_path, PythonValues(), "arrow", ("purchases",), on_type_mismatch="drop")
+    assert run.returncode == 2
+    assert "config file" in run.stderr and "on_type_mismatch must be one of null, fail, not 'drop'" in run.stderr
+    assert not run.of_type("RECORD") and not run.of_type("STATE") and not os.path.exists(warehouse)
