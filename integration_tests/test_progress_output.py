@@ -80,8 +80,8 @@ def test_stderr_follows_the_run_and_ends_with_the_summary(spark, demo_api, tmp_p
     messages = protocol_lines(run.stdout)
     states = states_by_stream(messages)
     assert set(states) == {"users", "orders", "store_orders", "stores"}
-    # A full refresh prints one STATE, once its table is replaced, as airbyte-cdk does.
-    assert states["stores"] == [{"__ab_no_cursor_state_message": True}]
+    # A full refresh prints one STATE, once its table is replaced, the one airbyte-cdk ends an HttpStream's with.
+    assert states["stores"] == [{"__ab_full_refresh_sync_complete": True}]
 
     # Progress lines for committed checkpoints, numbered, in the order of the STATE lines: at most
     # one a second per stream, always the first and the last.

@@ -64,6 +64,23 @@ def _check_messages_passed_on(run, cdk):
     assert run.logs() == cdk.logs(), f"{run.label}: the connector's LOG messages {dict(run.logs())}, airbyte-cdk printed {dict(cdk.logs())}"
 
 
+def test_full_refresh_streams_end_with_the_state_airbyte_cdk_ends_them_with(first_sync):
+    """A full refresh's final STATE is airbyte-cdk's, whatever the stream's style: ``{"__ab_full_refresh_sync_complete":
+    true}`` where the CDK gives the stream its resumable full-refresh cursor (an ``HttpStream``), a substream's
+    per-parent form where it gives it that cursor's substream kind, ``{"__ab_no_cursor_state_message": true}`` for
+    the rest. Into Spark at every concurrency and on stdout alike."""
+    sync = first_sync
+    full_refresh = [s["stream"]["name"] for s in sync.catalog["streams"] if s["sync_mode"] == "full_refresh"]
+    if not full_refresh:
+        pytest.skip("this style has no full-refresh stream")
+    expected = {name: state["stream"]["stream_state"] for name, state in sync.cdk.final_states().items() if name in full_refresh}
+    assert set(expected) == set(full_refresh), f"airbyte-cdk printed no final state for some: {sync.cdk.describe()}"
+    runs = [run for run, _ in sync.ours_at.values()] + [sync.ours_stdout]
+    for run in runs:
+        ours = {name: state["stream"]["stream_state"] for name, state in run.final_states().items() if name in full_refresh}
+        assert ours == expected, f"{run.label}: final full-refresh states {json.dumps(ours)}, airbyte-cdk's {json.dumps(expected)}"
+
+
 def test_airbyte_cdk_resumes_from_our_final_state_as_from_its_own(first_sync, resumed):
     sync = first_sync
     assert resumed.problem is None, resumed.problem

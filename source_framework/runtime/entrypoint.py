@@ -73,12 +73,12 @@ from source_framework.runtime.state_commands import (
 )
 from source_framework.runtime.state_file import StateFile
 from source_framework.runtime.stream_adapters import (
-    FULL_REFRESH_STATE,
     MessageDrain,
     StreamAdapter,
     adapt,
     is_concurrent,
     manifest_concurrency,
+    means_no_state,
     supports_incremental,
 )
 from source_framework.runtime.summary import format_summary
@@ -492,7 +492,7 @@ def _load_states(parsed: argparse.Namespace, output: ProtocolOutput) -> tuple[di
     holding one of the config's secrets is refused."""
     states, rebuild, state_file = _read_state_input(parsed)
     for name, value in list(states.items()):
-        if value == FULL_REFRESH_STATE:
+        if means_no_state(value):
             states[name] = {}
         if output.secrets.contains_secret(json.dumps(value, default=str)):
             raise InputError(

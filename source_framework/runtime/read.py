@@ -10,7 +10,9 @@ The schedule (SPEC.md, "Checkpoint rules"), for incremental streams:
 - one final STATE per stream, even when nothing changed, so a run always ends with a state.
 
 Full-refresh streams have no checkpoints: their sink publishes the data when the stream ends,
-then the stream's one STATE says so (``{"__ab_no_cursor_state_message": true}``, as airbyte-cdk).
+then the stream's one STATE says so, as airbyte-cdk's last STATE for it does
+(``{"__ab_full_refresh_sync_complete": true}`` for an ``HttpStream``, else
+``{"__ab_no_cursor_state_message": true}``).
 
 The barrier: a checkpoint asks the sink to ``commit(state)`` and queues the STATE line behind the
 returned future; lines leave the queue strictly in order, each only after its commit finished
@@ -61,7 +63,7 @@ from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.process import bodies_read_whole, gc_for_streaming, proxies_looked_up_once, threads_for_streaming
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
-from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE, StreamAdapter
+from source_framework.runtime.stream_adapters import StreamAdapter
 from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify, placed_record
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
@@ -339,7 +341,7 @@ class StreamSync:
             # Records that did not move the state (cursor ties) are committed under the last one.
             self._enqueue(self.sink.finish(self._last_state, self._notes()), None)
         else:
-            state, encoded = self._current_state() if self.incremental else (dict(FULL_REFRESH_STATE), None)
+            state, encoded = self._current_state() if self.incremental else json_state(self.adapter.full_refresh_state())
             self._check_state(state, encoded)
             self._enqueue(self.sink.finish(state), state)
         self._print_ready(wait=True)

@@ -58,6 +58,13 @@ logger = logging.getLogger("source_framework.read")
 #: The final state of a full-refresh stream: what airbyte-cdk prints for streams without a
 #: cursor, and what it (and we) read back as "no state".
 FULL_REFRESH_STATE: Mapping[str, Any] = {NO_CURSOR_STATE_KEY: True}
+#: What airbyte-cdk ends a resumable full refresh with (an ``HttpStream``'s cursor): "no state" too.
+FULL_REFRESH_COMPLETE: Mapping[str, Any] = {"__ab_full_refresh_sync_complete": True}
+
+
+def means_no_state(state: Any) -> bool:
+    """A full refresh's final state: a later sync starts from nothing, as after no state at all."""
+    return not state or state == FULL_REFRESH_STATE or state == FULL_REFRESH_COMPLETE
 
 
 class StateNotApplicable(Exception):
@@ -158,6 +165,10 @@ class StreamAdapter(ABC):
 
     def finish(self) -> None:
         """The last slice is closed."""
+
+    def full_refresh_state(self) -> Mapping[str, Any]:
+        """The STATE a full refresh ends with, after ``finish``: airbyte-cdk's for the stream."""
+        return FULL_REFRESH_STATE
 
     @property
     def primary_key(self) -> list[list[str]]:
@@ -376,6 +387,13 @@ class CdkStreamAdapter(StreamAdapter):
             if stream_slice is None:
                 return
             yield _CdkSlice(self, stream_slice)
+
+    def full_refresh_state(self) -> Mapping[str, Any]:
+        """What the stream's own checkpoint reader holds once its slices ran out, as ``Stream.read``
+        prints it last: a resumable full refresh's "complete" (per parent for a substream), else
+        "no cursor"."""
+        checkpoint = self._reader.get_checkpoint() if self._reader is not None else None
+        return dict(checkpoint) if isinstance(checkpoint, Mapping) and checkpoint else FULL_REFRESH_STATE
 
     def _track(self, record: Mapping[str, Any]) -> None:
         try:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from source_framework.runtime.results import ReadResult, StreamResult
-from source_framework.runtime.stream_adapters import FULL_REFRESH_STATE
+from source_framework.runtime.stream_adapters import means_no_state
 
 HEADER = ("stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final cursor", "time", "where")
 
@@ -98,7 +98,7 @@ def _aligned(rows: list[Sequence[str]]) -> list[str]:
 def short_state(state: Mapping[str, Any] | None, limit: int = 60) -> str:
     """A state in a few words: ``updatedAt=2025-03-01T00:00:00Z``, or for per-partition states
     ``10 partitions, max updatedAt=...``."""
-    if not state or state == FULL_REFRESH_STATE:
+    if state is None or means_no_state(state):
         return "-"
     partitions = state.get("states")
     if isinstance(partitions, list):
