@@ -178,3 +178,28 @@ def test_the_incompatible_error_names_columns_types_and_the_way_to_rebuild():
     assert "bigint" in message and "boolean" in message and "/w/demo/users" in message and "nothing was written" in message
     assert "python main.py state reset --stream users --tables --state-file" in message
     assert error.failure_type.value == "config_error"
+
+
+# -- column names that differ only by case (issue 49, item 10) ----------------------------------------------
+
+
+@pytest.mark.parametrize("properties, clash", [
+    ({"Name": {"type": "string"}, "name": {"type": "string"}}, "'Name' and 'name'"),
+    ({"id": {"type": "integer"}, "_SF_META": {"type": "string"}}, "'_SF_META' and '_sf_meta'"),
+    ({"a": {}, "A": {}, "b": {}, "B": {"type": "integer"}}, "'a' and 'A'"),
+])
+def test_property_names_that_differ_only_by_case_are_refused(properties, clash):
+    """Spark's and Delta's column names are case-insensitive: a table with both cannot be read
+    (``COLUMN_ALREADY_EXISTS``), so the stream's schema is refused before anything is written."""
+    with pytest.raises(ValueError, match=f"{clash}.*differ only by case"):
+        arrow_schema({"properties": properties})
+
+
+def test_a_column_added_with_the_case_of_a_table_column_is_incompatible():
+    table = schema(id={"type": "integer"}, name={"type": "string"})
+    change = compare_schemas(table, schema(id={"type": "integer"}, NAME={"type": "string"}))
+    assert change.kind == INCOMPATIBLE
+    (problem,) = change.incompatible
+    assert "'NAME'" in str(problem) and "'name'" in str(problem) and "only by case" in str(problem)
+    message = str(IncompatibleSchema("users", "/w/demo/users", change))
+    assert "nothing was written" in message and "only by case" in message

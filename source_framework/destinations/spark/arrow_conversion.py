@@ -125,6 +125,11 @@ def arrow_schema(json_schema: dict) -> pa.Schema:
     reserved = sorted(set(properties) & set(METADATA_COLUMNS))
     if reserved:
         raise ValueError(f"stream properties use reserved column names: {reserved}")
+    clash = case_clash([*properties, *METADATA_COLUMNS])
+    if clash:
+        raise ValueError(f"the stream's properties '{clash[0]}' and '{clash[1]}' differ only by case: Spark's and Delta's "
+                         f"column names are case-insensitive, so one table cannot hold both (a reader fails with "
+                         f"COLUMN_ALREADY_EXISTS). Rename one of them in the stream's schema")
     fields = [_property_field(name, spec or {}) for name, spec in properties.items()]
     fields += [
         pa.field(EXTRACTED_AT, TIMESTAMP),
@@ -133,6 +138,16 @@ def arrow_schema(json_schema: dict) -> pa.Schema:
         pa.field(META, pa.string()),
     ]
     return pa.schema(fields)
+
+
+def case_clash(names: Iterable[str]) -> tuple[str, str] | None:
+    """The first two of ``names`` that differ only by case (the first seen, then the other), or None."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.casefold(), name)
+        if other != name:
+            return other, name
+    return None
 
 
 def _property_field(name: str, spec: dict) -> pa.Field:

@@ -177,6 +177,19 @@ class Incompatibility:
 
 
 @dataclass(frozen=True)
+class CaseClash:
+    """A new column whose name differs only by case from one the table has: Spark and Delta take
+    them for the same name, so the table could no longer be read."""
+
+    column: str
+    table_column: str
+
+    def __str__(self) -> str:
+        return (f"the stream's schema adds column '{self.column}', which differs only by case from the table's column "
+                f"'{self.table_column}' (column names are case-insensitive in Spark and Delta)")
+
+
+@dataclass(frozen=True)
 class SchemaChange:
     """What a run does to its table's schema (see the module docstring)."""
 
@@ -186,7 +199,7 @@ class SchemaChange:
     added: tuple[str, ...] = ()
     widened: tuple[Widening, ...] = ()
     kept: tuple[str, ...] = ()
-    incompatible: tuple[Incompatibility, ...] = ()
+    incompatible: tuple[Incompatibility | CaseClash, ...] = ()
     #: the table had no schema (a new table, or one this run replaces)
     new_table: bool = False
 
@@ -215,7 +228,7 @@ def compare_schemas(recorded: pa.Schema | None, stream: pa.Schema) -> SchemaChan
     columns: list[pa.Field] = []
     widened: list[Widening] = []
     kept: list[str] = []
-    incompatible: list[Incompatibility] = []
+    incompatible: list[Incompatibility | CaseClash] = []
     for old in _data_columns(recorded):
         new = declared.get(old.name)
         if new is None:
@@ -230,6 +243,9 @@ def compare_schemas(recorded: pa.Schema | None, stream: pa.Schema) -> SchemaChan
             incompatible.append(Incompatibility(old.name, old.type, new.type))
             columns.append(old)
     added = [column for name, column in declared.items() if name not in recorded.names]
+    by_case = {name.casefold(): name for name in recorded.names}
+    incompatible += [CaseClash(column.name, by_case[column.name.casefold()]) for column in added
+                     if column.name.casefold() in by_case]
     metadata = [column for column in stream if column.name in METADATA_COLUMNS]
     return SchemaChange(
         table=pa.schema(columns + added + metadata),
