@@ -332,14 +332,16 @@ class Reference:
         return self.by_stream.get(stream, [])
 
 
-def after_resume(first: Run, resumed: Run, catalog: Mapping[str, Any]) -> Reference:
+def after_resume(first: Run, resumed: Run, catalog: Mapping[str, Any], replaced_by: Run | None = None) -> Reference:
     """What a table holds after a sync and a resumed sync into it: append streams every distinct
-    record of both exactly once; overwrite streams the resumed sync's records."""
+    record of both exactly once; overwrite streams the resumed sync's records (or ``replaced_by``'s:
+    a complete read, where the resumed sync is airbyte-cdk's from a final state, from which it reads
+    no full refresh again, while ours reads each in full)."""
     reference = Reference()
     replaced = set(overwrite_streams(catalog))
     for name in infos(catalog):
         if name in replaced:
-            reference.by_stream[name] = resumed.records(name)
+            reference.by_stream[name] = (replaced_by or resumed).records(name)
             continue
         seen: dict[str, dict[str, Any]] = {}
         for record in first.records(name) + resumed.records(name):

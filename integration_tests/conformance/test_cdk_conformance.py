@@ -104,8 +104,7 @@ def test_ours_from_the_final_state_of_airbyte_cdk_lands_what_it_reads(first_sync
     warehouse = str(sync.work / "from-cdk-state")
     ours = harness.ours_read(sync.style, sync.ours_config(warehouse), sync.catalog, resumed.cdk_state)
     assert ours.ok(), f"ours from airbyte-cdk's final state {json.dumps(resumed.cdk_state)}:\n{ours.describe()}"
-    # resumed.cdk_from_ours read every full-refresh stream in full (our final state for them is "no state")
-    expected = harness.from_state(resumed.cdk_from_cdk, resumed.cdk_from_ours, sync.catalog)
+    expected = harness.from_state(resumed.cdk_from_cdk, resumed.everything, sync.catalog)
     harness.check_tables_equal_records(_tables(spark, warehouse, sync), expected, harness.infos(sync.catalog))
 
 
@@ -117,7 +116,7 @@ def test_ours_from_its_own_final_state_completes_its_tables(first_sync, resumed,
     assert ours.ok(), f"ours from its own final state {json.dumps(resumed.our_state)}:\n{ours.describe()}"
     harness.check_tables_equal_records(
         _tables(spark, sync.warehouse, sync),
-        harness.after_resume(sync.cdk, resumed.cdk_from_ours, sync.catalog),
+        harness.after_resume(sync.cdk, resumed.cdk_from_ours, sync.catalog, replaced_by=resumed.everything),
         harness.infos(sync.catalog),
     )
 
