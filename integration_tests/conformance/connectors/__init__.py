@@ -24,4 +24,5 @@ STYLES = (
     "next_page_token_snapshot",
     "next_page_token_sync_token",
     "legacy_inclusive_cursor",
+    "oauth2_https",
 )
