@@ -4,6 +4,9 @@
   (``airbyte_cdk.test.entrypoint_wrapper.read``), records printed as RECORD messages;
 - ``ours_read``: source_framework's ``read`` in this process (``source_framework.testing.read``),
   records landed in Spark tables (or printed, with ``--destination stdout``);
+- ``OAuthShopApi``: the demo API over https (a certificate made for 127.0.0.1 by the test) behind
+  an OAuth 2.0 token endpoint, for the styles of ``OAUTH_STYLES``, whose runs trust it through
+  ``client_env`` / ``trusting``;
 - ``KilledRun``: ours as a real process (``run_connector.py``) reading from an API that holds
   the second half of its requests (``ShopApi``), paused at a fault point and killed with SIGKILL,
   keeping the last STATE of each stream it printed; ``KillRunner`` runs them in the background;
@@ -17,21 +20,31 @@ same data (``start_api``); ``touch`` updates some records between two syncs.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import glob
+import hmac
 import importlib
+import ipaddress
 import json
 import logging
 import os
+import secrets
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from airbyte_cdk.models import (
     AirbyteMessageSerializer,
@@ -42,6 +55,7 @@ from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteStreamSeriali
 from airbyte_cdk.test.entrypoint_wrapper import read as entrypoint_read
 
 from source_framework.demo.api import DemoApi
+from source_framework.demo.api.server import _Server
 from source_framework.testing import table_checks
 from source_framework.testing.catalogs import StreamInfo, stream_infos
 from source_framework.testing.table_checks import check_tables_equal_records  # noqa: F401 (for the tests)
@@ -57,6 +71,8 @@ TOUCHES = {"users": 10, "orders": 10, "products": 5}
 LOG_PREFIX = "conformance:"
 #: the --concurrency values the differential checks run ours with (issue 13: the same tables)
 CONCURRENCIES = (1, 4)
+#: styles whose API is served over https behind an OAuth 2.0 token endpoint (``OAuthShopApi``)
+OAUTH_STYLES = frozenset({"oauth2_https"})
 
 # --- the API and the inputs --------------------------------------------------------------------
 
@@ -104,9 +120,181 @@ class ShopApi(DemoApi):
         super().stop()
 
 
-def start_api(hold_after: int | None = None) -> ShopApi:
-    """A fresh demo API; every one started here serves the same data until ``touch``."""
-    return ShopApi(records=RECORDS, api_key=API_KEY, seed=SEED, stores=STORES, hold_after=hold_after).start()
+class OAuthShopApi(ShopApi):
+    """``ShopApi`` over https, its data behind OAuth 2.0, as a SaaS API with a token endpoint.
+
+    ``POST /oauth/token`` (a form: ``grant_type=refresh_token``, the client's id and secret, the
+    refresh token) answers a new access token that expires in ``expires_in`` seconds; a data
+    request must carry one as ``Authorization: Bearer``, and is then answered as ``ShopApi``
+    answers it. Both error answers quote what they were given (an unknown or revoked access
+    token, a revoked refresh token), as some APIs do: what a client prints of such an answer must
+    mask it. The certificate is ``tls_certificate()``'s, for 127.0.0.1; a client trusts it through
+    ``client_env``. The secrets are new for every API; ``access_tokens`` lists every access token
+    it handed out."""
+
+    client_id = "conformance-oauth-client"
+    expires_in = 3600
+
+    def __init__(self, *args: Any, revoke_after: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: after this many data requests, every access token handed out until then is refused
+        self.revoke_after = revoke_after
+        #: the token endpoint refuses the refresh token (a user revoked the app's grant)
+        self.refresh_revoked = False
+        self.client_secret = "cs-" + secrets.token_urlsafe(24)
+        self.refresh_token = "rt-" + secrets.token_urlsafe(24)
+        self.access_tokens: list[str] = []
+        self._valid_tokens: set[str] = set()
+        self._data_requests = 0
+        self._tokens_lock = threading.Lock()
+
+    def start(self) -> OAuthShopApi:
+        # DemoApi.start with a server that speaks TLS on every connection it accepts.
+        if self._server is None:
+            server = self._server = _TlsServer((self.host, self._requested_port), self, tls_context())
+            self._thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.1}, name=f"oauth-api-{self.port}", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    def credentials(self) -> dict[str, str]:
+        """The config's ``credentials`` object (``connectors/oauth2_https.py``'s spec)."""
+        return {"auth_type": "oauth2.0", "client_id": self.client_id, "client_secret": self.client_secret,
+                "refresh_token": self.refresh_token}
+
+    def respond(self, method: str, target: str, headers: Any, body: bytes) -> Any:
+        if urlsplit(target).path.rstrip("/") == "/oauth/token":
+            return self._token(method, body)
+        if not target.startswith("/_admin/"):
+            given = headers.get("Authorization", "")
+            token = given.removeprefix("Bearer ")
+            with self._tokens_lock:
+                self._data_requests += 1
+                if self.revoke_after is not None and self._data_requests == self.revoke_after + 1:
+                    self._valid_tokens.clear()
+                valid = given.startswith("Bearer ") and token in self._valid_tokens
+            if not valid:
+                return 401, {"error": f"access token '{token}' is invalid or was revoked"}, {}
+            headers = {"Authorization": f"Bearer {API_KEY}"}  # the demo API's own key, behind this gateway
+        return super().respond(method, target, headers, body)
+
+    def _token(self, method: str, body: bytes) -> Any:
+        if method != "POST":
+            return 405, {"error": "POST only"}, {"Allow": "POST"}
+        form = {name: values[0] for name, values in parse_qs(body.decode(errors="replace")).items()}
+        client_ok = form.get("client_id") == self.client_id and hmac.compare_digest(
+            form.get("client_secret", "").encode(), self.client_secret.encode()
+        )
+        if form.get("grant_type") != "refresh_token" or not client_ok:
+            return 401, {"error": "invalid_client"}, {}
+        given = form.get("refresh_token", "")
+        if self.refresh_revoked or not hmac.compare_digest(given.encode(), self.refresh_token.encode()):
+            return 400, {"error": "invalid_grant", "error_description": f"refresh token '{given}' was revoked"}, {}
+        token = "at-" + secrets.token_urlsafe(24)
+        with self._tokens_lock:
+            self.access_tokens.append(token)
+            self._valid_tokens.add(token)
+        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": self.expires_in}, {}
+
+
+class _TlsServer(_Server):
+    """The demo API's server, each accepted connection wrapped in TLS; the handshake is made in
+    the connection's own thread, so a slow client holds up no other."""
+
+    def __init__(self, address: tuple[str, int], api: DemoApi, context: ssl.SSLContext) -> None:
+        self._tls = context
+        super().__init__(address, api)
+
+    def get_request(self) -> tuple[Any, Any]:
+        connection, address = super().get_request()
+        return self._tls.wrap_socket(connection, server_side=True, do_handshake_on_connect=False), address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        try:
+            request.do_handshake()
+        except (ssl.SSLError, OSError):
+            return  # a client that does not trust the certificate hangs up here
+        super().finish_request(request, client_address)
+
+
+_tls_files: tuple[str, str] | None = None
+_tls_lock = threading.Lock()
+
+
+def tls_certificate() -> tuple[str, str]:
+    """(certificate, key) PEM files of a self-signed certificate for 127.0.0.1, made once per
+    process (with ``cryptography``, which airbyte-cdk depends on) in a folder removed at exit."""
+    global _tls_files
+    with _tls_lock:
+        if _tls_files is None:
+            from cryptography import x509
+            from cryptography.hazmat.primitives import hashes, serialization
+            from cryptography.hazmat.primitives.asymmetric import ec
+            from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+            key = ec.generate_private_key(ec.SECP256R1())
+            name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+            now = datetime.now(UTC)
+            certificate = (
+                x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=2))
+                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                .sign(key, hashes.SHA256())
+            )
+            folder = tempfile.mkdtemp(prefix="conformance-tls-")
+            atexit.register(shutil.rmtree, folder, True)
+            cert_path, key_path = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+            with open(cert_path, "wb") as handle:
+                handle.write(certificate.public_bytes(serialization.Encoding.PEM))
+            with open(key_path, "wb") as handle:
+                handle.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
+            _tls_files = cert_path, key_path
+        return _tls_files
+
+
+def tls_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls_certificate())
+    return context
+
+
+def client_env(api: DemoApi) -> dict[str, str]:
+    """What a client's environment needs to reach ``api``: for the https one, the trust of its
+    certificate through ``REQUESTS_CA_BUNDLE`` (requests reads it for every request, the
+    authenticator's token request included)."""
+    return {"REQUESTS_CA_BUNDLE": tls_certificate()[0]} if isinstance(api, OAuthShopApi) else {}
+
+
+@contextlib.contextmanager
+def trusting(api: DemoApi) -> Iterator[None]:
+    """``client_env(api)`` in this process's environment, for the runs in this process."""
+    before = {name: os.environ.get(name) for name in client_env(api)}
+    os.environ.update(client_env(api))
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def start_api(hold_after: int | None = None, style: str | None = None) -> ShopApi:
+    """A fresh demo API (``style``'s kind: over https behind OAuth for ``OAUTH_STYLES``); every
+    one started here serves the same data until ``touch``."""
+    kind = OAuthShopApi if style in OAUTH_STYLES else ShopApi
+    return kind(records=RECORDS, api_key=API_KEY, seed=SEED, stores=STORES, hold_after=hold_after).start()
 
 
 def touch(api: DemoApi) -> None:
@@ -116,6 +304,8 @@ def touch(api: DemoApi) -> None:
 
 
 def source_config(api: DemoApi) -> dict[str, Any]:
+    if isinstance(api, OAuthShopApi):
+        return {"api_url": api.url, "start_date": START_DATE, "credentials": api.credentials()}
     return {"api_url": api.url, "api_key": API_KEY, "start_date": START_DATE}
 
 
@@ -393,6 +583,8 @@ class KilledRun:
     drip: float = 1.0
     kill_after: float = 90
     kill_when_held: bool = False
+    #: added to the process's environment (``client_env``: the trust of an https API's certificate)
+    env: dict[str, str] = field(default_factory=dict)
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
     state_lines: int = 0
     paused: bool = False
@@ -404,7 +596,7 @@ class KilledRun:
     _process: subprocess.Popen | None = field(default=None, repr=False)
 
     def run(self) -> KilledRun:
-        env = {**os.environ, "SOURCE_FRAMEWORK_PAUSE_AT": self.pause_at}
+        env = {**os.environ, **self.env, "SOURCE_FRAMEWORK_PAUSE_AT": self.pause_at}
         # Only airbyte-cdk's own flags: a run.py in the style of the published declarative connectors
         # reads its paths with airbyte-cdk's argument parser, which refuses ours (such as --quiet).
         command = [sys.executable, RUN_CONNECTOR, self.style, "ours", "read", "--config", self.config_path,
@@ -527,18 +719,19 @@ class KillRunner:
         """Start ``style``'s killed run, reading ``concurrency`` slices at once; airbyte-cdk's sync
         tells how many requests a sync makes, and the API holds those after the first half (see
         ``KilledRun``)."""
-        api = start_api()
+        api = start_api(style=style)
         try:
-            catalog = configured_catalog(style, source_config(api))
-            api.reset_stats()
-            cdk_read(style, source_config(api), catalog)
-            requests = api.stats()["requests"]
-            # how many STATEs a whole sync of ours prints (without Spark: the same checkpoints)
-            whole = ours_read(style, ours_config(api, os.path.join(work, "unused")), catalog,
-                              args=["--destination", "stdout", "--concurrency", str(concurrency)])
+            with trusting(api):
+                catalog = configured_catalog(style, source_config(api))
+                api.reset_stats()
+                cdk_read(style, source_config(api), catalog)
+                requests = api.stats()["requests"]
+                # how many STATEs a whole sync of ours prints (without Spark: the same checkpoints)
+                whole = ours_read(style, ours_config(api, os.path.join(work, "unused")), catalog,
+                                  args=["--destination", "stdout", "--concurrency", str(concurrency)])
         finally:
             api.stop()
-        api = start_api(hold_after=max(1, requests // 2))  # untouched data: what the first syncs read
+        api = start_api(hold_after=max(1, requests // 2), style=style)  # untouched data: what the first syncs read
         self._apis.append(api)
         config = ours_config(api, os.path.join(work, "warehouse"), concurrency)
         config_path, catalog_path = os.path.join(work, "config.json"), os.path.join(work, "catalog.json")
@@ -546,7 +739,7 @@ class KillRunner:
             with open(path, "w") as handle:
                 json.dump(content, handle)
         run = KilledRun(style, config_path, catalog_path, api, config["destination"]["warehouse"],
-                        kill_when_held=len(whole.states()) == 1)
+                        kill_when_held=len(whole.states()) == 1, env=client_env(api))
         self._runs.append(run)
 
         def kill() -> KillOutcome:

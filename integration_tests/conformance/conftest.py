@@ -108,23 +108,25 @@ def first_sync(
     request: pytest.FixtureRequest, kill_runner: harness.KillRunner, spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FirstSync]:
     style = request.param
-    api = harness.start_api()
+    api = harness.start_api(style=style)
     try:
-        work = tmp_path_factory.mktemp(style)
-        config = harness.source_config(api)
-        catalog = harness.configured_catalog(style, config)
-        cdk = harness.cdk_read(style, config, catalog)
-        assert cdk.ok() and cdk.records(), f"the connector itself fails under airbyte-cdk: {cdk.describe()}"
-        warehouse = str(work / "warehouse")
-        ours_at = {}
-        for concurrency in harness.CONCURRENCIES:  # the other warehouses are only read back
-            into = warehouse if concurrency == FIRST_CONCURRENCY else str(work / f"concurrency-{concurrency}")
-            run = harness.ours_read(style, harness.ours_config(api, into), catalog, args=["--concurrency", str(concurrency)])
-            ours_at[concurrency] = (run, _tables_of(spark, into, style, catalog) if run.ok() else None)
-        ours, tables = ours_at[FIRST_CONCURRENCY]
-        kills = {c: kill_runner.futures[(style, c)] for c in harness.CONCURRENCIES if (style, c) in kill_runner.futures}
-        ours_stdout = harness.ours_read(style, harness.ours_config(api, str(work / "unused")), catalog, args=["--destination", "stdout"])
-        yield FirstSync(style, api, work, config, catalog, warehouse, cdk, ours, tables, ours_stdout, kills, ours_at)
+        with harness.trusting(api):  # the https API's certificate, for the runs of this style's tests
+            work = tmp_path_factory.mktemp(style)
+            config = harness.source_config(api)
+            catalog = harness.configured_catalog(style, config)
+            cdk = harness.cdk_read(style, config, catalog)
+            assert cdk.ok() and cdk.records(), f"the connector itself fails under airbyte-cdk: {cdk.describe()}"
+            warehouse = str(work / "warehouse")
+            ours_at = {}
+            for concurrency in harness.CONCURRENCIES:  # the other warehouses are only read back
+                into = warehouse if concurrency == FIRST_CONCURRENCY else str(work / f"concurrency-{concurrency}")
+                run = harness.ours_read(style, harness.ours_config(api, into), catalog, args=["--concurrency", str(concurrency)])
+                ours_at[concurrency] = (run, _tables_of(spark, into, style, catalog) if run.ok() else None)
+            ours, tables = ours_at[FIRST_CONCURRENCY]
+            kills = {c: kill_runner.futures[(style, c)] for c in harness.CONCURRENCIES if (style, c) in kill_runner.futures}
+            ours_stdout = harness.ours_read(style, harness.ours_config(api, str(work / "unused")), catalog,
+                                            args=["--destination", "stdout"])
+            yield FirstSync(style, api, work, config, catalog, warehouse, cdk, ours, tables, ours_stdout, kills, ours_at)
     finally:
         api.stop()
 

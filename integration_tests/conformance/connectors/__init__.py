@@ -21,4 +21,8 @@ STYLES = (
     "declarative_incremental_parent",
     "resumable_full_refresh",
     "concurrent_adapter",
+    "next_page_token_snapshot",
+    "next_page_token_sync_token",
+    "legacy_inclusive_cursor",
+    "oauth2_https",
 )
