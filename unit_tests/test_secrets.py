@@ -338,3 +338,20 @@ def test_check_masks_a_secret_the_sources_connection_status_quotes(tmp_path, cap
     assert status and status[0]["connectionStatus"]["status"] == "FAILED"
     assert "/ping?api_key=" in status[0]["connectionStatus"]["message"]
     assert secret not in out
+
+
+def test_a_secret_the_connector_registers_while_it_runs_is_masked_too():
+    """airbyte-cdk's Oauth2Authenticator registers the access token it obtains (``add_to_secrets``)
+    and airbyte-cdk masks it from then on; so do we, in every form, and states holding it are refused."""
+    from airbyte_cdk.utils.airbyte_secrets_utils import add_to_secrets, update_secrets
+
+    secrets = SecretFilter(["config-secret-123"])
+    update_secrets(list(secrets.secrets))
+    try:
+        assert secrets.mask("token at-runtime-token-0123456789") == "token at-runtime-token-0123456789"
+        add_to_secrets("at-runtime-token-0123456789")
+        assert secrets.mask("token at-runtime-token-0123456789 and config-secret-123") == "token **** and ****"
+        assert secrets.mask("?t=at-runtime-token-0123456789&x") == "?t=****&x"
+        assert secrets.contains_secret('{"token": "at-runtime-token-0123456789"}')
+    finally:
+        update_secrets([])

@@ -151,12 +151,6 @@ def test_airbyte_cdk_masks_the_access_token_an_api_error_quotes(tmp_path):
     assert not printed, "secrets printed by airbyte-cdk:\n" + "\n".join(printed)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: our runtime masks only the config's secrets; the access token Oauth2Authenticator obtained (which "
-    "airbyte-cdk registers with add_to_secrets and masks) is printed as is in the stderr ERROR line airbyte-cdk's "
-    "HttpClient logs for the 401 ('... error message: 'access token '<token>' is invalid ...'')",
-)
 def test_ours_masks_the_access_token_an_api_error_quotes(tmp_path):
     api = _api(revoke_after=3)
     try:

@@ -331,7 +331,7 @@ def run_read(
             with source_call("spec()"):
                 spec = source.spec(logger)
             output.secrets = masking.secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
-            update_secrets(output.secrets.secrets)
+            update_secrets(list(output.secrets.secrets))
             check_config(source, config, spec, parsed.config)
             catalog = load_catalog(parsed.catalog)
             states, rebuild, state_file = _load_states(parsed, output)
@@ -343,7 +343,7 @@ def run_read(
             if master_secrets:
                 known = output.secrets
                 output.secrets = masking.secrets = SecretFilter([*known.secrets, *known.short_secrets, *master_secrets])
-                update_secrets(output.secrets.secrets)
+                update_secrets(list(output.secrets.secrets))
             if wrap_destination is not None:
                 destination = wrap_destination(destination)
         except InputError as error:

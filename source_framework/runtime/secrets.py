@@ -34,7 +34,9 @@ How a secret is masked (``SecretFilter``):
   secret is ``ab`` is not.
 
 ``SecretFilter.secrets`` lists the long secrets only: those are what airbyte-cdk's own filter
-(``update_secrets``), which replaces substrings anywhere, is given.
+(``update_secrets``), which replaces substrings anywhere, is given. Secrets a connector registers
+with airbyte-cdk while it runs (``add_to_secrets``: an OAuth access token ``Oauth2Authenticator``
+obtained) are masked too, as airbyte-cdk masks them: each mask looks for new ones there first.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from re import Pattern
 from typing import Any
 from urllib.parse import quote, quote_plus
+
+from airbyte_cdk.utils import airbyte_secrets_utils
 
 #: Secrets at least this long are masked anywhere; shorter spec secrets only as whole values.
 MIN_SECRET_LENGTH = 8
@@ -128,7 +132,12 @@ class SecretFilter:
     """Masks secret values in text with ``****`` and tells whether a text holds one."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        values = sorted({str(secret) for secret in secrets if secret not in (None, "")}, key=lambda text: (-len(text), text))
+        self._given = {str(secret) for secret in secrets if secret not in (None, "")}
+        self._registered_seen: tuple[int, int] = (0, 0)  # (id, length) of airbyte-cdk's list when last looked at
+        self._build(self._given)
+
+    def _build(self, given: set[str]) -> None:
+        values = sorted(given, key=lambda text: (-len(text), text))
         #: masked wherever they occur (and handed to airbyte-cdk's own substring filter)
         self.secrets: list[str] = [value for value in values if len(value) >= MIN_SECRET_LENGTH]
         #: spec secrets too short to mask anywhere: masked as whole values only
@@ -139,7 +148,20 @@ class SecretFilter:
         self._anywhere: list[str] = sorted(forms, key=lambda form: (-len(form), form))
         self._whole_values = _whole_value_patterns(self.short_secrets)
 
+    def _take_registered(self) -> None:
+        """Secrets registered with airbyte-cdk since the last look (``add_to_secrets``) join ours."""
+        registered = getattr(airbyte_secrets_utils, "__SECRETS_FROM_CONFIG", None) or []
+        seen = (id(registered), len(registered))
+        if seen == self._registered_seen:
+            return
+        self._registered_seen = seen
+        new = {str(secret) for secret in registered if secret} - self._given
+        if new:
+            self._given |= new
+            self._build(self._given)
+
     def mask(self, text: str) -> str:
+        self._take_registered()
         for form in self._anywhere:
             if form in text:
                 text = text.replace(form, MASK)
@@ -148,6 +170,7 @@ class SecretFilter:
         return text
 
     def contains_secret(self, text: str) -> bool:
+        self._take_registered()
         return any(form in text for form in self._anywhere) or any(pattern.search(text) for pattern, _ in self._whole_values)
 
 
