@@ -114,3 +114,18 @@ def test_streams_read_at_once_never_get_each_others_keys():
         for thread in threads:
             thread.join()
     assert wrong == []
+
+
+@pytest.mark.parametrize("value", [
+    dt.datetime(2025, 3, 16, 12, 30, tzinfo=dt.UTC),
+    dt.datetime(2025, 3, 16, 14, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+    dt.datetime(2025, 3, 16, 12, 30),  # naive, as source-faker makes them
+    dt.date(2025, 3, 16),
+])
+def test_a_cursor_value_a_python_connector_yields_orders_as_the_text_airbyte_cdk_prints_for_it(value):
+    """A record's cursor may be a ``datetime`` (its state then holds the ISO text airbyte-cdk
+    printed): both are the same instant, so the record at the state's cursor is known again."""
+    import orjson
+
+    printed = orjson.loads(orjson.dumps(value))
+    assert cursor_sort_key(value) == cursor_sort_key(printed) == reference_key(printed)

@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 
 class CursorValueError(ValueError):
     """A cursor value (usually from a state file) that cannot be used."""
@@ -40,6 +42,10 @@ def cursor_sort_key(value: Any, stream: str = "") -> tuple[int, Any]:
         return (0, value)
     if isinstance(value, str):
         return _remember(value)
+    if isinstance(value, (dt.datetime, dt.date)):
+        # A Python connector's cursor: ordered as the text airbyte-cdk prints for it, which is what
+        # its state then holds (a naive one is UTC, as that text is).
+        return _remember(orjson.dumps(value).decode()[1:-1])
     raise CursorValueError(f"stream '{stream}': cursor value {value!r} is not a number or a string")
 
 

@@ -25,4 +25,5 @@ STYLES = (
     "next_page_token_sync_token",
     "legacy_inclusive_cursor",
     "oauth2_https",
+    "python_values",
 )
