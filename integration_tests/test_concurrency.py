@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from integration_tests.conftest import API_KEY, catalog, config_for, run_in_process, write_json
+from integration_tests.conftest import API_KEY, catalog, config_for, run_in_process, stream_states, write_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.api.faults import Faults
 
@@ -113,3 +113,91 @@ def test_a_bad_concurrency_level_in_the_config_names_the_file(demo_api, tmp_path
     errors = [m["trace"]["error"]["message"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
     assert errors and str(config) in errors[0] and "concurrency_level" in errors[0]
     assert not (tmp_path / "w").exists()
+
+
+def _broken_users(name, broken_id, how):
+    """The demo's users under another name (its own table), whose record ``broken_id`` stops the
+    stream in the read loop: without its cursor field (``CursorFieldMissing``), or with a cursor
+    earlier than the record before it (``CursorWentBackwards``)."""
+    from source_framework.demo.source import SCHEMAS, Users
+
+    class BrokenUsers(Users):
+        @property
+        def name(self):
+            return name
+
+        def get_json_schema(self):
+            with open(os.path.join(SCHEMAS, "users.json"), encoding="utf-8") as handle:
+                return json.load(handle)
+
+        def parse_response(self, response, **kwargs):
+            for record in super().parse_response(response, **kwargs):
+                if record["id"] == broken_id:
+                    record = dict(record)
+                    if how == "missing":
+                        del record["updatedAt"]
+                    else:
+                        record["updatedAt"] = "2000-01-01T00:00:00Z"
+                yield record
+
+    return BrokenUsers
+
+
+def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_permits_to_the_next(spark, tmp_path, monkeypatch):
+    """The fetch permits are one set for the whole sync. A stream that failed while the loop read
+    its slice on itself (from the iterator its worker lent it, with the worker's permit) kept that
+    permit: the failure's traceback kept the suspended slice alive. After ``concurrency`` such
+    failures, the next stream waited for a permit forever. Five streams fail so at concurrency 4
+    (at their first page, and pages later); the sixth must complete."""
+    import threading
+
+    from source_framework.demo.source import DemoSource
+    from source_framework.runtime import concurrency
+
+    # The process always looks busy: the loop borrows every slice its worker has not read to the end.
+    monkeypatch.setattr(concurrency, "FIRST_WINDOW", 1e-9)
+    monkeypatch.setattr(concurrency, "PACE_WINDOW", 1e-9)
+    monkeypatch.setattr(concurrency, "SATURATED", -1.0)
+    monkeypatch.setattr(concurrency, "IDLE", -2.0)
+    lent = []
+    borrow = concurrency._Channel.borrow
+
+    def noted_borrow(channel):
+        chunks, iterator, error = borrow(channel)
+        lent.append(iterator is not None)
+        return chunks, iterator, error
+
+    monkeypatch.setattr(concurrency._Channel, "borrow", noted_borrow)
+    broken = [("users_broken_1", 2, "backwards"), ("users_broken_2", 150, "missing"), ("users_broken_3", 351, "backwards"),
+              ("users_broken_4", 420, "missing"), ("users_broken_5", 777, "missing")]
+
+    class SixStreams(DemoSource):
+        def streams(self, config):
+            users = super().streams(config)[0]
+            return [*(_broken_users(name, at, how)(config) for name, at, how in broken), users]
+
+    entries = []
+    for name, _, _ in broken:
+        entry = catalog("users")["streams"][0]
+        entry["stream"]["name"] = name
+        entries.append(entry)
+    entries += catalog("users")["streams"]
+    with DemoApi(records=3000, api_key=API_KEY, seed=23, faults=Faults(delay_ms=1)).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "warehouse"))
+        catalog_path = write_json(tmp_path / "catalog.json", {"streams": entries})
+        done = []
+        reading = threading.Thread(target=lambda: done.append(run_in_process(
+            "read", "--config", config, "--catalog", catalog_path, "--concurrency", "4", source=SixStreams())), daemon=True)
+        reading.start()
+        reading.join(timeout=120)
+        assert not reading.is_alive(), "the sync hangs: a stream waits for a fetch permit that failed streams kept"
+    run = done[0]
+    assert sum(lent[:5]) == 5, f"the failing streams' slices were not read on by the loop: {lent}"
+    statuses = {m["trace"]["stream_status"]["stream_descriptor"]["name"]: m["trace"]["stream_status"]["status"]
+                for m in run.of_type("TRACE") if m["trace"]["type"] == "STREAM_STATUS"}
+    assert statuses == {**{name: "INCOMPLETE" for name, _, _ in broken}, "users": "COMPLETE"}, statuses
+    assert run.returncode != 0
+    assert "CursorWentBackwards" in run.stderr or "declared sorted" in run.stderr
+    assert "has no 'updatedAt' field" in run.stderr
+    assert stream_states(run, "users"), "the sixth stream printed no STATE"
+    assert spark.read.parquet(str(tmp_path / "warehouse" / "demo" / "users")).count() == 3000

@@ -339,6 +339,23 @@ def test_a_loop_that_stops_in_a_slice_it_reads_itself_closes_it_and_gives_its_pe
     assert cleaned_up.wait(10) and all_given_back(permits, 2)
 
 
+@pytest.mark.parametrize("stopped_after", [1, 8 * CHUNK])
+def test_closing_read_ahead_gives_back_the_permit_of_a_slice_the_loop_reads_itself(judged_busy, stopped_after):
+    """The read loop failed in a slice it read on itself, at its first item (one the worker had
+    read) or far past them, and kept the slice's items (as a stored error's traceback keeps them):
+    closing ``read_ahead`` alone ends that reading, and the fetch permit it borrowed comes back.
+    The permits are shared by the whole sync: one kept per such failure had the sync wait forever."""
+    cleaned_up = threading.Event()
+    permits = threading.Semaphore(2)
+    slices = read_ahead([ListSlice("a", endless_until_closed(cleaned_up)), ListSlice("b", slow_numbers(1, 5, 1))],
+                        workers=2, permits=permits)
+    items = iter(next(slices).items())
+    assert [next(items) for _ in range(stopped_after)] == list(range(stopped_after))
+    slices.close()
+    assert cleaned_up.wait(10) and all_given_back(permits, 2)
+    assert next(items, "ended") == "ended"
+
+
 def test_a_caller_that_stops_releases_the_workers_and_their_slices():
     cleaned_up = threading.Event()
     endless = endless_until_closed(cleaned_up)
@@ -560,3 +577,35 @@ def test_a_partition_its_parent_lists_twice_is_read_once_whatever_the_concurrenc
     assert not result.failed
     ids = [row["id"] for row in destination.sinks["store_orders"].landed]
     assert len(ids) == len(set(ids)) == expected > 0
+
+
+def test_a_failed_streams_stored_error_keeps_none_of_the_objects_its_frames_held():
+    """A failed stream's error stays in its result for the rest of the run; its traceback had kept
+    every frame it went through alive, and with them what the read loop held (its slices, their
+    threads and fetch permits): the traceback keeps only the lines it went through."""
+    import gc
+    import traceback
+    import weakref
+
+    from source_framework.runtime.results import StreamResult
+
+    class Held:
+        pass
+
+    def read_loop(held):
+        try:
+            raise KeyError("cursor")
+        except KeyError as error:
+            raise ValueError("the stream failed") from error
+
+    held = Held()
+    kept = weakref.ref(held)
+    result = StreamResult(name="s")
+    try:
+        read_loop(held)
+    except ValueError as error:
+        result.failed(error)
+    del held
+    gc.collect()
+    assert kept() is None, "the stored error's frames keep what the loop held"
+    assert result.error is not None and "read_loop" in "".join(traceback.format_exception(result.error))

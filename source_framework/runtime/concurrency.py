@@ -3,10 +3,11 @@
 Real APIs spend most of a sync waiting (100-500 ms a page). ``read_ahead`` lets worker threads
 fetch the next slices' pages while the read loop is still busy with the first one::
 
-    for stream_slice in read_ahead(adapter.slices(), workers=4):
-        for item in stream_slice.items():    # the same items, in the same order, as without it
-            ...
-        stream_slice.close()
+    with closing(read_ahead(adapter.slices(), workers=4)) as slices:  # closed: its permits given back
+        for stream_slice in slices:
+            for item in stream_slice.items():    # the same items, in the same order, as without it
+                ...
+            stream_slice.close()
 
 Everything the read loop sees is what it would see reading one slice after another: the same
 slices in the same order, each slice's items in order, a failure at the point where it happened
@@ -42,7 +43,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -326,6 +327,7 @@ class _SliceReadAhead(SliceRead):
         self.partition = inner.partition
         self.observe = inner.observe
         self.channel = _Channel(pace)
+        self._reading: Generator[Any, None, None] | None = None
         self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits, workers, pace), name="read-ahead",
                                         daemon=True)
         self._worker.start()
@@ -333,6 +335,10 @@ class _SliceReadAhead(SliceRead):
     def items(self, pages: Any = None) -> Iterable[Any]:  # the worker lends the slice its pages
         """The slice's items: from the worker, until the process has been seen busy; then what the
         worker read, and the rest read here (see the module's docstring)."""
+        self._reading = self._items()
+        return self._reading
+
+    def _items(self) -> Generator[Any, None, None]:
         take, pace = self.channel.take, self._pace
         pace.took()
         while not pace.seen_busy or not pace.busy:
@@ -342,23 +348,31 @@ class _SliceReadAhead(SliceRead):
             yield from chunk
         # The process keeps a core busy: the rest of the slice is read here, in the loop's thread.
         chunks, iterator, error = self.channel.borrow()
-        for chunk in chunks:
-            yield from chunk
-        if iterator is None:
-            if error is not None:
-                raise error
-            return
-        try:
+        try:  # from here on the worker's fetch permit is the loop's, whatever stops the reading
+            for chunk in chunks:
+                yield from chunk
+            if iterator is None:
+                if error is not None:
+                    raise error
+                return
             yield from iterator  # (no look at the pace per item: that cost the loop 0.15-0.3 s per 1,000,000)
         finally:  # read to its end, or the loop stopped in it: the stream's clean-up runs here
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
-            if self._permits is not None:
-                self._permits.release()
+            if iterator is not None:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+                if self._permits is not None:
+                    self._permits.release()
 
     def close(self) -> None:
         self._inner.close()
+
+    def abandon(self) -> None:
+        """The loop stopped (in this slice or before it): release the worker, and end the reading
+        the loop began here, which gives back the fetch permit it borrowed with the slice."""
+        self.channel.abandon()
+        if self._reading is not None:
+            self._reading.close()
 
 
 class _Failed:
@@ -373,13 +387,16 @@ def read_ahead(
     workers: int,
     capacity: int = CAPACITY,
     permits: threading.Semaphore | None = None,
-) -> Iterator[SliceRead]:
+) -> Generator[SliceRead, None, None]:
     """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller, up to
     ``capacity`` items ahead while the process waits for the API (a page or so while it is busy).
 
     The caller reads a slice's items to the end before it asks for the next slice. With
     ``workers`` 1 this is ``slices`` itself: no thread is started. ``permits``, shared by the
-    streams synced at once, bounds the slices fetching at the same time across all of them.
+    streams synced at once, bounds the slices fetching at the same time across all of them; so
+    the caller closes this generator however its reading ends (``contextlib.closing``), which
+    gives back every permit its slices hold: left to the garbage collector, one kept alive by a
+    stored error's traceback would hold a permit for the rest of the sync.
     """
     if workers <= 1:
         yield from slices
@@ -405,10 +422,10 @@ def read_ahead(
             if isinstance(head, _Failed):
                 raise head.error
             yield head
-    finally:  # the caller stopped (or is done): no worker may wait for it any longer
+    finally:  # the caller stopped (or is done): no worker may wait for it, no permit stay borrowed
         for pending in (head, *ahead):
             if isinstance(pending, _SliceReadAhead):
-                pending.channel.abandon()
+                pending.abandon()
 
 
 class ReadStopped(BaseException):
