@@ -201,3 +201,103 @@ def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_perm
     assert "has no 'updatedAt' field" in run.stderr
     assert stream_states(run, "users"), "the sixth stream printed no STATE"
     assert spark.read.parquet(str(tmp_path / "warehouse" / "demo" / "users")).count() == 3000
+
+
+def test_a_cdk_stream_that_moves_its_own_state_and_declares_concurrency_safe_prints_no_state_ahead_of_its_records(tmp_path):
+    """A plain airbyte-cdk ``HttpStream`` with ``CheckpointMixin`` (source-commcare's style) moves
+    its cursor in ``read_records``. Declaring ``concurrency_safe = True`` had a worker thread run
+    that code up to a slice's capacity ahead of the read loop, and the loop's checkpoint read the
+    state the worker had reached: a STATE ahead of the records before it (a crash, then a resume
+    from it, loses the records between). The opt-in is refused for such a stream, saying why.
+    Here the loop is slow at record 50 (a transform; any back-pressure does it), a checkpoint."""
+    import time
+    from datetime import UTC, datetime
+
+    from airbyte_cdk.models import ConnectorSpecification
+    from airbyte_cdk.sources import AbstractSource
+    from airbyte_cdk.sources.streams import CheckpointMixin
+    from airbyte_cdk.sources.streams.http import HttpStream
+    from airbyte_cdk.sources.streams.http.requests_native_auth import TokenAuthenticator
+    from airbyte_cdk.sources.utils.transform import TransformConfig, TypeTransformer
+
+    from source_framework.demo.source import SCHEMAS
+
+    def moment(value):
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+
+    class Users(HttpStream, CheckpointMixin):
+        primary_key = "id"
+        cursor_field = "updatedAt"
+        state_checkpoint_interval = 50
+        concurrency_safe = True
+        transformer = TypeTransformer(TransformConfig.CustomSchemaNormalization)
+
+        def __init__(self, config):
+            super().__init__(authenticator=TokenAuthenticator(token=config["api_key"]))
+            self._url, self._cursor = config["api_url"].rstrip("/") + "/", moment(config["start_date"])
+
+        url_base = property(lambda self: self._url)
+
+        def path(self, **kwargs):
+            return "users"
+
+        def get_json_schema(self):
+            with open(os.path.join(SCHEMAS, "users.json"), encoding="utf-8") as handle:
+                return json.load(handle)
+
+        @property
+        def state(self):
+            return {self.cursor_field: self._cursor.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+        @state.setter
+        def state(self, value):
+            if self.cursor_field in value:
+                self._cursor = max(self._cursor, moment(value[self.cursor_field]))
+
+        def request_params(self, stream_state, stream_slice=None, next_page_token=None):
+            return {"since": self.state[self.cursor_field], "limit": 40, **(next_page_token or {})}
+
+        def next_page_token(self, response):
+            token = response.json().get("next_cursor")
+            return {"cursor": token} if token else None
+
+        def parse_response(self, response, **kwargs):
+            yield from response.json()["data"]
+
+        def read_records(self, *args, **kwargs):
+            for record in super().read_records(*args, **kwargs):
+                self._cursor = max(self._cursor, moment(record[self.cursor_field]))
+                yield record
+
+    @Users.transformer.registerCustomTransform
+    def slow_at_record_50(value, schema):  # runs in the read loop's thread
+        if schema.get("type") == ["null", "integer"] and value == 50:
+            time.sleep(0.5)
+        return value
+
+    class Source(AbstractSource):
+        def spec(self, logger):
+            return ConnectorSpecification(connectionSpecification={"type": "object", "properties": {}})
+
+        def check_connection(self, logger, config):
+            return True, None
+
+        def streams(self, config):
+            return [Users(config)]
+
+    with DemoApi(records=1500, api_key=API_KEY, seed=24).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "warehouse"))
+        run = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "k.json", catalog("users")),
+                             "--concurrency", "4", "--destination", "stdout", source=Source())
+    assert run.returncode == 0, run.stderr[-3000:]
+    newest, states_seen = None, 0
+    for message in run.messages:
+        if message["type"] == "RECORD":
+            newest = max(newest or moment(message["record"]["data"]["updatedAt"]), moment(message["record"]["data"]["updatedAt"]))
+        elif message["type"] == "STATE":
+            states_seen += 1
+            cursor = moment(message["state"]["stream"]["stream_state"]["updatedAt"])
+            assert newest is not None and cursor <= newest, (
+                f"STATE {states_seen} says {cursor}, but the newest record before it is {newest}")
+    assert states_seen > 10
+    assert "users" in run.stderr and "concurrency_safe" in run.stderr and "read_records" in run.stderr

@@ -609,3 +609,48 @@ def test_a_failed_streams_stored_error_keeps_none_of_the_objects_its_frames_held
     gc.collect()
     assert kept() is None, "the stored error's frames keep what the loop held"
     assert result.error is not None and "read_loop" in "".join(traceback.format_exception(result.error))
+
+
+def test_a_cdk_stream_declaring_concurrency_safe_reads_ahead_only_where_the_loop_moves_its_state(caplog):
+    """Read ahead, a worker runs the stream's own code. Where that code moves the state the loop
+    reads at a checkpoint (a state property set in ``read_records``), the opt-in is refused with a
+    warning; a legacy ``get_updated_state`` stream (the loop tracks its state) and a full refresh
+    (no state) keep it."""
+    from airbyte_cdk.sources.streams import Stream
+
+    from source_framework.runtime.stream_adapters import adapt
+    from unit_tests.conftest import CursorStream, configured
+
+    class SafeCursorStream(CursorStream):
+        concurrency_safe = True
+
+    class SafeLegacyStream(Stream):
+        """airbyte-cdk's legacy incremental stream: no state of its own, ``get_updated_state``."""
+
+        primary_key, cursor_field, name, concurrency_safe = "id", "n", "legacy", True
+
+        def get_json_schema(self):
+            return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+
+        def stream_slices(self, **kwargs):
+            return [{"values": [1, 2]}, {"values": [3]}]
+
+        def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+            for value in stream_slice["values"]:
+                yield {"id": value, "n": value}
+
+        def get_updated_state(self, current_stream_state, latest_record):
+            return {"n": max(current_stream_state.get("n") or 0, latest_record["n"])}
+
+    def reads_ahead(stream, sync_mode):
+        adapter = adapt(stream, configured(stream.name, sync_mode, "append" if sync_mode == "incremental" else "overwrite"))
+        adapter.start({})
+        return adapter.concurrency_safe
+
+    with caplog.at_level("WARNING", logger="source_framework.read"):
+        assert not reads_ahead(SafeCursorStream([[1, 2], [3]]), "incremental")
+    assert "numbers declares concurrency_safe = True" in caplog.text and "read_records" in caplog.text
+    caplog.clear()
+    assert reads_ahead(SafeLegacyStream(), "incremental")
+    assert reads_ahead(SafeCursorStream([[1, 2], [3]]), "full_refresh")
+    assert not caplog.text
