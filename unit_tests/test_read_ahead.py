@@ -356,6 +356,31 @@ def test_closing_read_ahead_gives_back_the_permit_of_a_slice_the_loop_reads_itse
     assert next(items, "ended") == "ended"
 
 
+def test_an_interrupt_while_the_loop_waits_for_a_slice_to_be_lent_leaves_no_permit_lent_to_nobody(judged_busy, monkeypatch):
+    """Ctrl-C lands while the loop waits in ``borrow`` for the worker to lend it the slice: the
+    worker lends it anyway, to a loop that is gone. Closing ``read_ahead`` takes it back (the
+    stream's clean-up runs, the fetch permit comes back), or keeps the worker from lending it."""
+    from source_framework.runtime import concurrency
+
+    def interrupted_borrow(channel):
+        with channel._condition:
+            channel.lend_asked = channel.waiting = True
+            channel._condition.notify_all()
+            while not channel._done:  # (the interrupt lands once the worker lent it)
+                channel._condition.wait()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrency._Channel, "borrow", interrupted_borrow)
+    cleaned_up = threading.Event()
+    permits = threading.Semaphore(2)
+    slices = read_ahead([ListSlice("a", endless_until_closed(cleaned_up)), ListSlice("b", slow_numbers(1, 5, 1))],
+                        workers=2, permits=permits)
+    with pytest.raises(KeyboardInterrupt):
+        next(iter(next(slices).items()))
+    slices.close()
+    assert cleaned_up.wait(10) and all_given_back(permits, 2)
+
+
 def test_a_caller_that_stops_releases_the_workers_and_their_slices():
     cleaned_up = threading.Event()
     endless = endless_until_closed(cleaned_up)

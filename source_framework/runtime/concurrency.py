@@ -179,11 +179,15 @@ class _Channel:
                 raise self._error
             return None
 
-    def lend(self, iterator: Iterator[Any]) -> None:
-        """The worker's side of ``borrow``: the slice's iterator, after the items put before it."""
+    def lend(self, iterator: Iterator[Any]) -> bool:
+        """The worker's side of ``borrow``: the slice's iterator, after the items put before it.
+        False: the loop is gone (abandoned), the worker keeps it."""
         with self._condition:
+            if self.abandoned:
+                return False
             self._lent, self._done = iterator, True
             self._condition.notify_all()
+            return True
 
     def borrow(self) -> tuple[list[list[Any]], Iterator[Any] | None, BaseException | None]:
         """The loop's side: the chunks the worker read, then the slice's iterator to read on from,
@@ -195,14 +199,19 @@ class _Channel:
             while not self._done:
                 self._condition.wait()
             chunks, self._chunks, self._buffered = list(self._chunks), deque(), 0
-            return chunks, self._lent, self._error
+            lent, self._lent = self._lent, None
+            return chunks, lent, self._error
 
-    def abandon(self) -> None:
-        """The loop stopped: release the worker, drop what it read."""
+    def abandon(self) -> Iterator[Any] | None:
+        """The loop stopped: release the worker, drop what it read. Returns the slice's iterator
+        if the worker lent it and the loop never took it (interrupted in ``borrow``), with the
+        fetch permit that came with it."""
         with self._condition:
             self.abandoned = True
             self._chunks.clear()
             self._condition.notify_all()
+            lent, self._lent = self._lent, None
+            return lent
 
 
 class SparePermitPages:
@@ -301,7 +310,8 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
                     return False
                 chunk = []
                 if channel.lend_asked:
-                    channel.lend(iterator)
+                    if not channel.lend(iterator):
+                        return False  # the loop is gone: closed below
                     iterator = None  # the loop's now, with the permit
                     return True
     except BaseException as error:  # handed to the loop, raised there after the items before it
@@ -356,13 +366,9 @@ class _SliceReadAhead(SliceRead):
                     raise error
                 return
             yield from iterator  # (no look at the pace per item: that cost the loop 0.15-0.3 s per 1,000,000)
-        finally:  # read to its end, or the loop stopped in it: the stream's clean-up runs here
+        finally:  # read to its end, or the loop stopped in it
             if iterator is not None:
-                close = getattr(iterator, "close", None)
-                if close is not None:
-                    close()
-                if self._permits is not None:
-                    self._permits.release()
+                self._give_back(iterator)
 
     def close(self) -> None:
         self._inner.close()
@@ -370,9 +376,22 @@ class _SliceReadAhead(SliceRead):
     def abandon(self) -> None:
         """The loop stopped (in this slice or before it): release the worker, and end the reading
         the loop began here, which gives back the fetch permit it borrowed with the slice."""
-        self.channel.abandon()
+        untaken = self.channel.abandon()
         if self._reading is not None:
             self._reading.close()
+        if untaken is not None:
+            self._give_back(untaken)
+
+    def _give_back(self, lent: Iterator[Any]) -> None:
+        """End the reading of the iterator the worker lent: the stream's clean-up (its finally
+        blocks) runs in this thread, and the fetch permit that came with it goes back."""
+        try:
+            close = getattr(lent, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self._permits is not None:
+                self._permits.release()
 
 
 class _Failed:
