@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -150,3 +151,32 @@ def test_a_read_that_fails_after_the_converter_started_leaves_none_running(files
     assert not run.of_type("STATE") and not run.of_type("RECORD")
     assert not files["warehouse"].exists(), "a read failing in its set-up must not write anything"
     assert page_converters_of(os.getpid()) == before
+
+
+def test_a_stream_selected_twice_in_the_catalog_is_refused_before_anything_runs(files):
+    """A declarative source's streams are synced at once: the two copies of one stream wrote to one
+    table at the same time, and failed there ("seq 0 must be greater than the last committed seq 0")."""
+    import yaml
+    from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
+    from airbyte_cdk.sources.declarative.concurrent_declarative_source import ConcurrentDeclarativeSource
+
+    connectors = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance", "connectors")
+    with open(os.path.join(connectors, "manifests", "datetime_cursor.yaml")) as handle:
+        manifest = yaml.safe_load(handle)
+    with open(os.path.join(connectors, "schemas", "users.json")) as handle:
+        manifest["definitions"]["base_stream"]["schema_loader"] = {"type": "InlineSchemaLoader", "schema": json.load(handle)}
+    entry = {"stream": {"name": "users", "json_schema": {}, "supported_sync_modes": ["full_refresh", "incremental"]},
+             "sync_mode": "incremental", "destination_sync_mode": "append"}
+    twice = {"streams": [entry, {**entry, "destination_sync_mode": "append_dedup", "primary_key": [["id"]]}]}
+    catalog_path = write_json(files["tmp"] / "twice.json", twice)
+    with open(files["config"]) as handle:
+        config = json.load(handle)
+    source = ConcurrentDeclarativeSource(catalog=ConfiguredAirbyteCatalogSerializer.load(twice), config=config, state=None,
+                                         source_config=manifest)
+    run = run_in_process("read", "--config", files["config"], "--catalog", catalog_path, "--concurrency", "2", source=source)
+    assert run.returncode == 2, run.stderr
+    assert not files["warehouse"].exists(), "bad input must not write anything"
+    assert not run.of_type("STATE") and not run.of_type("RECORD")
+    errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
+    assert errors and errors[0]["failure_type"] == "config_error"
+    assert "twice.json" in errors[0]["message"] and "'users'" in errors[0]["message"], errors[0]["message"]

@@ -235,3 +235,27 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path):
     ids = [row[0] for row in spark.read.parquet(os.path.join(faulted, "demo", "orders")).select("id").collect()]
     assert len(ids) == len(set(ids)), "append_dedup left two rows for one key"
     print(f"reference run {reference_seconds:.1f}s; {len(kills)} kills: {outcomes}")
+
+
+@pytest.mark.parametrize(("mode", "snapshots"), [("append", 2), ("overwrite", 1)])
+def test_a_full_refresh_killed_after_its_commit_and_retried_appends_a_snapshot_per_attempt(spark, tmp_path, mode, snapshots):
+    """What the README promises for a full refresh ("Exactly once", the sync modes): it has no
+    checkpoint to resume from, and an orchestrator's retry starts from the state the killed attempt
+    was given, as a new sync starts from the marker a completed one printed: nothing tells the
+    two apart. So an attempt killed after its one commit and before its STATE, then retried,
+    leaves two snapshots in an ``append`` table (as Airbyte's own destinations append one per
+    attempt), and one in an ``overwrite`` table, the exactly-once choice for a full refresh."""
+    from integration_tests.conftest import all_records, kill_at, run_in_process
+
+    overrides = {"products": {"sync_mode": "full_refresh", "destination_sync_mode": mode}}
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("products", overrides=overrides))
+    with DemoApi(records=300, api_key=API_KEY, seed=5).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "warehouse"))
+        killed = kill_at("commit.done", "read", "--config", config, "--catalog", catalog_path)
+        assert killed.paused, killed.stderr[-2000:]
+        assert not [m for m in killed.messages if m["type"] == "STATE"], "killed after its STATE, not before"
+        retried = run_in_process("read", "--config", config, "--catalog", catalog_path)  # the same (no) state
+        assert retried.returncode == 0, retried.stderr[-2000:]
+        products = sorted(record["id"] for record in all_records(api, "products"))
+    table = sorted(row.id for row in spark.read.parquet(str(tmp_path / "warehouse" / "demo" / "products")).select("id").collect())
+    assert products and table == sorted(products * snapshots)

@@ -174,6 +174,9 @@ def test_catalog_shapes(tmp_path):
     bad_mode["streams"][0]["sync_mode"] = "sometimes"
     with pytest.raises(InputError, match="not a valid configured catalog"):
         load_catalog(write(tmp_path, "k3.json", bad_mode))
+    twice = {"streams": [good["streams"][0], {**good["streams"][0], "destination_sync_mode": "overwrite"}]}
+    with pytest.raises(InputError, match=r"k4.json': stream 'users' is selected twice \(streams\[0\] and streams\[1\]\)"):
+        load_catalog(write(tmp_path, "k4.json", twice))
 
 
 # -- the size limit: per stream, on the compact JSON of its state (issue 11) --------------------

@@ -339,6 +339,48 @@ def test_a_loop_that_stops_in_a_slice_it_reads_itself_closes_it_and_gives_its_pe
     assert cleaned_up.wait(10) and all_given_back(permits, 2)
 
 
+@pytest.mark.parametrize("stopped_after", [1, 8 * CHUNK])
+def test_closing_read_ahead_gives_back_the_permit_of_a_slice_the_loop_reads_itself(judged_busy, stopped_after):
+    """The read loop failed in a slice it read on itself, at its first item (one the worker had
+    read) or far past them, and kept the slice's items (as a stored error's traceback keeps them):
+    closing ``read_ahead`` alone ends that reading, and the fetch permit it borrowed comes back.
+    The permits are shared by the whole sync: one kept per such failure had the sync wait forever."""
+    cleaned_up = threading.Event()
+    permits = threading.Semaphore(2)
+    slices = read_ahead([ListSlice("a", endless_until_closed(cleaned_up)), ListSlice("b", slow_numbers(1, 5, 1))],
+                        workers=2, permits=permits)
+    items = iter(next(slices).items())
+    assert [next(items) for _ in range(stopped_after)] == list(range(stopped_after))
+    slices.close()
+    assert cleaned_up.wait(10) and all_given_back(permits, 2)
+    assert next(items, "ended") == "ended"
+
+
+def test_an_interrupt_while_the_loop_waits_for_a_slice_to_be_lent_leaves_no_permit_lent_to_nobody(judged_busy, monkeypatch):
+    """Ctrl-C lands while the loop waits in ``borrow`` for the worker to lend it the slice: the
+    worker lends it anyway, to a loop that is gone. Closing ``read_ahead`` takes it back (the
+    stream's clean-up runs, the fetch permit comes back), or keeps the worker from lending it."""
+    from source_framework.runtime import concurrency
+
+    def interrupted_borrow(channel):
+        with channel._condition:
+            channel.lend_asked = channel.waiting = True
+            channel._condition.notify_all()
+            while not channel._done:  # (the interrupt lands once the worker lent it)
+                channel._condition.wait()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(concurrency._Channel, "borrow", interrupted_borrow)
+    cleaned_up = threading.Event()
+    permits = threading.Semaphore(2)
+    slices = read_ahead([ListSlice("a", endless_until_closed(cleaned_up)), ListSlice("b", slow_numbers(1, 5, 1))],
+                        workers=2, permits=permits)
+    with pytest.raises(KeyboardInterrupt):
+        next(iter(next(slices).items()))
+    slices.close()
+    assert cleaned_up.wait(10) and all_given_back(permits, 2)
+
+
 def test_a_caller_that_stops_releases_the_workers_and_their_slices():
     cleaned_up = threading.Event()
     endless = endless_until_closed(cleaned_up)
@@ -560,3 +602,80 @@ def test_a_partition_its_parent_lists_twice_is_read_once_whatever_the_concurrenc
     assert not result.failed
     ids = [row["id"] for row in destination.sinks["store_orders"].landed]
     assert len(ids) == len(set(ids)) == expected > 0
+
+
+def test_a_failed_streams_stored_error_keeps_none_of_the_objects_its_frames_held():
+    """A failed stream's error stays in its result for the rest of the run; its traceback had kept
+    every frame it went through alive, and with them what the read loop held (its slices, their
+    threads and fetch permits): the traceback keeps only the lines it went through."""
+    import gc
+    import traceback
+    import weakref
+
+    from source_framework.runtime.results import StreamResult
+
+    class Held:
+        pass
+
+    def read_loop(held):
+        try:
+            raise KeyError("cursor")
+        except KeyError as error:
+            raise ValueError("the stream failed") from error
+
+    held = Held()
+    kept = weakref.ref(held)
+    result = StreamResult(name="s")
+    try:
+        read_loop(held)
+    except ValueError as error:
+        result.failed(error)
+    del held
+    gc.collect()
+    assert kept() is None, "the stored error's frames keep what the loop held"
+    assert result.error is not None and "read_loop" in "".join(traceback.format_exception(result.error))
+
+
+def test_a_cdk_stream_declaring_concurrency_safe_reads_ahead_only_where_the_loop_moves_its_state(caplog):
+    """Read ahead, a worker runs the stream's own code. Where that code moves the state the loop
+    reads at a checkpoint (a state property set in ``read_records``), the opt-in is refused with a
+    warning; a legacy ``get_updated_state`` stream (the loop tracks its state) and a full refresh
+    (no state) keep it."""
+    from airbyte_cdk.sources.streams import Stream
+
+    from source_framework.runtime.stream_adapters import adapt
+    from unit_tests.conftest import CursorStream, configured
+
+    class SafeCursorStream(CursorStream):
+        concurrency_safe = True
+
+    class SafeLegacyStream(Stream):
+        """airbyte-cdk's legacy incremental stream: no state of its own, ``get_updated_state``."""
+
+        primary_key, cursor_field, name, concurrency_safe = "id", "n", "legacy", True
+
+        def get_json_schema(self):
+            return {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
+
+        def stream_slices(self, **kwargs):
+            return [{"values": [1, 2]}, {"values": [3]}]
+
+        def read_records(self, sync_mode, cursor_field=None, stream_slice=None, stream_state=None):
+            for value in stream_slice["values"]:
+                yield {"id": value, "n": value}
+
+        def get_updated_state(self, current_stream_state, latest_record):
+            return {"n": max(current_stream_state.get("n") or 0, latest_record["n"])}
+
+    def reads_ahead(stream, sync_mode):
+        adapter = adapt(stream, configured(stream.name, sync_mode, "append" if sync_mode == "incremental" else "overwrite"))
+        adapter.start({})
+        return adapter.concurrency_safe
+
+    with caplog.at_level("WARNING", logger="source_framework.read"):
+        assert not reads_ahead(SafeCursorStream([[1, 2], [3]]), "incremental")
+    assert "numbers declares concurrency_safe = True" in caplog.text and "read_records" in caplog.text
+    caplog.clear()
+    assert reads_ahead(SafeLegacyStream(), "incremental")
+    assert reads_ahead(SafeCursorStream([[1, 2], [3]]), "full_refresh")
+    assert not caplog.text

@@ -3,10 +3,11 @@
 Real APIs spend most of a sync waiting (100-500 ms a page). ``read_ahead`` lets worker threads
 fetch the next slices' pages while the read loop is still busy with the first one::
 
-    for stream_slice in read_ahead(adapter.slices(), workers=4):
-        for item in stream_slice.items():    # the same items, in the same order, as without it
-            ...
-        stream_slice.close()
+    with closing(read_ahead(adapter.slices(), workers=4)) as slices:  # closed: its permits given back
+        for stream_slice in slices:
+            for item in stream_slice.items():    # the same items, in the same order, as without it
+                ...
+            stream_slice.close()
 
 Everything the read loop sees is what it would see reading one slice after another: the same
 slices in the same order, each slice's items in order, a failure at the point where it happened
@@ -42,7 +43,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -178,11 +179,15 @@ class _Channel:
                 raise self._error
             return None
 
-    def lend(self, iterator: Iterator[Any]) -> None:
-        """The worker's side of ``borrow``: the slice's iterator, after the items put before it."""
+    def lend(self, iterator: Iterator[Any]) -> bool:
+        """The worker's side of ``borrow``: the slice's iterator, after the items put before it.
+        False: the loop is gone (abandoned), the worker keeps it."""
         with self._condition:
+            if self.abandoned:
+                return False
             self._lent, self._done = iterator, True
             self._condition.notify_all()
+            return True
 
     def borrow(self) -> tuple[list[list[Any]], Iterator[Any] | None, BaseException | None]:
         """The loop's side: the chunks the worker read, then the slice's iterator to read on from,
@@ -194,14 +199,19 @@ class _Channel:
             while not self._done:
                 self._condition.wait()
             chunks, self._chunks, self._buffered = list(self._chunks), deque(), 0
-            return chunks, self._lent, self._error
+            lent, self._lent = self._lent, None
+            return chunks, lent, self._error
 
-    def abandon(self) -> None:
-        """The loop stopped: release the worker, drop what it read."""
+    def abandon(self) -> Iterator[Any] | None:
+        """The loop stopped: release the worker, drop what it read. Returns the slice's iterator
+        if the worker lent it and the loop never took it (interrupted in ``borrow``), with the
+        fetch permit that came with it."""
         with self._condition:
             self.abandoned = True
             self._chunks.clear()
             self._condition.notify_all()
+            lent, self._lent = self._lent, None
+            return lent
 
 
 class SparePermitPages:
@@ -300,7 +310,8 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
                     return False
                 chunk = []
                 if channel.lend_asked:
-                    channel.lend(iterator)
+                    if not channel.lend(iterator):
+                        return False  # the loop is gone: closed below
                     iterator = None  # the loop's now, with the permit
                     return True
     except BaseException as error:  # handed to the loop, raised there after the items before it
@@ -326,6 +337,7 @@ class _SliceReadAhead(SliceRead):
         self.partition = inner.partition
         self.observe = inner.observe
         self.channel = _Channel(pace)
+        self._reading: Generator[Any, None, None] | None = None
         self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits, workers, pace), name="read-ahead",
                                         daemon=True)
         self._worker.start()
@@ -333,6 +345,10 @@ class _SliceReadAhead(SliceRead):
     def items(self, pages: Any = None) -> Iterable[Any]:  # the worker lends the slice its pages
         """The slice's items: from the worker, until the process has been seen busy; then what the
         worker read, and the rest read here (see the module's docstring)."""
+        self._reading = self._items()
+        return self._reading
+
+    def _items(self) -> Generator[Any, None, None]:
         take, pace = self.channel.take, self._pace
         pace.took()
         while not pace.seen_busy or not pace.busy:
@@ -342,23 +358,40 @@ class _SliceReadAhead(SliceRead):
             yield from chunk
         # The process keeps a core busy: the rest of the slice is read here, in the loop's thread.
         chunks, iterator, error = self.channel.borrow()
-        for chunk in chunks:
-            yield from chunk
-        if iterator is None:
-            if error is not None:
-                raise error
-            return
-        try:
+        try:  # from here on the worker's fetch permit is the loop's, whatever stops the reading
+            for chunk in chunks:
+                yield from chunk
+            if iterator is None:
+                if error is not None:
+                    raise error
+                return
             yield from iterator  # (no look at the pace per item: that cost the loop 0.15-0.3 s per 1,000,000)
-        finally:  # read to its end, or the loop stopped in it: the stream's clean-up runs here
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
-            if self._permits is not None:
-                self._permits.release()
+        finally:  # read to its end, or the loop stopped in it
+            if iterator is not None:
+                self._give_back(iterator)
 
     def close(self) -> None:
         self._inner.close()
+
+    def abandon(self) -> None:
+        """The loop stopped (in this slice or before it): release the worker, and end the reading
+        the loop began here, which gives back the fetch permit it borrowed with the slice."""
+        untaken = self.channel.abandon()
+        if self._reading is not None:
+            self._reading.close()
+        if untaken is not None:
+            self._give_back(untaken)
+
+    def _give_back(self, lent: Iterator[Any]) -> None:
+        """End the reading of the iterator the worker lent: the stream's clean-up (its finally
+        blocks) runs in this thread, and the fetch permit that came with it goes back."""
+        try:
+            close = getattr(lent, "close", None)
+            if close is not None:
+                close()
+        finally:
+            if self._permits is not None:
+                self._permits.release()
 
 
 class _Failed:
@@ -373,13 +406,16 @@ def read_ahead(
     workers: int,
     capacity: int = CAPACITY,
     permits: threading.Semaphore | None = None,
-) -> Iterator[SliceRead]:
+) -> Generator[SliceRead, None, None]:
     """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller, up to
     ``capacity`` items ahead while the process waits for the API (a page or so while it is busy).
 
     The caller reads a slice's items to the end before it asks for the next slice. With
     ``workers`` 1 this is ``slices`` itself: no thread is started. ``permits``, shared by the
-    streams synced at once, bounds the slices fetching at the same time across all of them.
+    streams synced at once, bounds the slices fetching at the same time across all of them; so
+    the caller closes this generator however its reading ends (``contextlib.closing``), which
+    gives back every permit its slices hold: left to the garbage collector, one kept alive by a
+    stored error's traceback would hold a permit for the rest of the sync.
     """
     if workers <= 1:
         yield from slices
@@ -405,10 +441,10 @@ def read_ahead(
             if isinstance(head, _Failed):
                 raise head.error
             yield head
-    finally:  # the caller stopped (or is done): no worker may wait for it any longer
+    finally:  # the caller stopped (or is done): no worker may wait for it, no permit stay borrowed
         for pending in (head, *ahead):
             if isinstance(pending, _SliceReadAhead):
-                pending.channel.abandon()
+                pending.abandon()
 
 
 class ReadStopped(BaseException):

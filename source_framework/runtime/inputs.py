@@ -67,14 +67,23 @@ def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
     raw = load_json_file(path, "catalog")
     if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list):
         raise InputError(f"catalog file '{path}' must be an object with a 'streams' list")
+    first_at: dict[str, int] = {}
     for index, entry in enumerate(raw["streams"]):
         if not isinstance(entry, dict) or not isinstance(entry.get("stream"), dict):
             raise InputError(f"catalog file '{path}': streams[{index}] must be an object with a 'stream' object")
         for key in ("sync_mode", "destination_sync_mode"):
             if key not in entry:
                 raise InputError(f"catalog file '{path}': streams[{index}] has no '{key}'")
-        if not isinstance(entry["stream"].get("name"), str):
+        name = entry["stream"].get("name")
+        if not isinstance(name, str):
             raise InputError(f"catalog file '{path}': streams[{index}].stream has no 'name'")
+        # Each stream has one table, one state and one sync: two entries would write one table at once.
+        if name in first_at:
+            raise InputError(
+                f"catalog file '{path}': stream '{name}' is selected twice (streams[{first_at[name]}] and "
+                f"streams[{index}]); keep one entry per stream"
+            )
+        first_at[name] = index
     try:
         return ConfiguredAirbyteCatalogSerializer.load(raw)
     except Exception as error:  # the serializer's errors are long; keep the first line

@@ -40,6 +40,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +64,7 @@ from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.process import bodies_read_whole, gc_for_streaming, proxies_looked_up_once, threads_for_streaming
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
-from source_framework.runtime.stream_adapters import StreamAdapter
+from source_framework.runtime.stream_adapters import SliceRead, StreamAdapter
 from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify, placed_record
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
@@ -229,18 +230,23 @@ class StreamSync:
         return True
 
     def run(self) -> StreamResult:
+        workers = self.concurrency if self.adapter.concurrency_safe else 1
+        # Closed however the reading ends: slices read ahead hold fetch permits the whole sync shares.
+        with closing(read_ahead(self.adapter.slices(), workers, permits=self.shared.permits)) as slices:
+            return self._read(slices)
+
+    def _read(self, slices: Iterable[SliceRead]) -> StreamResult:
         adapter, result, boundary = self.adapter, self.result, self.boundary
         interval = self._interval()
         write = self.sink.write
         transform = adapter.transform
-        workers = self.concurrency if adapter.concurrency_safe else 1
         stopped = self.shared.stop.is_set
         # A failed slice fails the stream where a full refresh publishes only a complete read, and
         # where its records, committed under no state, could not be told apart when read again.
         apart = adapter.slices_fail_apart and self.checkpoints and (
             adapter.failed_slices_covered or self.sink.may_commit_uncovered_rows()
         )
-        for stream_slice in read_ahead(adapter.slices(), workers, permits=self.shared.permits):
+        for stream_slice in slices:
             if stopped():
                 raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")
             result.slices_total = adapter.slices_total
@@ -375,7 +381,7 @@ class StreamSync:
         if classified.kind == STATE:
             self._state_from_stream(classified)
             return None
-        self._pass_on(classified)
+        pass_on(self.output, classified)
         return None
 
     def _state_from_stream(self, item: StreamItem) -> None:
@@ -389,9 +395,6 @@ class StreamSync:
             return
         self._yielded = (dict(item.state or {}), copy.deepcopy(self.adapter.state()))
         self.checkpoint()
-
-    def _pass_on(self, item: StreamItem) -> None:
-        pass_on(self.output, item)
 
     def _drain_side_messages(self) -> None:
         """Messages the source's components emitted on the side (airbyte-cdk's message repository).
@@ -412,7 +415,7 @@ class StreamSync:
                     f"records the stream yields; it cannot be placed in any table's checkpoints"
                 )
             else:
-                self._pass_on(classified)
+                pass_on(self.output, classified)
 
     def _poll(self) -> None:
         if self.shared.stop.is_set():
@@ -695,8 +698,8 @@ def _sync_one(
         if sync is not None:
             sync.print_committed()
         stream_result = sync.result if sync is not None else StreamResult(name=name)
-        stream_result.error = error
         report_error(output, name, namespace, error)
+        stream_result.failed(error)
     if stream_result.error is None:
         output.stream_status(name, namespace, "COMPLETE")
     else:  # failed, or read to its end with failed slices (each reported when it failed)

@@ -11,6 +11,7 @@ silent loss")::
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,18 @@ class StreamResult:
     records_with_undeclared_fields: int = 0
     #: values that did not fit their column, stored as null: {field: (values, the first one's reason)}
     mismatched_values: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def failed(self, error: BaseException) -> None:
+        """The stream ends with ``error``, kept for the rest of the run (the summary, the exit
+        code). Its traceback keeps the lines it went through, not their frames' variables: those
+        hold what the stream was reading (slices, their threads and fetch permits, pages)."""
+        seen: set[int] = set()
+        chained: BaseException | None = error
+        while chained is not None and id(chained) not in seen:
+            seen.add(id(chained))
+            traceback.clear_frames(chained.__traceback__)
+            chained = chained.__cause__ or chained.__context__
+        self.error = error
 
     @property
     def rows(self) -> int:

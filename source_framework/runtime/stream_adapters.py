@@ -347,6 +347,9 @@ class CdkStreamAdapter(StreamAdapter):
         # refresh, substream cursors) must read one slice after another.
         independent_slices = type(self._reader) in (IncrementalCheckpointReader, FullRefreshCheckpointReader)
         self.concurrency_safe = independent_slices and getattr(self.stream, "concurrency_safe", False) is True
+        if self.concurrency_safe and self.incremental and not (self._observed or self._legacy):
+            self.concurrency_safe = False  # (``_state_moves_in_its_own_code`` says why)
+            logger.warning(_state_moves_in_its_own_code(self.name))
         # source_framework's partitioned bases move one cursor per partition record by record, in
         # order: a partition that fails keeps its cursor at the last record it yielded.
         self.slices_fail_apart = self.failed_slices_covered = (
@@ -476,6 +479,17 @@ class CdkStreamAdapter(StreamAdapter):
     def close_slice(self) -> None:
         # Resumable full-refresh readers pick their next page from what they observed here.
         self.stream._observe_state(self._reader, self._tracker if self._legacy else None)
+
+
+def _state_moves_in_its_own_code(name: str) -> str:
+    """Why a ``Stream`` that declares ``concurrency_safe`` is read one slice after another anyway."""
+    return (
+        f"stream {name} declares concurrency_safe = True, but its state is moved by its own code (read_records "
+        f"or a state property, as with IncrementalMixin or CheckpointMixin): read in worker threads, that code runs "
+        f"ahead of the records the loop has committed, and a checkpoint would print a STATE past records not yet "
+        f"written. Its slices are read one after another. To read ahead, move the state apart from reading "
+        f"(source_framework's IncrementalHttpStream) or with airbyte-cdk's get_updated_state"
+    )
 
 
 class _CdkSlice(SliceRead):
