@@ -71,8 +71,9 @@ What pyspark 4.3 does, checked empirically:
 
 * Given a single folder that contains ``_spark_metadata``, ``spark.read.parquet`` reads
   only the logged files; stray ``.parquet`` files in the folder and in ``_staging`` are
-  ignored. A log with no batch yet fails with ``UNABLE_TO_INFER_SCHEMA``, so a table
-  becomes readable with its first commit.
+  ignored. A log with no batch yet fails with ``UNABLE_TO_INFER_SCHEMA``; a folder without
+  ``_spark_metadata`` is listed, stray files and all. So a table's first commit makes the log's
+  folder before anything enters the table folder, and the table becomes readable with its batch.
 * An empty Arrow table becomes a DataFrame with 0 partitions, and the writer still writes
   one schema-only Parquet file (about 400 bytes): an empty commit keeps the table
   readable with its columns, no special case needed.
@@ -114,6 +115,7 @@ from source_framework.destinations.spark.atomic_files import (
     fsync_directory,
     fsync_file,
     is_temp_file,
+    make_folders,
     write_atomically,
 )
 from source_framework.destinations.spark.checkpoint_folder import CHECKPOINTS_DIR, CheckpointFolder
@@ -265,6 +267,8 @@ class SparkTable:
             if seq < 0 or (last is not None and seq <= last.seq):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
             self._newest = None  # until this commit is done: a failed one leaves the folders to be read again
+            if last is None:
+                self._make_folders()
             parts, folders, written_here = self._write_parts(data, seq, staged, more=pages is not None)
             commit_id = uuid.uuid4().hex
             count = len(parts) + (written_here is not None) + (pages is not None)
@@ -302,6 +306,14 @@ class SparkTable:
         elapsed_ms = (time.perf_counter() - started) * 1000
         return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms,
                           answer.get("undeclared", {}), answer.get("undeclared_records", 0))
+
+    def _make_folders(self) -> None:
+        """Before a table's first commit puts anything in its folder: the folder, its log's folder
+        and its records' folder, each durable in its parent. Why the log's now: a folder with a
+        ``_spark_metadata/`` is read through it (no batch yet: no rows), one without is listed, so
+        the first commit's data file would be read before its batch, the commit point."""
+        make_folders(self._log.directory)
+        make_folders(self._checkpoints.directory)
 
     def _commit_by(
         self, pages: PageRows, record: CheckpointRecord, parts: list[str], names: list[str], folders: list[str],

@@ -52,7 +52,12 @@ class TableLock:
     def acquire(self) -> TableLock:
         if self._fd is not None:
             return self
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        if not os.path.isdir(os.path.dirname(self.path)):
+            # The namespace folder, made here: the table's parent, so it is made durably. (Imported
+            # only then: this module alone starts a lock's holder in milliseconds.)
+            from source_framework.destinations.spark.atomic_files import make_folders
+
+            make_folders(os.path.dirname(self.path))
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         told = False
         while True:

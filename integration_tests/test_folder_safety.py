@@ -1,0 +1,84 @@
+"""The ``parquet`` table folder under crashes and damage from outside (issue 49, items 2, 7, 8 and
+15): each test is one reported defect, reproduced as a user meets it (real processes killed with
+SIGKILL at fault points, files lost or cut by hand) and checked with a plain ``spark.read.parquet``
+in a Spark application of its own (conftest's ``new_application``) where readers are concerned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from integration_tests.conftest import API_KEY, MAIN, ROOT, all_records, catalog, config_for, kill_at, page_converters_of, write_json
+from source_framework.demo.api import DemoApi
+from source_framework.demo.source import DemoSource
+from source_framework.destinations.spark.file_sink_log import FileSinkLog
+from source_framework.destinations.spark.layout import table_path
+from source_framework.destinations.spark.table import SparkTable
+from source_framework.testing import read
+
+USERS = 300
+
+
+@pytest.fixture
+def api():
+    with DemoApi(records=USERS, api_key=API_KEY, seed=23).start() as api:
+        yield api
+
+
+def settings(api, warehouse, **overrides):
+    return config_for(api, warehouse, **overrides)
+
+
+def users_table(warehouse) -> str:
+    return table_path(str(warehouse), "demo", "users")
+
+
+def listing(folder: str) -> list[tuple[str, int]]:
+    """Every file under ``folder`` with its size: what a refusal must leave as it was."""
+    return sorted((os.path.relpath(os.path.join(here, name), folder), os.path.getsize(os.path.join(here, name)))
+                  for here, _, names in os.walk(folder) for name in names)
+
+
+def ids(spark, path) -> list[int]:
+    return sorted(row["id"] for row in spark.read.parquet(path).select("id").collect())
+
+
+def api_ids(api) -> list[int]:
+    return sorted(record["id"] for record in all_records(api, "users"))
+
+
+def error_of(output) -> str:
+    (error,) = [m["trace"]["error"]["message"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
+    return error
+
+
+# -- 2. a new table's first commit is invisible until its commit point ---------------------------------------
+
+
+@pytest.mark.slow  # real processes, killed
+@pytest.mark.parametrize("mode", ["append", "overwrite"])
+def test_item_2_a_new_tables_first_commit_killed_before_its_batch_is_not_seen_by_a_plain_reader(
+    spark, api, tmp_path, new_application, mode
+):
+    """Killed with the first commit's data file in the table folder and no log batch yet: the folder
+    used to have no ``_spark_metadata/`` at all, so a plain reader listed the file's rows."""
+    warehouse = tmp_path / "warehouse"
+    config_path = write_json(tmp_path / "config.json", settings(api, warehouse))
+    overrides = {"users": {"sync_mode": "full_refresh", "destination_sync_mode": "overwrite"}} if mode == "overwrite" else None
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users", overrides=overrides))
+    killed = kill_at("commit.files_written", "read", "--config", config_path, "--catalog", catalog_path)
+    assert killed.paused, killed.stderr[-2000:]
+    table = users_table(warehouse)
+    assert [name for name in os.listdir(table) if name.endswith(".parquet")]  # the uncommitted rows are there
+    seen = new_application([table])[table]
+    assert not seen.get("rows"), f"a plain reader saw {len(seen['rows'])} uncommitted rows"
+    after = read(DemoSource(), settings(api, warehouse), json.load(open(catalog_path)))
+    assert after.returncode == 0, after.messages[-3:]
+    assert ids(spark, table) == api_ids(api)
