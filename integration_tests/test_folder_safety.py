@@ -8,19 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import threading
-import time
 
 import pytest
 
-from integration_tests.conftest import API_KEY, MAIN, ROOT, all_records, catalog, config_for, kill_at, page_converters_of, write_json
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, kill_at, write_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import DemoSource
 from source_framework.destinations.spark.file_sink_log import FileSinkLog
 from source_framework.destinations.spark.layout import table_path
-from source_framework.destinations.spark.table import SparkTable
 from source_framework.testing import read
 
 USERS = 300
@@ -81,4 +76,31 @@ def test_item_2_a_new_tables_first_commit_killed_before_its_batch_is_not_seen_by
     assert not seen.get("rows"), f"a plain reader saw {len(seen['rows'])} uncommitted rows"
     after = read(DemoSource(), settings(api, warehouse), json.load(open(catalog_path)))
     assert after.returncode == 0, after.messages[-3:]
+    assert ids(spark, table) == api_ids(api)
+
+
+# -- 8. a lost newest log batch stops the stream; nothing is deleted -----------------------------------------
+
+
+def test_item_8_a_lost_newest_batch_stops_the_stream_and_deletes_nothing(spark, api, tmp_path):
+    """The newest batch gone (its directory entry not durable at a power loss, or deleted): its
+    record looked like an interrupted commit, so the next sync deleted the commit's files, took the
+    state it was given (exactly that commit's) for an edited one, and exited 0 with rows missing."""
+    warehouse, state_file = tmp_path / "warehouse", str(tmp_path / "state.json")
+    config = settings(api, warehouse, state_checkpoint_interval=100)
+    assert read(DemoSource(), config, catalog("users"), args=["--state-file", state_file]).returncode == 0
+    table = users_table(warehouse)
+    log = FileSinkLog(table)
+    newest = log.batch_path(log.latest_batch_id())
+    lost = open(newest, "rb").read()
+    os.remove(newest)
+    before = listing(table)
+    output = read(DemoSource(), config, catalog("users"), args=["--state-file", state_file])
+    assert output.returncode == 1
+    error = error_of(output)
+    assert table in error and f"_spark_metadata/{os.path.basename(newest)}" in error and "nothing was deleted" in error
+    assert listing(table) == before
+    with open(newest, "wb") as handle:  # put back, the table is whole again
+        handle.write(lost)
+    assert read(DemoSource(), config, catalog("users"), args=["--state-file", state_file]).returncode == 0
     assert ids(spark, table) == api_ids(api)

@@ -208,7 +208,7 @@ class SparkDestination(Destination):
         return path
 
     def open_stream(self, target: StreamTarget) -> StreamSink:
-        table = self.open_table(target.namespace, target.name, purpose="read")
+        table = self.open_table(target.namespace, target.name, purpose="read", given_state=target.state)
         writer = TableWriter(table, target, arrow_schema(dict(target.json_schema)), recorded_schema=table.recorded_schema(),
                              sync_id=self.sync_id)
         if writer.needs_spark:
@@ -228,16 +228,17 @@ class SparkDestination(Destination):
             self._warmed = True
         return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters)
 
-    def open_table(self, namespace: str | None, stream: str, purpose: str) -> SparkTable:
+    def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> SparkTable:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours
         left is deleted, a moved table's log points here, what no reader needs is reclaimed. ``read``
-        and ``state set`` open tables this one way, so they find and see a table alike."""
+        and ``state set`` open tables this one way, so they find and see a table alike.
+        ``given_state``: the stream's state as given (``SparkTable.recover``)."""
         path = self.lock(namespace, stream, purpose=purpose)
         if not self.arrow_writes:
             self.start_spark()
         _remove_deleted_leftovers(path)
         table = SparkTable(lambda: self.spark, path, arrow_writes=self.arrow_writes)
-        removed = table.recover()
+        removed = table.recover(given_state)
         if removed:
             logger.info("%s: removed %d file(s) an interrupted run of ours left", stream, len(removed))
         reclaimed = table.reclaim(self.retention_seconds)
@@ -309,7 +310,7 @@ class SparkDestination(Destination):
         applies it (it would re-read everything into the table this commit kept)."""
         from pyspark.sql import functions as F
 
-        table = self.open_table(namespace, stream, purpose="state set")
+        table = self.open_table(namespace, stream, purpose="state set", given_state=old_state)
         last = table.last_checkpoint()
         if last is None:
             return None

@@ -63,6 +63,13 @@ ADD_ACTION = "add"
 LOCAL_BLOCK_SIZE = 32 * 1024 * 1024
 
 
+def local_path(uri: str) -> str:
+    """The local path of a log line's ``file:`` URI (anything else as it is)."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+
+
 @dataclass(frozen=True)
 class SinkFileStatus:
     """One line of a batch file (Spark's ``SinkFileStatus``)."""
