@@ -104,3 +104,47 @@ def test_item_8_a_lost_newest_batch_stops_the_stream_and_deletes_nothing(spark, 
         handle.write(lost)
     assert read(DemoSource(), config, catalog("users"), args=["--state-file", state_file]).returncode == 0
     assert ids(spark, table) == api_ids(api)
+
+
+# -- 15. damage from outside is named, not written over -------------------------------------------------------
+
+
+@pytest.mark.parametrize("cut_to", [0, 0.5], ids=["emptied", "cut in half"])
+def test_item_15_a_live_data_file_cut_from_outside_stops_the_next_sync(spark, api, tmp_path, new_application, cut_to):
+    """Every reader failed on the cut file, while the next append sync exited 0 (a missing file was
+    refused already)."""
+    warehouse = tmp_path / "warehouse"
+    config = settings(api, warehouse)
+    first = read(DemoSource(), config, catalog("users"))
+    assert first.returncode == 0
+    table = users_table(warehouse)
+    victim = sorted(name for name in os.listdir(table) if name.endswith(".parquet"))[0]
+    size = os.path.getsize(os.path.join(table, victim))
+    os.truncate(os.path.join(table, victim), int(size * cut_to))
+    assert "error" in new_application([table])[table]  # what every reader meets
+    before = listing(table)
+    api.touch("users", 3)
+    output = read(DemoSource(), config, catalog("users"), state=first.final_state_list())
+    assert output.returncode == 1
+    error = error_of(output)
+    assert table in error and victim in error and f"logged as {size}" in error and "state reset --tables" in error
+    assert listing(table) == before
+
+
+def test_item_15_a_cut_log_line_is_named_by_its_file_and_line(spark, api, tmp_path):
+    warehouse = tmp_path / "warehouse"
+    config = settings(api, warehouse)
+    first = read(DemoSource(), config, catalog("users"))
+    assert first.returncode == 0
+    log = FileSinkLog(users_table(warehouse))
+    newest = log.batch_path(log.latest_batch_id())
+    content = open(newest, "rb").read()
+    lines = content.count(b"\n") + 1
+    with open(newest, "wb") as handle:
+        handle.write(content[: len(content) - 40])  # its last line cut
+    before = listing(users_table(warehouse))
+    output = read(DemoSource(), config, catalog("users"), state=first.final_state_list())
+    assert output.returncode == 1
+    error = error_of(output)
+    assert f"{newest}, line {lines}" in error and "cut or damaged" in error
+    assert listing(users_table(warehouse)) == before

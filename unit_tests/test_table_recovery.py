@@ -18,7 +18,7 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.table import InconsistentTable, SparkTable, TableMoved
-from source_framework.destinations.spark.table_recovery import LogBatchLost
+from source_framework.destinations.spark.table_recovery import LogBatchLost, TableDamaged
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 
 
@@ -181,3 +181,29 @@ def test_a_killed_first_commit_of_a_run_that_kept_its_state_is_cleaned_up(tmp_pa
     commit(table, 0, publish=False, state={"n": 0}, start_state={"n": 0})
     SparkTable(None, table).recover(given_state={"n": 0})
     assert listing(table) == []
+
+
+# -- issue 49, item 15: data files cut from outside ------------------------------------------------------------
+
+
+def test_a_table_whose_live_file_was_cut_is_refused_and_nothing_is_deleted(tmp_path):
+    table = str(tmp_path / "users")
+    (name,) = commit(table, 0)
+    commit(table, 1)
+    commit(table, 2, publish=False)  # an interrupted commit is left for when the table is whole again
+    os.truncate(os.path.join(table, name), 3)
+    before = listing(table)
+    with pytest.raises(TableDamaged, match=f"{name}: 3 bytes, logged as 16"):
+        SparkTable(None, table).recover()
+    assert listing(table) == before
+
+
+def test_a_log_line_without_a_size_is_not_taken_for_a_cut_file(tmp_path):
+    """A size of 0 in the log is one not recorded (no Parquet file is empty): nothing to compare."""
+    table = str(tmp_path / "users")
+    os.makedirs(table)
+    name = data_file(table, 0)
+    log = FileSinkLog(table)
+    log.write_batch(0, [SinkFileStatus(f"file://{os.path.join(table, name)}", 0, 0)], replace=False)
+    CheckpointFolder(table).write(CheckpointRecord(seq=0, batch_id=0, state={"n": 0}, files=(name,), rows=1))
+    assert SparkTable(None, table).recover() == []

@@ -15,8 +15,10 @@ commit of this run wrote, so its rules are kept together, each with what it prot
   merged into it) is the given one was committed, and its batch was lost (not yet on disk at a
   power loss, or deleted). Refused (``LogBatchLost``): deleting its files, and reading on from a
   state then matching no checkpoint, lost the rows.
-- **Data files the log names** must all be here: one missing (a table moved or copied without
-  them, or deleted) is ``TableMoved``.
+- **Data files the log names** must all be here, whole: one missing (a table moved or copied
+  without them, or deleted) is ``TableMoved``; one whose size is not the one the log recorded (cut
+  or emptied from outside: every reader fails on it) is ``TableDamaged``. A cut log line says which
+  batch file and line (``file_sink_log``).
 - A table moved, copied or reached through a symlink keeps its data: its log is pointed at its
   files where they now are.
 - ``_staging/`` and our temporary files are always ours to delete.
@@ -51,6 +53,10 @@ _NOT_OURS = (
 class TableMoved(RuntimeError):
     """The table's log names data files that are not in its folder (moved or copied without them,
     or deleted)."""
+
+
+class TableDamaged(TableMoved):
+    """A data file the table's log names is not the size the log recorded (cut or emptied)."""
 
 
 class InconsistentTable(RuntimeError):
@@ -120,19 +126,31 @@ class FolderRecovery:
         return removed
 
     def check_files(self) -> None:
-        """Every data file the log names is in the folder: a table missing one (moved or copied
-        without them, or deleted) is refused, since its readers already fail, and emptying it
-        would lose the data that is left."""
+        """Every data file the log names is in the folder, at the size the log recorded: a table
+        missing one (moved or copied without them, or deleted) or holding one cut or emptied from
+        outside is refused, since its readers already fail, and writing on would bury the damage
+        under commits that look fine. One listing of the folder, no file opened."""
         live = self.log.live_files()
         if not live:
             return
-        present = set(os.listdir(self.path))
-        missing = [status.path for status in live if file_name(status.path) not in present]
+        with os.scandir(self.path) as entries:
+            sizes = {entry.name: entry.stat().st_size for entry in entries if entry.is_file()}
+        missing = [status.path for status in live if file_name(status.path) not in sizes]
         if missing:
             raise TableMoved(
                 f"table {self.path}: its log lists {len(missing)} data file(s) that are not in its folder "
                 f"(e.g. {missing[0]}); it was moved or copied without them, or they were deleted. Put the files "
                 f"back, or {_REBUILD}"
+            )
+        # (a size of 0 in the log is one not recorded: no Parquet file is empty)
+        damaged = [status for status in live if status.size and sizes[file_name(status.path)] != status.size]
+        if damaged:
+            first = damaged[0]
+            raise TableDamaged(
+                f"table {self.path}: {len(damaged)} of its data file(s) are not the size its log recorded (e.g. "
+                f"{file_name(first.path)}: {sizes[file_name(first.path)]} bytes, logged as {first.size}): cut or emptied "
+                f"from outside, and every reader of the table fails on them. Nothing was changed. Put the files back "
+                f"from a backup, or {_REBUILD}"
             )
 
     def adopt_moved_files(self) -> None:
