@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, kill_at, write_json
+from integration_tests.conftest import API_KEY, MAIN, ROOT, all_records, catalog, config_for, kill_at, page_converters_of, write_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import DemoSource
 from source_framework.destinations.spark.file_sink_log import FileSinkLog
@@ -77,6 +82,67 @@ def test_item_2_a_new_tables_first_commit_killed_before_its_batch_is_not_seen_by
     after = read(DemoSource(), settings(api, warehouse), json.load(open(catalog_path)))
     assert after.returncode == 0, after.messages[-3:]
     assert ids(spark, table) == api_ids(api)
+
+
+# -- 7. a page converter that outlives its sync is waited for by the next run's clean-up ------------------------
+
+
+class Main:
+    """``main.py args...`` in a process of its own, its stderr watched line by line."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen([sys.executable, MAIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        cwd=ROOT, env={**os.environ, **env})
+        self.stderr: list[str] = []
+        self.stdout: list[bytes] = []
+        threading.Thread(target=lambda: self.stdout.extend(self.process.stdout), daemon=True).start()
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        for line in self.process.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.stderr):
+            assert self.process.poll() is None and time.monotonic() < deadline, "".join(self.stderr)[-3000:]
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=60)
+
+    def states(self) -> list[dict]:
+        messages = [json.loads(line) for line in b"".join(self.stdout).splitlines() if line.strip()]
+        return [m["state"] for m in messages if m["type"] == "STATE"]
+
+
+@pytest.mark.slow  # real processes, killed
+def test_item_7_the_next_runs_clean_up_waits_for_a_page_converter_still_writing_a_killed_runs_commit(spark, api, tmp_path):
+    """The sync killed while its page converter writes a commit's log batch: a run waiting for the
+    table's lock (``--wait-for-lock``) got it at once and cleaned the commit up, and the batch then
+    landed, naming files that were gone; the table was refused from then on (its readers failed).
+    The converter lingers here after the kill, as a slow disk would keep it in that step."""
+    warehouse = tmp_path / "warehouse"
+    config_path = write_json(tmp_path / "config.json", settings(api, warehouse, state_checkpoint_interval=100))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    args = ["read", "--config", config_path, "--catalog", catalog_path]
+    killed = Main(*args, env={"SOURCE_FRAMEWORK_PAUSE_AT": "commit.files_written:2", "SOURCE_FRAMEWORK_LINGER_SECONDS": "5"})
+    killed.wait_for("paused at commit.files_written:2")  # (said by its converter, about to write the batch)
+    (converter,) = page_converters_of(killed.process.pid)
+    waiter = Main(*args, "--wait-for-lock", env={"SOURCE_FRAMEWORK_PAUSE_AT": "commit.start:1"})
+    waiter.wait_for("waiting for the lock of table")
+    killed.kill()
+    waiter.wait_for("paused at commit.start:1")  # cleaned up, read, and about to commit
+    waiter.kill()
+    deadline = time.monotonic() + 60
+    while os.path.exists(f"/proc/{converter}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{converter}")
+    (users_state,) = killed.states()  # the first commit's; the second's STATE never left
+    after = read(DemoSource(), settings(api, warehouse, state_checkpoint_interval=100), catalog("users"), state=[users_state])
+    assert after.returncode == 0, error_of(after)
+    assert ids(spark, users_table(warehouse)) == api_ids(api)
 
 
 # -- 8. a lost newest log batch stops the stream; nothing is deleted -----------------------------------------

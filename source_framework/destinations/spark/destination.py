@@ -52,7 +52,7 @@ from source_framework.destinations.spark.layout import table_path
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
-from source_framework.destinations.spark.table_lock import TableLock
+from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point
 
@@ -284,7 +284,8 @@ class SparkDestination(Destination):
         if not os.path.isdir(path):
             return False
         aside = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{_DELETED}{uuid.uuid4().hex}")
-        os.rename(path, aside)
+        with no_commit_in_flight(path):
+            os.rename(path, aside)
         fsync_directory(os.path.dirname(path))
         fault_point("state.reset.deleting")
         _remove_tree(aside)

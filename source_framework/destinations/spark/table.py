@@ -45,9 +45,10 @@ names, the log's lines) and the converter writes the record, moves the staged fi
 its rows to their name in the table, fsyncs the folder and writes the batch, in that order, and
 stops at the fault points where this process asks it to. Why: each file operation costs the
 committer's thread the interpreter, which the reading thread holds (~1 ms each at the sync's 1 ms
-switch interval), so a commit done here could not run while reading went on. The converter does
-not start a step once the sync's process is gone, and a run starts its clean-up seconds later, so
-the two never overlap.
+switch interval), so a commit done here could not run while reading went on. The converter holds
+the table folder's ``flock`` (shared) through a commit and carries on only while the sync lives;
+clean-up holds it exclusively (``table_lock.no_commit_in_flight``), so the two never overlap,
+even where the converter outlives a killed sync.
 
 The object remembers its own last commit (and the log what its last batch left), so at a small
 interval a commit does not list and read the table's folders again: any other object's commit
@@ -113,6 +114,7 @@ from source_framework.destinations.spark.atomic_files import fsync_directory, fs
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.file_sink_log import local_path as _local_path
+from source_framework.destinations.spark.table_lock import no_commit_in_flight
 from source_framework.destinations.spark.table_recovery import STAGING_DIR, FolderRecovery
 from source_framework.destinations.spark.table_recovery import InconsistentTable as InconsistentTable  # (for callers)
 from source_framework.destinations.spark.table_recovery import TableMoved as TableMoved
@@ -526,7 +528,7 @@ class SparkTable:
         Everything is checked before anything is deleted: a table whose records and log do not
         tell one interrupted commit apart (``InconsistentTable``), or whose log names files that
         are not here whole (``TableMoved``), is refused as it is."""
-        with self._lock:
+        with self._lock, no_commit_in_flight(self.path):
             self._newest = None
             self._log.forget()
             fault_point("recovery.start")
