@@ -139,6 +139,8 @@ KEEP_RECORDS = 1000
 #: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both;
 #: dictionaries for text columns only (``arrow_conversion.parquet_options``).
 ARROW_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us", "allow_truncated_timestamps": False}
+
+
 @dataclass(frozen=True)
 class StagedFiles:
     """Data files written ahead of their commit: a folder under the staging folder."""
