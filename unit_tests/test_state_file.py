@@ -79,3 +79,37 @@ def test_read_emits_exactly_the_states_the_next_run_accepts(tmp_path, size, acce
         refusal = f"state file '{path}': the state of stream 'texts' is 10.5 MB, over the 10 MB limit"
         with pytest.raises(InputError, match=re.escape(refusal)):
             load_state(path)
+
+
+# -- issue 49, item 7: each STATE costs its own stream's state, not the whole file's ---------------------------
+
+
+def test_a_state_is_saved_without_parsing_the_file_again(tmp_path, monkeypatch):
+    """Every STATE used to parse the whole file back (10,000 times per million records at interval
+    100), on top of writing it: with a large partitioned stream in the file, quadratic."""
+    from source_framework.runtime import state_file as module
+
+    path = str(tmp_path / "state.json")
+    StateFile(path).update("store_orders", None, partitioned_state(2_000))
+    state_file = StateFile(path)
+    parses = []
+    monkeypatch.setattr(module, "load_state", lambda *args: parses.append(args) or load_state(*args))
+    for second in range(50):
+        state_file.update("users", None, {"updatedAt": f"2025-06-01T00:00:{second:02d}Z"})
+        assert load_state(path) == {"store_orders": partitioned_state(2_000), "users": {"updatedAt": f"2025-06-01T00:00:{second:02d}Z"}}
+    assert parses == []
+
+
+def test_another_commands_change_is_kept_by_the_next_save(tmp_path):
+    """What the file held is remembered, not trusted: a file another command wrote since is read again."""
+    path = str(tmp_path / "state.json")
+    reading = StateFile(path)
+    reading.update("users", None, {"updatedAt": "2025-06-01T00:00:00Z"})
+    reading.update("orders", None, {"updatedAt": "2025-06-01T00:00:00Z"})
+    operator = StateFile(path)  # a 'state reset --stream orders' meanwhile
+    operator.remove("orders")
+    operator.save()
+    reading.update("users", None, {"updatedAt": "2025-06-02T00:00:00Z"})
+    assert load_state(path) == {"users": {"updatedAt": "2025-06-02T00:00:00Z"}}
+    reading.update("orders", None, {"updatedAt": "2025-06-03T00:00:00Z"})  # a later STATE of its own counts
+    assert load_state(path)["orders"] == {"updatedAt": "2025-06-03T00:00:00Z"}

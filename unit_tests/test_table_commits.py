@@ -5,15 +5,19 @@ No Spark: this process writes the Parquet files; the log is read back as Spark w
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from source_framework.destinations.spark import atomic_files
 from source_framework.destinations.spark.atomic_files import write_atomically
 from source_framework.destinations.spark.file_sink_log import FileSinkLog
 from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS, SparkTable, StagedFiles
+from source_framework.destinations.spark.table_lock import TableLock
+from source_framework.helpers.faults import SimulatedCrash, crash_at
 
 
 def rows(first: int, count: int = 3) -> pa.Table:
@@ -102,3 +106,47 @@ def test_an_atomic_write_makes_its_folder_and_leaves_no_temporary_file(tmp_path,
             write_atomically(str(target), b"second", overwrite=False)
         assert target.read_bytes() == b"first"
     assert os.listdir(target.parent) == ["7"]
+
+
+def test_a_new_tables_first_commit_makes_its_log_folder_before_any_data_file_enters(tmp_path):
+    """Issue 49, item 2, on the path without the page converter: a folder without ``_spark_metadata``
+    is listed by plain readers, so the data file killed before its batch used to be read."""
+    path = str(tmp_path / "users")
+    with crash_at("commit.files_written"), pytest.raises(SimulatedCrash):
+        SparkTable(None, path, arrow_writes=True).commit(rows(0), {"n": 0}, 0)
+    assert [name for name in os.listdir(path) if name.endswith(".parquet")]
+    assert os.listdir(os.path.join(path, "_spark_metadata")) == []  # read through: no batch, no rows
+
+
+def test_every_folder_a_new_table_makes_is_fsynced_in_its_parent(tmp_path, monkeypatch):
+    """Issue 49, item 7: a folder's entry is on disk only once its parent is fsynced; the namespace
+    folder (made with the table's lock), the table folder, its log's and its records' were not."""
+    synced = []
+    real = atomic_files.fsync_directory
+    monkeypatch.setattr(atomic_files, "fsync_directory", lambda folder: (synced.append(os.path.abspath(folder)), real(folder)))
+    warehouse = tmp_path / "warehouse"
+    path = str(warehouse / "demo" / "users")
+    with TableLock(path):
+        SparkTable(None, path, arrow_writes=True).commit(rows(0), {"n": 0}, 0)
+    made = [str(warehouse), str(warehouse / "demo"), path, *(os.path.join(path, name) for name in ("_checkpoints", "_spark_metadata"))]
+    assert {os.path.dirname(folder) for folder in made} <= set(synced)
+
+
+def test_a_failed_folder_fsync_is_an_error_and_an_unsupported_one_is_not(tmp_path, monkeypatch):
+    """Issue 49, item 8: ``fsync_directory`` ignored every error, so a commit point whose entry never
+    reached the disk (EIO) passed as durable."""
+    def failing(code):
+        def fsync(fd):
+            raise OSError(code, os.strerror(code))
+        return fsync
+
+    monkeypatch.setattr(atomic_files.os, "fsync", failing(errno.EIO))
+    with pytest.raises(OSError, match="Input/output error"):
+        atomic_files.fsync_directory(str(tmp_path))
+    with pytest.raises(OSError):
+        write_atomically(str(tmp_path / "_spark_metadata" / "0"), b"v1", overwrite=False)
+    monkeypatch.setattr(atomic_files.os, "fsync", failing(errno.EINVAL))  # a file system that cannot
+    atomic_files.fsync_directory(str(tmp_path))
+    monkeypatch.undo()
+    with pytest.raises(FileNotFoundError):
+        atomic_files.fsync_directory(str(tmp_path / "gone"))

@@ -81,3 +81,25 @@ def test_a_writer_refused_just_as_the_holder_took_the_lock_still_names_it(holder
     with pytest.raises(TableLocked) as error:
         TableLock(table).acquire()
     assert f"process {process.pid}" in str(error.value)
+
+
+def test_clean_up_waits_for_a_commit_a_page_converter_is_writing_in_the_folder(tmp_path, capsys):
+    """Issue 49, item 7: the converter holds the folder's flock shared through a commit
+    (``page_conversion_process._committing_in``); clean-up takes it exclusively, after it."""
+    import fcntl
+    import time
+
+    from source_framework.destinations.spark.table_lock import no_commit_in_flight
+
+    table = tmp_path / "users"
+    table.mkdir()
+    converter = os.open(table, os.O_RDONLY)
+    fcntl.flock(converter, fcntl.LOCK_SH)
+    threading.Timer(0.5, os.close, [converter]).start()  # the commit's step ends
+    started = time.monotonic()
+    with no_commit_in_flight(str(table)):
+        waited = time.monotonic() - started
+    assert waited >= 0.4
+    assert "still writing" in capsys.readouterr().err
+    with no_commit_in_flight(str(tmp_path / "not yet made")):
+        pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.table import InconsistentTable, SparkTable, TableMoved
+from source_framework.destinations.spark.table_recovery import LogBatchLost, TableDamaged
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 
 
@@ -27,13 +29,15 @@ def data_file(table: str, seq: int, part: int = 0) -> str:
     return name
 
 
-def commit(table: str, seq: int, files: int = 1, publish: bool = True) -> list[str]:
-    """One commit as ``SparkTable.commit`` leaves it; ``publish=False``: killed before its batch."""
+def commit(table: str, seq: int, files: int = 1, publish: bool = True, **record: Any) -> list[str]:
+    """One commit as ``SparkTable.commit`` leaves it; ``publish=False``: killed before its batch.
+    ``record``: fields of its checkpoint record (its state is ``{"n": seq}`` unless given)."""
     os.makedirs(table, exist_ok=True)
     log = FileSinkLog(table)
     names = [data_file(table, seq, part) for part in range(files)]
     batch_id = log.next_batch_id(replace=False)
-    CheckpointFolder(table).write(CheckpointRecord(seq=seq, batch_id=batch_id, state={"n": seq}, files=tuple(names), rows=files))
+    fields = {"state": {"n": seq}, "start_state": {"n": 0}, **record}
+    CheckpointFolder(table).write(CheckpointRecord(seq=seq, batch_id=batch_id, files=tuple(names), rows=files, **fields))
     if publish:
         log.write_batch(batch_id, [SinkFileStatus.for_local_file(os.path.join(table, n)) for n in names], replace=False)
     return names
@@ -136,3 +140,70 @@ def test_a_table_whose_files_were_deleted_in_place_is_refused(tmp_path):
     with pytest.raises(TableMoved, match="1 data file"):
         SparkTable(None, table).recover()
     assert listing(table) == before
+
+
+# -- issue 49, item 8: a batch lost after its STATE left --------------------------------------------------------
+
+
+@pytest.mark.parametrize("given", [{"n": 2}, {"n": 1.5}], ids=["its state", "a state merged into it"])
+def test_a_record_whose_state_the_sync_was_given_lost_its_batch_and_nothing_is_deleted(tmp_path, given):
+    """The given state could only have come from this commit's STATE, printed after its batch: the
+    batch was lost, and deleting the commit's files (as an interrupted one's) lost its rows."""
+    table = str(tmp_path / "users")
+    commit(table, 0)
+    commit(table, 1)
+    commit(table, 2, files=2, merged_states=({"n": 1.5},))
+    os.remove(FileSinkLog(table).batch_path(2))
+    before = listing(table)
+    with pytest.raises(LogBatchLost) as refused:
+        SparkTable(None, table).recover(given_state=given)
+    message = str(refused.value)
+    assert table in message and "checkpoint record 2" in message and "_spark_metadata/2 is missing" in message
+    assert "nothing was deleted" in message and "state reset --tables" in message
+    assert listing(table) == before
+
+
+@pytest.mark.parametrize("given", [None, {}, {"n": 0}, {"n": 1}, {"n": 7}],
+                         ids=["no state known", "an empty state", "its run's start state", "the last committed state", "another"])
+def test_a_record_the_given_state_does_not_prove_is_an_interrupted_commit(tmp_path, given):
+    """A retry starts from the killed run's start state or from the last committed state; neither
+    proves the newest commit happened (a run that did not move its state gives its start state too)."""
+    table = str(tmp_path / "users")
+    kept = commit(table, 0) + commit(table, 1)
+    commit(table, 2, publish=False, merged_states=({"n": 1},))
+    SparkTable(None, table).recover(given_state=given)
+    assert sorted(name for name in os.listdir(table) if name.endswith(".parquet")) == sorted(kept)
+    assert SparkTable(None, table).last_checkpoint().seq == 1
+
+
+def test_a_killed_first_commit_of_a_run_that_kept_its_state_is_cleaned_up(tmp_path):
+    table = str(tmp_path / "users")
+    commit(table, 0, publish=False, state={"n": 0}, start_state={"n": 0})
+    SparkTable(None, table).recover(given_state={"n": 0})
+    assert listing(table) == []
+
+
+# -- issue 49, item 15: data files cut from outside ------------------------------------------------------------
+
+
+def test_a_table_whose_live_file_was_cut_is_refused_and_nothing_is_deleted(tmp_path):
+    table = str(tmp_path / "users")
+    (name,) = commit(table, 0)
+    commit(table, 1)
+    commit(table, 2, publish=False)  # an interrupted commit is left for when the table is whole again
+    os.truncate(os.path.join(table, name), 3)
+    before = listing(table)
+    with pytest.raises(TableDamaged, match=f"{name}: 3 bytes, logged as 16"):
+        SparkTable(None, table).recover()
+    assert listing(table) == before
+
+
+def test_a_log_line_without_a_size_is_not_taken_for_a_cut_file(tmp_path):
+    """A size of 0 in the log is one not recorded (no Parquet file is empty): nothing to compare."""
+    table = str(tmp_path / "users")
+    os.makedirs(table)
+    name = data_file(table, 0)
+    log = FileSinkLog(table)
+    log.write_batch(0, [SinkFileStatus(f"file://{os.path.join(table, name)}", 0, 0)], replace=False)
+    CheckpointFolder(table).write(CheckpointRecord(seq=0, batch_id=0, state={"n": 0}, files=(name,), rows=1))
+    assert SparkTable(None, table).recover() == []

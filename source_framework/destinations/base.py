@@ -44,6 +44,9 @@ class StreamTarget:
     #: the pages the stream's records come from, unchanged (``RecordsAtPath``), for a destination
     #: that converts them from the pages' bytes; None for any other stream
     pages: RawPages | None = None
+    #: the state the sync was given for the stream (``--state``, ``--state-file``), None if none: a
+    #: commit whose state it is happened, even where the table lost the commit's log entry
+    state: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ set``: table rewritten, state file not yet saved).
 The page converter's process carries out some commits' file work (``destinations/spark/table.py``):
 there ``commit.record_written`` and ``commit.files_written`` are counted in this process
 (``reached_elsewhere``) and the pause, or the stop, happens in that one, at the same step, with
-the same message; paused, it waits for this process to be killed, then exits.
+the same message; paused, it waits for this process to be killed, then exits. With
+``SOURCE_FRAMEWORK_LINGER_SECONDS=S`` as well, it carries on that many seconds after the kill
+instead, as a step already begun when the sync died would (a slow disk): what the next run's
+clean-up must wait for.
 
 In-process tests (``crash_at``) make a point raise ``SimulatedCrash`` instead: a
 ``BaseException``, so it escapes the runtime's per-stream error handling as a kill would. As after
@@ -49,6 +52,8 @@ def _target() -> tuple[str, int] | None:
 
 
 _TARGET = _target()
+#: seconds a page converter paused at a point carries on after the sync's process is gone
+_LINGER = os.environ.get("SOURCE_FRAMEWORK_LINGER_SECONDS", "")
 _counts: dict[str, int] = {}
 _count_lock = threading.Lock()
 _crash: tuple[str, int] | None = None
@@ -99,7 +104,8 @@ def reached_elsewhere(name: str) -> dict[str, str] | None:
     """Fault point ``name`` reached, counted here, and what must happen there, or None: what
     ``fault_point`` does itself, or what another process reaching the point for this one must do
     (the page converter carrying out a commit). ``{"at": name, "how": "pause", "label":
-    "name:N"}``: print ``paused at name:N`` and stop until this process is killed; ``"how":
+    "name:N"}``: print ``paused at name:N`` and stop until this process is killed (``"linger"``,
+    with ``"seconds"``: the other process then carries on, see the module's docstring); ``"how":
     "crash"``: stop and report it, and this process calls :func:`crashed_elsewhere`."""
     if _crash is not None:
         if _crashed.is_set():
@@ -114,7 +120,8 @@ def reached_elsewhere(name: str) -> dict[str, str] | None:
     with _count_lock:
         _counts[name] = _counts.get(name, 0) + 1
         if _counts[name] == _TARGET[1]:
-            return {"at": name, "how": "pause", "label": f"{name}:{_counts[name]}"}
+            due = {"at": name, "how": "pause", "label": f"{name}:{_counts[name]}"}
+            return {**due, "how": "linger", "seconds": _LINGER} if _LINGER else due
     return None
 
 

@@ -685,6 +685,7 @@ def _sync_one(
             cursor_field=adapter.cursor_field,
             rebuild=name in rebuild or "*" in rebuild,
             pages=adapter.raw_pages,
+            state=states.get(name),
         )
         sink = destination.open_stream(target)
         sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency, shared)

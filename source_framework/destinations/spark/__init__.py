@@ -5,13 +5,14 @@ Modules, one job each:
 * ``arrow_conversion`` - JSON schema -> Arrow schema; API records -> Arrow table.
 * ``session``          - ``get_spark()``: a configured SparkSession that keeps stdout clean.
 * ``table``            - ``SparkTable``: all-or-nothing commits of Arrow tables.
+* ``table_recovery``   - clean-up before writing: only an interrupted commit of ours is deleted.
 * ``file_sink_log``    - Spark's ``_spark_metadata`` log format and read rules.
 * ``checkpoint_folder`` - our per-commit records (state, files, rows).
 * ``atomic_files``     - crash-safe small-file writes.
 * ``destination``      - ``SparkDestination``: one table per stream; layout, locks, reset, truncate.
 * ``buffer``, ``table_writer``, ``committer`` - records -> Arrow batches -> commit jobs -> commits.
 * ``layout``           - where a stream's table lives (names encoded into safe folder names).
-* ``table_lock``       - one writer per table.
+* ``table_lock``       - one writer per table; clean-up waits for a commit still being written.
 * ``table_schema``     - the table's schema across commits: added, widened, incompatible.
 * ``jvm_cache``        - the class-data archive that halves the embedded JVM's start-up.
 

@@ -16,10 +16,15 @@ Usage::
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 
 TEMP_SUFFIX = ".tmp"
+#: What ``fsync`` on a folder answers where the file system cannot do it (some network and FUSE
+#: file systems): nothing to make durable there. Any other error is the folder's entries not being
+#: on disk, which a commit must not pass over.
+FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
 
 
 def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
@@ -39,7 +44,7 @@ def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
         try:
             fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:  # the folder's first file (made here, not looked for every time)
-            os.makedirs(directory, exist_ok=True)
+            make_folders(directory)
             fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
@@ -87,17 +92,36 @@ def fsync_file(path: str) -> None:
 
 
 def fsync_directory(directory: str) -> None:
-    """Make renames/creations inside ``directory`` durable (no-op where unsupported)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
+    """Make renames/creations inside ``directory`` durable. Raises ``OSError`` when they may not be
+    (an I/O error, a folder that is gone): a commit point whose entry is not on disk can vanish
+    with a power loss after its STATE left. Only a file system that cannot fsync a folder at all
+    (``FSYNC_UNSUPPORTED``) is passed over."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as error:
+        if error.errno not in FSYNC_UNSUPPORTED:
+            raise
     finally:
         os.close(fd)
+
+
+def make_folders(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, durably: each folder made is fsynced in its parent,
+    top down. Why: a folder's entry in its parent is not on disk until the parent is fsynced, so
+    after a power loss a new table (or its log, or its records) could be gone while the STATE of
+    its first commit was already printed."""
+    made = []
+    folder = os.path.abspath(path)
+    while not os.path.isdir(folder):
+        made.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    os.makedirs(path, exist_ok=True)
+    for folder in reversed(made):
+        fsync_directory(os.path.dirname(folder))
 
 
 def is_temp_file(name: str) -> bool:

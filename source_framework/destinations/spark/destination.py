@@ -52,7 +52,7 @@ from source_framework.destinations.spark.layout import table_path
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
-from source_framework.destinations.spark.table_lock import TableLock
+from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point
 
@@ -213,7 +213,7 @@ class SparkDestination(Destination):
         return path
 
     def open_stream(self, target: StreamTarget) -> StreamSink:
-        table = self.open_table(target.namespace, target.name, purpose="read")
+        table = self.open_table(target.namespace, target.name, purpose="read", given_state=target.state)
         writer = TableWriter(table, target, arrow_schema(dict(target.json_schema)), recorded_schema=table.recorded_schema(),
                              sync_id=self.sync_id, on_type_mismatch=self.on_type_mismatch)
         if writer.needs_spark:
@@ -233,16 +233,17 @@ class SparkDestination(Destination):
             self._warmed = True
         return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters)
 
-    def open_table(self, namespace: str | None, stream: str, purpose: str) -> SparkTable:
+    def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> SparkTable:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours
         left is deleted, a moved table's log points here, what no reader needs is reclaimed. ``read``
-        and ``state set`` open tables this one way, so they find and see a table alike."""
+        and ``state set`` open tables this one way, so they find and see a table alike.
+        ``given_state``: the stream's state as given (``SparkTable.recover``)."""
         path = self.lock(namespace, stream, purpose=purpose)
         if not self.arrow_writes:
             self.start_spark()
         _remove_deleted_leftovers(path)
         table = SparkTable(lambda: self.spark, path, arrow_writes=self.arrow_writes)
-        removed = table.recover()
+        removed = table.recover(given_state)
         if removed:
             logger.info("%s: removed %d file(s) an interrupted run of ours left", stream, len(removed))
         reclaimed = table.reclaim(self.retention_seconds)
@@ -288,7 +289,8 @@ class SparkDestination(Destination):
         if not os.path.isdir(path):
             return False
         aside = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{_DELETED}{uuid.uuid4().hex}")
-        os.rename(path, aside)
+        with no_commit_in_flight(path):
+            os.rename(path, aside)
         fsync_directory(os.path.dirname(path))
         fault_point("state.reset.deleting")
         _remove_tree(aside)
@@ -314,7 +316,7 @@ class SparkDestination(Destination):
         applies it (it would re-read everything into the table this commit kept)."""
         from pyspark.sql import functions as F
 
-        table = self.open_table(namespace, stream, purpose="state set")
+        table = self.open_table(namespace, stream, purpose="state set", given_state=old_state)
         last = table.last_checkpoint()
         if last is None:
             return None

@@ -63,6 +63,17 @@ ADD_ACTION = "add"
 LOCAL_BLOCK_SIZE = 32 * 1024 * 1024
 
 
+def local_path(uri: str) -> str:
+    """The local path of a log line's ``file:`` URI (anything else as it is)."""
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
+
+
+class DamagedLog(ValueError):
+    """A log batch with a line that is not one of Spark's file statuses (cut or changed)."""
+
+
 @dataclass(frozen=True)
 class SinkFileStatus:
     """One line of a batch file (Spark's ``SinkFileStatus``)."""
@@ -170,7 +181,21 @@ class FileSinkLog:
             return None
         if lines[0] != VERSION_LINE:
             raise ValueError(f"{self.batch_path(batch_id)}: unsupported log version {lines[0]!r}")
-        return [SinkFileStatus.from_json(line) for line in lines[1:] if line.strip()]
+        entries = []
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                entries.append(SinkFileStatus.from_json(line))
+            except (ValueError, KeyError, TypeError) as error:
+                reason = f"no {error}" if isinstance(error, KeyError) else str(error)
+                raise DamagedLog(
+                    f"{self.batch_path(batch_id)}, line {number}: cannot be read ({reason}); the log batch was cut or "
+                    f"damaged outside of any commit (Spark's readers fail on it too). Nothing was changed. Put the "
+                    f"batch back from a backup, or rebuild the table: 'state reset --tables' for the stream, then "
+                    f"sync it again"
+                ) from None
+        return entries
 
     def live_files(self) -> list[SinkFileStatus]:
         """The files a Spark reader sees now, computed exactly as Spark does."""

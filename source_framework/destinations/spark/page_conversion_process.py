@@ -31,6 +31,8 @@ sync, whose queued commits still need it), and ends when stdin closes.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import gc
 import importlib.util
 import os
@@ -38,9 +40,12 @@ import shutil
 import signal
 import struct
 import sys
+import time
 import traceback
 import uuid
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, BinaryIO
 
@@ -154,22 +159,23 @@ class Converter:
         if part.num_rows != plan["rows"]:  # before anything is written: the commit fails whole
             raise RuntimeError(f"{part.num_rows} rows up to checkpoint {plan['token']}, the commit expects {plan['rows']}")
         stop = plan.get("stop")
-        _exit_if_orphaned()
-        atomic_files.write_atomically(plan["record"], plan["record_text"].encode("utf-8"))
-        _stop_if_asked(stop, "commit.record_written")
-        for source, target in plan["moves"]:
-            os.rename(source, target)
-        self._write(part, plan["file"])
-        atomic_files.fsync_directory(plan["table"])
-        for folder in plan["folders"]:
-            try:
-                os.rmdir(folder)  # (its files were moved out)
-            except OSError:
-                shutil.rmtree(folder, ignore_errors=True)
-        _stop_if_asked(stop, "commit.files_written")
-        targets = [target for _, target in plan["moves"]] + [plan["file"]]
-        added = [_with_stat(line, target) for line, target in zip(plan["added"], targets, strict=True)]
-        atomic_files.write_atomically(plan["batch"], "\n".join([*plan["head"], *added]).encode("utf-8"), overwrite=False)
+        with _committing_in(plan["table"]):
+            _exit_if_orphaned()
+            atomic_files.write_atomically(plan["record"], plan["record_text"].encode("utf-8"))
+            _stop_if_asked(stop, "commit.record_written")
+            for source, target in plan["moves"]:
+                os.rename(source, target)
+            self._write(part, plan["file"])
+            atomic_files.fsync_directory(plan["table"])
+            for folder in plan["folders"]:
+                try:
+                    os.rmdir(folder)  # (its files were moved out)
+                except OSError:
+                    shutil.rmtree(folder, ignore_errors=True)
+            targets = [target for _, target in plan["moves"]] + [plan["file"]]
+            added = [_with_stat(line, target) for line, target in zip(plan["added"], targets, strict=True)]
+            _stop_if_asked(stop, "commit.files_written")
+            atomic_files.write_atomically(plan["batch"], "\n".join([*plan["head"], *added]).encode("utf-8"), overwrite=False)
         return {"rows": part.num_rows, "added": added, "counts": self._counts_since()}
 
     def _rows_to(self, token: int, seq: int) -> pa.Table:
@@ -208,11 +214,28 @@ PARENT = os.getppid()
 
 
 def _exit_if_orphaned() -> None:
-    """Exit if the sync's process is gone: a commit it no longer waits for is not carried on,
-    so that the next run's clean-up never meets this process still writing. (A step already
-    begun ends first; the next run starts its clean-up seconds later.)"""
+    """Exit if the sync's process is gone: a commit it no longer waits for is not carried on.
+    (A step already begun ends first: the next run's clean-up waits for it, ``_committing_in``.)"""
     if os.getppid() != PARENT:
         os._exit(0)
+
+
+@contextmanager
+def _committing_in(table: str) -> Iterator[None]:
+    """Hold the table folder's ``flock`` shared through a commit's file work: the next run's
+    clean-up takes it exclusively (``table_lock.no_commit_in_flight``, which says why), so it
+    waits for the step this process is in when its sync is killed. A folder gone (deleted
+    meanwhile) fails the commit; a file system without ``flock`` on folders has no lock to take."""
+    fd = os.open(table, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError as error:
+            if error.errno not in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+                raise
+        yield
+    finally:
+        os.close(fd)
 
 
 def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
@@ -227,7 +250,9 @@ def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
     sys.stderr.flush()
     while os.read(0, 1 << 16):  # until the sync's process is killed (its pipe closes)
         pass
-    os._exit(0)
+    if stop["how"] != "linger":
+        os._exit(0)
+    time.sleep(float(stop["seconds"]))  # then on with the step, as one begun before the kill
 
 
 def _with_stat(line: str, path: str) -> str:

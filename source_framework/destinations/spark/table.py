@@ -45,9 +45,10 @@ names, the log's lines) and the converter writes the record, moves the staged fi
 its rows to their name in the table, fsyncs the folder and writes the batch, in that order, and
 stops at the fault points where this process asks it to. Why: each file operation costs the
 committer's thread the interpreter, which the reading thread holds (~1 ms each at the sync's 1 ms
-switch interval), so a commit done here could not run while reading went on. The converter does
-not start a step once the sync's process is gone, and a run starts its clean-up seconds later, so
-the two never overlap.
+switch interval), so a commit done here could not run while reading went on. The converter holds
+the table folder's ``flock`` (shared) through a commit and carries on only while the sync lives;
+clean-up holds it exclusively (``table_lock.no_commit_in_flight``), so the two never overlap,
+even where the converter outlives a killed sync.
 
 The object remembers its own last commit (and the log what its last batch left), so at a small
 interval a commit does not list and read the table's folders again: any other object's commit
@@ -55,12 +56,10 @@ would have written the record this object's next commit checks for first.
 
 A crash before step 4 leaves only leftovers no reader sees, each of which :meth:`recover` can
 prove an interrupted commit of ours wrote: the staging folder, and a record whose batch was
-never written, with the files it names. Commits are sequential, so that record can only be the
-newest, one past the last committed, naming the batch the log takes next; records that are
-anything else (a log lost or older than the records) are no interrupted commit, and the table
-is refused with nothing deleted (``InconsistentTable``). Nothing else in the folder is ever
-deleted as a leftover: a table that was moved, copied or reached through a symlink keeps its
-data (its log is pointed at the files where they now are). A crash after step 4 loses nothing:
+never written, with the files it names. Anything else (a log lost or older than the records, a
+batch lost that the given state proves was written, data files missing or cut) is refused with
+nothing deleted; a table that was moved, copied or reached through a symlink keeps its data
+(``table_recovery.py`` has the rules). A crash after step 4 loses nothing:
 :meth:`last_checkpoint` returns the committed state, which the runtime resumes from.
 
 Files a replace made invisible (``overwrite``, ``append_dedup``, ``state set``) are kept for
@@ -71,8 +70,9 @@ What pyspark 4.3 does, checked empirically:
 
 * Given a single folder that contains ``_spark_metadata``, ``spark.read.parquet`` reads
   only the logged files; stray ``.parquet`` files in the folder and in ``_staging`` are
-  ignored. A log with no batch yet fails with ``UNABLE_TO_INFER_SCHEMA``, so a table
-  becomes readable with its first commit.
+  ignored. A log with no batch yet fails with ``UNABLE_TO_INFER_SCHEMA``; a folder without
+  ``_spark_metadata`` is listed, stray files and all. So a table's first commit makes the log's
+  folder before anything enters the table folder, and the table becomes readable with its batch.
 * An empty Arrow table becomes a DataFrame with 0 partitions, and the writer still writes
   one schema-only Parquet file (about 400 bytes): an empty commit keeps the table
   readable with its columns, no special case needed.
@@ -110,19 +110,15 @@ import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, file_name
 from source_framework.destinations.spark.arrow_conversion import parquet_options
-from source_framework.destinations.spark.atomic_files import (
-    fsync_directory,
-    fsync_file,
-    is_temp_file,
-    write_atomically,
-)
-from source_framework.destinations.spark.checkpoint_folder import CHECKPOINTS_DIR, CheckpointFolder
-from source_framework.destinations.spark.file_sink_log import (
-    DEFAULT_COMPACT_INTERVAL,
-    METADATA_DIR,
-    FileSinkLog,
-    SinkFileStatus,
-)
+from source_framework.destinations.spark.atomic_files import fsync_directory, fsync_file, make_folders, write_atomically
+from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
+from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
+from source_framework.destinations.spark.file_sink_log import local_path as _local_path
+from source_framework.destinations.spark.table_lock import no_commit_in_flight
+from source_framework.destinations.spark.table_recovery import STAGING_DIR, FolderRecovery
+from source_framework.destinations.spark.table_recovery import InconsistentTable as InconsistentTable  # (for callers)
+from source_framework.destinations.spark.table_recovery import TableMoved as TableMoved
+from source_framework.destinations.spark.table_recovery import remove_file as _remove
 from source_framework.destinations.spark.table_schema import schema_from_footer, schema_from_json
 from source_framework.helpers.faults import crashed_elsewhere, fault_point, reached_elsewhere
 
@@ -133,7 +129,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("source_framework.spark")
 
-STAGING_DIR = "_staging"
 RESET_MARKER = "_sf_reset.json"
 #: How long files a replace made invisible stay on disk (readers that listed them may need them).
 DEFAULT_RETENTION_SECONDS = 6 * 3600
@@ -144,20 +139,6 @@ KEEP_RECORDS = 1000
 #: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both;
 #: dictionaries for text columns only (``arrow_conversion.parquet_options``).
 ARROW_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us", "allow_truncated_timestamps": False}
-_NOT_OURS = (
-    f": its log and its {CHECKPOINTS_DIR}/ do not belong together (copied or restored in part?), so nothing was "
-    f"deleted. Restore the table's folder whole, or rebuild the table: 'state reset --tables' for the stream, then "
-    f"sync it again"
-)
-
-
-class TableMoved(RuntimeError):
-    """The table's log names data files that are not in its folder (moved or copied without them,
-    or deleted)."""
-
-
-class InconsistentTable(RuntimeError):
-    """The table's checkpoint records and its log do not tell one interrupted commit apart."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +246,8 @@ class SparkTable:
             if seq < 0 or (last is not None and seq <= last.seq):
                 raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
             self._newest = None  # until this commit is done: a failed one leaves the folders to be read again
+            if last is None:
+                self._make_folders()
             parts, folders, written_here = self._write_parts(data, seq, staged, more=pages is not None)
             commit_id = uuid.uuid4().hex
             count = len(parts) + (written_here is not None) + (pages is not None)
@@ -302,6 +285,14 @@ class SparkTable:
         elapsed_ms = (time.perf_counter() - started) * 1000
         return CommitInfo(seq, batch_id, [status.path for status in statuses], rows, elapsed_ms,
                           answer.get("counts") or {})
+
+    def _make_folders(self) -> None:
+        """Before a table's first commit puts anything in its folder: the folder, its log's folder
+        and its records' folder, each durable in its parent. Why the log's now: a folder with a
+        ``_spark_metadata/`` is read through it (no batch yet: no rows), one without is listed, so
+        the first commit's data file would be read before its batch, the commit point."""
+        make_folders(self._log.directory)
+        make_folders(self._checkpoints.directory)
 
     def _commit_by(
         self, pages: PageRows, record: CheckpointRecord, parts: list[str], names: list[str], folders: list[str],
@@ -529,116 +520,26 @@ class SparkTable:
 
     # --- housekeeping ------------------------------------------------------------
 
-    def recover(self) -> list[str]:
+    def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
         """Before writing: delete what an interrupted commit of ours left, and point a moved
-        table's log at its files. Returns the removed paths. Call it only while no commit on this
-        table is in progress (the table's lock is held: ``table_lock.py``).
+        table's log at its files (the rules: ``table_recovery.py``). Returns the removed paths.
+        ``given_state``: the state the sync was given for the stream, which can prove that a
+        commit without its batch did happen. Call it only while no commit on this table is in
+        progress (the table's lock is held: ``table_lock.py``).
 
         Everything is checked before anything is deleted: a table whose records and log do not
-        tell one interrupted commit apart (``InconsistentTable``) or whose log names files that
-        are not here (``TableMoved``) is refused as it is."""
-        with self._lock:
+        tell one interrupted commit apart (``InconsistentTable``), or whose log names files that
+        are not here whole (``TableMoved``), is refused as it is."""
+        with self._lock, no_commit_in_flight(self.path):
             self._newest = None
             self._log.forget()
             fault_point("recovery.start")
-            interrupted = self._interrupted_commit()
-            self._check_files_present()
-            removed = self._remove_commit(interrupted) if interrupted is not None else []
-            self._adopt_moved_files()
-            return removed + self._remove_staging_and_temp_files()
-
-    def _interrupted_commit(self) -> CheckpointRecord | None:
-        """The record of the commit a killed run left unpublished, if there is one.
-
-        Commits are sequential (one writer, and an interrupted one is removed before the next), so
-        at most one record can be newer than the last committed one, and its batch is the one the
-        log would take next. Anything else (a log missing or older than the records, records
-        copied from another table) is no interrupted commit: deleting the files those records
-        name could empty a table, so the table is refused instead."""
-        last = self.last_checkpoint()
-        newer = [seq for seq in self._checkpoints.seqs_newest_first() if last is None or seq > last.seq]
-        if not newer:
-            return None
-        where = (
-            f"its log ({METADATA_DIR}/) is missing" if self._log.latest_batch_id() is None
-            else f"its log ({METADATA_DIR}/) ends at batch {self._log.latest_batch_id()}"
-        )
-        committed = f"the last committed is {last.seq}" if last is not None else "none is committed"
-        if len(newer) > 1:
-            raise InconsistentTable(
-                f"table {self.path}: {len(newer)} checkpoint records ({min(newer)} to {max(newer)}) are newer than its "
-                f"last committed one ({committed}; {where}), but an interrupted run leaves at most one" + _NOT_OURS
-            )
-        record = self._checkpoints.read(newer[0])
-        if record is None:
-            return None
-        expected = self._log.next_batch_id(replace=record.replace)
-        if record.batch_id != expected:
-            raise InconsistentTable(
-                f"table {self.path}: checkpoint record {record.seq} is not committed ({committed}; {where}) and names "
-                f"log batch {record.batch_id}, not the one its log takes next ({expected})" + _NOT_OURS
-            )
-        return record
-
-    def _remove_commit(self, record: CheckpointRecord) -> list[str]:
-        """Delete an interrupted commit: the data files its record names (they may already be in the
-        table folder, never in its log), then the record. Killed in between, the record is still
-        there to name what is left."""
-        removed = []
-        for name in record.files:
-            path = os.path.join(self.path, name)
-            if os.path.exists(path):
-                removed.append(_remove(path))
-                fault_point("recovery.removing")
-        removed.append(_remove(self._checkpoints.path(record.seq)))
-        return removed
-
-    def _check_files_present(self) -> None:
-        """A table whose log names data files that are not in its folder (moved or copied without
-        them, or deleted) is refused: its readers already fail, and emptying it would lose the
-        data that is left."""
-        live = self._log.live_files()
-        if not live:
-            return
-        present = set(os.listdir(self.path))
-        missing = [status.path for status in live if file_name(status.path) not in present]
-        if missing:
-            raise TableMoved(
-                f"table {self.path}: its log lists {len(missing)} data file(s) that are not in its folder "
-                f"(e.g. {missing[0]}); it was moved or copied without them, or they were deleted. Put the files "
-                f"back, or rebuild the table: 'state reset --tables' for the stream, then sync it again"
-            )
-
-    def _adopt_moved_files(self) -> None:
-        """A table moved, copied or reached by another path still logs its files where they were
-        written; every one of them is here (``_check_files_present``), so the log is pointed here
-        and readers see the same rows."""
-        live = self._log.live_files()
-        elsewhere = [status for status in live if os.path.dirname(_local_path(status.path)) != self.path]
-        if not elsewhere:
-            return
-        here = [SinkFileStatus.for_local_file(os.path.join(self.path, file_name(status.path))) for status in live]
-        batch_id = self._log.next_batch_id(replace=True)
-        self._log.write_batch(batch_id, here, replace=True)
-        logger.warning(
-            "table %s was moved or copied (its log named %s): its %d file(s) are now read where they are",
-            self.path, os.path.dirname(_local_path(elsewhere[0].path)), len(here),
-        )
-
-    def _remove_staging_and_temp_files(self) -> list[str]:
-        removed = []
-        staging = os.path.join(self.path, STAGING_DIR)
-        if os.path.isdir(staging):
-            leftovers = os.listdir(staging)
-            # A killed run's write can still be running on a Spark Connect server or on
-            # executors and add files while we delete. Whatever it leaves is never
-            # published (only this process moves files into the table): the next run
-            # removes it.
-            shutil.rmtree(staging, ignore_errors=True)
-            removed += [os.path.join(staging, name) for name in leftovers]  # an empty folder is no news
-        for directory in (self._log.directory, self._checkpoints.directory):
-            removed += [_remove(path) for path in _children(directory) if is_temp_file(os.path.basename(path))]
-        return removed
+            folder = FolderRecovery(self.path, self._log, self._checkpoints)
+            interrupted = folder.interrupted_commit(self.last_checkpoint(), given_state)
+            folder.check_files()
+            removed = folder.remove_commit(interrupted) if interrupted is not None else []
+            folder.adopt_moved_files()
+            return removed + folder.remove_staging_and_temp_files()
 
     def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: float | None = None) -> list[str]:
         """Delete what no reader can need any more; return the removed paths.
@@ -728,12 +629,6 @@ def spark_path(path: str) -> str:
     return "file://" + path
 
 
-def _local_path(uri: str) -> str:
-    from urllib.parse import unquote, urlparse
-
-    return unquote(urlparse(uri).path) if uri.startswith("file:") else uri
-
-
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
@@ -743,15 +638,6 @@ def _timestamp(text: str) -> float:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return float("inf")  # an unreadable time is never old enough to delete anything
-
-
-def _children(directory: str) -> list[str]:
-    return [os.path.join(directory, name) for name in sorted(os.listdir(directory))] if os.path.isdir(directory) else []
-
-
-def _remove(path: str) -> str:
-    os.remove(path)
-    return path
 
 
 def _remove_folder(folder: str) -> None:

@@ -18,12 +18,15 @@ processes always lock the same file.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -52,7 +55,12 @@ class TableLock:
     def acquire(self) -> TableLock:
         if self._fd is not None:
             return self
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        if not os.path.isdir(os.path.dirname(self.path)):
+            # The namespace folder, made here: the table's parent, so it is made durably. (Imported
+            # only then: this module alone starts a lock's holder in milliseconds.)
+            from source_framework.destinations.spark.atomic_files import make_folders
+
+            make_folders(os.path.dirname(self.path))
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         told = False
         while True:
@@ -102,6 +110,46 @@ class TableLock:
         assert self._fd is not None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, json.dumps(holder).encode("utf-8"), 0)
+
+
+@contextmanager
+def no_commit_in_flight(table_path: str, poll_seconds: float = 0.05) -> Iterator[None]:
+    """Within the block, no page converter is carrying out a commit in the table folder: wait for
+    one that is, holding the folder's own ``flock`` exclusively. For whatever deletes in a table
+    (its clean-up, ``state reset --tables``), with the table's lock held.
+
+    Why: the converter (``page_conversion_process``) does a commit's file work in a process of its
+    own, which outlives a sync killed meanwhile, and ends the step it is in before it notices; the
+    table's lock is free from the sync's death, so a run waiting for it would clean up a commit
+    whose batch was still to be written (then naming files that were gone). The converter holds
+    the folder's ``flock`` shared for each commit, and, once it holds it, carries on only if its
+    sync is alive: one that gets it after this block had its sync's death, and the whole clean-up,
+    before it, and stops. A folder that is not there, or a file system without ``flock`` on
+    folders, has nothing to wait for."""
+    try:
+        fd = os.open(table_path, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not told:
+                    sys.stderr.write(f"waiting for a commit on table {table_path} that an ended run's page converter is "
+                                     f"still writing\n")
+                    told = True
+                time.sleep(poll_seconds)
+            except OSError as error:
+                if error.errno in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+                    break  # (no flock here: nothing to wait for)
+                raise
+        yield
+    finally:
+        os.close(fd)
 
 
 def _wait_for_holder(lock_path: str, seconds: float = 0.5) -> str:
