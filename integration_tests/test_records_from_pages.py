@@ -130,9 +130,9 @@ def test_rows_from_the_pages_bytes_are_the_rows_converted_here(spark, api, tmp_p
     started = []
     original = page_conversion.PageConverter.begin
 
-    def counted(self, schema, sync_id, records_path, parquet_options):
+    def counted(self, schema, sync_id, records_path, *more):
         started.append(records_path)
-        original(self, schema, sync_id, records_path, parquet_options)
+        original(self, schema, sync_id, records_path, *more)
 
     monkeypatch.setattr(page_conversion.PageConverter, "begin", counted)
     for interval in (None, 37):
