@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from source_framework import IncrementalHttpStream, Source
+from source_framework.destinations.spark import buffer as buffer_module
 from source_framework.destinations.spark.layout import table_path
 from source_framework.streams.cursor import parse_datetime
 from source_framework.testing import read
@@ -149,3 +151,62 @@ def test_item_13_records_with_a_null_cursor_are_not_appended_again_by_every_sync
     output = read(source(), config, catalog, state=state)
     assert output.returncode == 0
     assert table_rows(spark, tmp_path, source) == sorted([(i["id"], i["name"]) for i in api.items] + [(1, "no date")])
+
+
+# -- 9. append_dedup keeps the version read last, by read order and commit, never by the clock ------------------
+
+
+class ClockBehind:
+    """``time`` as the Spark buffer sees it (it stamps ``_sf_extracted_at``), ``seconds`` behind."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def time(self):
+        return time.time() - self.seconds
+
+
+def test_item_9_an_update_within_its_cursors_second_wins_though_the_next_syncs_clock_is_behind(spark, api, tmp_path, monkeypatch):
+    """A record updated A -> B within its cursor's second, and the next sync's clock 60 s behind (a
+    step back, another host): that sync read B and said so, the table kept A; its boundary holds
+    B's hash, so later syncs skipped B, and the update was lost for good."""
+    last = "2025-03-01T10:00:05Z"
+    api.items = [{"id": i, "name": f"A of {i}", "updatedAt": last} for i in range(1, 4)]
+    config, catalog = config_of(api, tmp_path), items_catalog("append_dedup")
+    first = read(ItemsSource(), config, catalog)
+    assert first.returncode == 0
+    api.items[1] = {"id": 2, "name": "B of 2", "updatedAt": last}
+    monkeypatch.setattr(buffer_module, "time", ClockBehind(60))
+    second = read(ItemsSource(), config, catalog, state=first.final_state_list())
+    assert second.returncode == 0
+    assert sum(int(s["sourceStats"]["recordCount"]) for s in second.states()) == 1
+    assert table_rows(spark, tmp_path) == [(1, "A of 1"), (2, "B of 2"), (3, "A of 3")]
+    monkeypatch.undo()
+    third = read(ItemsSource(), config, catalog, state=second.final_state_list())
+    assert third.returncode == 0
+    assert table_rows(spark, tmp_path) == [(1, "A of 1"), (2, "B of 2"), (3, "A of 3")]
+
+
+class StoppedClock:
+    """``time`` as the Spark buffer sees it, stopped: every record read in the same millisecond."""
+
+    def __init__(self):
+        self.now = time.time()
+
+    def time(self):
+        return self.now
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["real-clock", "stopped-clock"])
+def test_item_9_of_two_versions_of_a_key_on_one_page_at_one_cursor_the_later_wins(spark, api, tmp_path, monkeypatch, stopped):
+    """One page listing [old, new] for one key and cursor kept ``old`` (read in one checkpoint, most
+    often in the same millisecond: nothing but the order they were read in tells them apart)."""
+    if stopped:
+        monkeypatch.setattr(buffer_module, "time", StoppedClock())
+    cursor = "2025-03-01T10:00:05Z"
+    api.items = [{"id": 1, "name": "other", "updatedAt": "2025-03-01T10:00:00Z"},
+                 {"id": 7, "name": "old", "updatedAt": cursor}, {"id": 7, "name": "new", "updatedAt": cursor},
+                 {"id": 8, "name": "first", "updatedAt": cursor}]
+    output = read(ItemsSource(), config_of(api, tmp_path), items_catalog("append_dedup"))
+    assert output.returncode == 0
+    assert table_rows(spark, tmp_path) == [(1, "other"), (7, "new"), (8, "first")]
