@@ -5,10 +5,14 @@ run's Spark session); the kills of state commands are in ``test_data_safety.py``
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 
+import pytest
+
 from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, stream_states, write_json
+from integration_tests.test_records_read_again import Items, ItemsApi, ItemsSource, items_catalog
 from source_framework.demo.api import DemoApi, Faults
 from source_framework.demo.source import DemoSource
 
@@ -265,3 +269,101 @@ def test_state_set_on_a_partition_state_without_its_partition_is_a_clear_error(t
                            "--cursor", "2025-02-01T00:00:00Z", "--no-table")
     assert moved.returncode == 2
     assert "state.json" in moved.stderr and "partition" in moved.stderr and "Traceback" not in moved.stderr
+
+
+# -- issue 49, item 6: ``state set`` splits the table as the sync orders cursors ----------------------------
+
+
+class TextItems(Items):
+    """Items whose cursor column is text: the schema declares no date-time format."""
+
+    json_schema = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                                                    "updatedAt": {"type": "string"}}}
+
+    @property
+    def name(self):
+        return "items"
+
+
+class TextItemsSource(ItemsSource):
+    stream_class = TextItems
+
+
+def test_item_6_state_set_on_a_text_cursor_with_offsets_keeps_the_rows_before_the_instant(spark, tmp_path):
+    """The rows were compared with the cursor as text: ``…T02:00:00+05:00`` (before the cursor's
+    instant) was deleted and never read again, ``…T00:30:00Z`` and ``…T23:30:00-02:00`` (after it)
+    were kept and read again, twice in the table."""
+    cursor = "2025-03-01T01:00+02:00"  # 2025-02-28T23:00:00Z
+    api = ItemsApi([  # in the order of their instants, as the API sends them
+        {"id": 4, "name": "before, basic format", "updatedAt": "20250228"},
+        {"id": 2, "name": "before, east of UTC", "updatedAt": "2025-03-01T02:00:00+05:00"},
+        {"id": 1, "name": "before", "updatedAt": "2025-02-28T22:30:00Z"},
+        {"id": 3, "name": "before, no zone (UTC)", "updatedAt": "2025-02-28 22:59:59.5"},
+        {"id": 5, "name": "at the cursor", "updatedAt": "2025-02-28T23:00:00Z"},
+        {"id": 6, "name": "after", "updatedAt": "2025-03-01T00:30:00Z"},
+        {"id": 7, "name": "after, west of UTC", "updatedAt": "2025-02-28T23:30:00-02:00"},
+        {"id": 8, "name": "no date", "updatedAt": None},
+    ])
+    try:
+        warehouse = tmp_path / "warehouse"
+        config = write_json(tmp_path / "config.json", {"url": api.url, "destination": {
+            "type": "spark", "warehouse": str(warehouse), "spark_master": "local[1]"}})
+        catalog_path = write_json(tmp_path / "catalog.json", items_catalog("append"))
+        state_file = str(tmp_path / "state.json")
+        read = ("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+        assert run_in_process(*read, source=TextItemsSource()).returncode == 0
+        moved = run_in_process("state", "set", "--state-file", state_file, "--config", config, "--stream", "items",
+                               "--cursor", cursor, source=TextItemsSource())
+        assert moved.returncode == 0, moved.stderr
+        path = os.path.join(str(warehouse), TextItemsSource().name, "items")
+        assert sorted(r["id"] for r in spark.read.parquet(path).collect()) == [1, 2, 3, 4, 8]
+        again = run_in_process(*read, source=TextItemsSource())
+        assert again.returncode == 0, again.stderr
+    finally:
+        api.close()
+    assert sorted(r["id"] for r in spark.read.parquet(path).collect()) == list(range(1, 9))
+
+
+def test_item_6_state_set_on_a_timestamp_cursor_takes_an_offset_without_seconds(spark, demo_api, tmp_path):
+    """Spark could not cast ``…T01:00+02:00`` to a timestamp: the command failed."""
+    from source_framework.streams.cursor import parse_datetime
+
+    warehouse = tmp_path / "warehouse"
+    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    state_file = str(tmp_path / "state.json")
+    read = ("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert run_in_process(*read).returncode == 0
+    records = all_records(demo_api, "users")
+    middle = parse_datetime(sorted(r["updatedAt"] for r in records)[len(records) // 2]).replace(second=0)
+    east = dt.timezone(dt.timedelta(hours=2))
+    cursor = middle.astimezone(east).strftime("%Y-%m-%dT%H:%M+02:00")
+    moved = run_in_process("state", "set", "--state-file", state_file, "--config", config, "--stream", "users", "--cursor", cursor)
+    assert moved.returncode == 0, moved.stderr
+    before = sorted(r["id"] for r in records if parse_datetime(r["updatedAt"]) < middle)
+    assert ids(spark, warehouse, "users") == before
+    assert run_in_process(*read).returncode == 0
+    assert ids(spark, warehouse, "users") == sorted(r["id"] for r in records)
+
+
+ODD_CURSORS = [
+    None, "", "abc", "Z", "9abc", "12345", "2025", "20250301", "20250301T010000Z", "2025-03-01", "2025-02-28",
+    "2025-03-01T01:00+02:00", "2025-03-01T01:00:00+02:00", "2025-03-01 00:59:59", "2025-02-28T23:00:00.000001Z",
+    "2025-02-28T22:59:59.999999Z", "2025-02-28T23:00:00,5Z", "2025-02-28T23:00:00.1234567Z", "2025-03-01T01:00:00+19:00",
+    "2025-03-01T18:00:00+19:00", "2025-02-30T00:00:00Z", "2025-03-01T24:00:00", "0000-01-01", "0001-01-01T00:00:00Z",
+    "9999-12-31T23:59:59Z", "٢٠٢٥-01-01", "2025-03-01x01:00", "2025-03-01T01", "2025-03-01T0100+0200",
+    "2025-02-28T23:00:00.000000Z", "2025-02-28T23:00:00-00:00", "ünïcode", "~", "2025-02-28T23:00Z",
+]
+
+
+@pytest.mark.parametrize("cursor", ["2025-03-01T01:00+02:00", "2025-02-28T23:00:00Z", "20250301", "abd", "9"])
+def test_item_6_a_text_columns_rows_before_a_cursor_are_those_the_sync_orders_before_it(spark, cursor):
+    """Whatever a text cursor column holds, the rows ``state set`` keeps are exactly those
+    ``cursor_sort_key`` orders before the cursor (and those without a value)."""
+    from source_framework.destinations.spark.cursor_order import before_cursor
+    from source_framework.streams.cursor import cursor_sort_key
+
+    frame = spark.createDataFrame([(i, value) for i, value in enumerate(ODD_CURSORS)], "i int, updatedAt string")
+    kept = sorted(row["i"] for row in frame.where(before_cursor(frame, "updatedAt", cursor)).collect())
+    key = cursor_sort_key(cursor)
+    assert kept == [i for i, value in enumerate(ODD_CURSORS) if value is None or cursor_sort_key(value) < key]

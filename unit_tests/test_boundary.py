@@ -315,6 +315,17 @@ def test_a_record_below_where_the_resumed_partition_had_got_is_for_the_table_to_
     assert Boundary(["t"], [["id"]]).already_committed({"id": 1, "t": 1}) is False  # nothing resumed
 
 
+def test_a_record_without_a_cursor_value_is_for_the_table_to_tell_in_a_resumed_run():
+    """No state ever passes such a record, so every sync reads it again (issue 49, item 13)."""
+    for keys in ([["id"]], []):
+        assert Boundary(["t"], keys).already_committed({"id": 1, "t": None}) is False  # nothing resumed: new
+        assert Boundary(["t"], keys, resumed={}).already_committed({"id": 1, "t": None}) is None
+        resumed = Boundary(["t"], keys, resumed={"#x:0": {"cursor": 5, "records": []}})
+        resumed.start_partition("")
+        assert resumed.already_committed({"id": 1}) is None
+        assert resumed.already_committed({"id": 2, "t": 6}) is False
+
+
 # -- property: any history of syncs leaves the table holding the API's records exactly -----------
 
 # Per sync, what the API gained since the last one: per partition (None: a slice naming none), new

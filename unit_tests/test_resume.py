@@ -12,7 +12,7 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord, Re
 from source_framework.runtime.boundary import FULL_EVERY
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import read_streams
-from source_framework.runtime.resume import AS_GIVEN, EDITED, TABLE_AHEAD, boundary_rebuilt, choose_resume_point
+from source_framework.runtime.resume import AS_GIVEN, EDITED, STATE_AHEAD, TABLE_AHEAD, boundary_rebuilt, choose_resume_point
 from source_framework.runtime.secrets import SecretFilter
 from source_framework.runtime.stream_adapters import adapt
 from unit_tests.conftest import EventLog, EventOutput, catalog_of, configured
@@ -226,3 +226,56 @@ def test_a_resumed_partitioned_sync_skips_exactly_the_committed_boundary(merge):
     rows, _, result = sync_orders(records, stores, state, merge)
     assert rows == [stores[3][5], stores[4][6]]
     assert result.skipped == 2 * len(stores) - 1
+
+
+# -- issue 49: a state's meaning does not depend on the records kept (5), nor on its partitions' order (12);
+# a state ahead of the table is told apart from an edit (11) ---------------------------------------------
+
+
+def test_a_state_only_a_reclaimed_record_passed_still_resumes_from_the_table():
+    kept = HISTORY[:2]  # the records of run 1 (from {}: t=1, t=2) were reclaimed
+    assert choose_resume_point({}, kept).reason == EDITED  # what the records kept alone say
+    passed = [{}, {"t": 1}, {"t": 2}]
+    for given in passed:
+        point = choose_resume_point(given, kept, passed=lambda state: state in passed)
+        assert (point.state, point.reason, point.seq) == ({"t": 4}, TABLE_AHEAD, 4)
+        assert point.boundary == {"": {"cursor": 4, "keys": [[40]]}}
+
+
+def per_partition(*cursors, **extra):
+    return {"states": [{"partition": {"store": s}, "cursor": {"t": t}} for s, t in cursors], **extra}
+
+
+def test_a_per_partition_state_in_another_order_is_the_same_state():
+    newest = per_partition((1, 5), (2, 6), (3, 7))
+    older = per_partition((1, 4), (2, 6), (3, 7), parent_state={"stores": per_partition((9, 1), (8, 2))})
+    records = [record(2, newest, older, {"": {"cursor": 7, "keys": [[1]]}}), record(1, older, {})]
+    point = choose_resume_point(per_partition((3, 7), (1, 5), (2, 6)), records)
+    assert (point.reason, point.seq) == (AS_GIVEN, 2)
+    reordered = per_partition((3, 7), (2, 6), (1, 4), parent_state={"stores": per_partition((8, 2), (9, 1))})
+    assert choose_resume_point(reordered, records).reason == TABLE_AHEAD
+    assert choose_resume_point(per_partition((3, 7), (1, 5), (2, 5)), records).reason == EDITED
+
+
+@pytest.mark.parametrize("given, ahead", [
+    ({"t": 5}, ["t: 5 > 4"]),
+    ({"t": 3}, []),  # behind: an edit, a partial re-sync
+    ({"t": "2025-01-01T00:00:00Z"}, []),  # another kind of value: nothing to compare
+    (per_partition((1, 2), (2, 9)), ["partition {\"store\": 2}: 9 > 8"]),
+    (per_partition((1, 2), (3, 1)), ["partition {\"store\": 3}: 1, a partition the table's state does not name"]),
+    (per_partition((1, 2), state={"t": 9}), ["global: 9 > 8"]),
+    (per_partition((1, 1)), []),
+])
+def test_a_state_ahead_of_the_tables_newest_checkpoint_is_told_apart(given, ahead):
+    newest = {"t": 4} if "t" in given else per_partition((1, 3), (2, 8), state={"t": 8})
+    point = choose_resume_point(given, [record(1, newest, {})], cursor_field="t")
+    assert point.ahead == ahead
+    assert point.reason == (STATE_AHEAD if ahead else EDITED)
+    assert choose_resume_point(given, [], cursor_field="t").reason == AS_GIVEN  # an empty table takes any state
+
+
+def test_date_times_are_compared_as_instants():
+    newest = {"t": "2025-03-01T00:30:00Z"}
+    behind = choose_resume_point({"t": "2025-03-01T01:00+02:00"}, [record(1, newest, {})], cursor_field="t")
+    ahead = choose_resume_point({"t": "2025-03-01T02:00+01:00"}, [record(1, newest, {})], cursor_field="t")
+    assert (behind.reason, ahead.reason) == (EDITED, STATE_AHEAD)

@@ -48,7 +48,7 @@ class FakeTable:
         rows = data.num_rows + sum(item.rows for item in staged)
         self.commits.append({"seq": seq, "state": state, "replace": replace, "rows": rows, "notes": notes,
                              "merged_states": list(merged_states), "reset_id": reset_id, "staged": list(staged),
-                             "checkpoints": set(data.column("_sf_checkpoint").to_pylist())})
+                             "checkpoints": set(data.column("_sf_checkpoint").to_pylist()), "ids": data.column("id").to_pylist()})
         return CommitInfo(seq, seq, [], rows, 1.0)
 
     def stage(self, data: pa.Table) -> StagedFiles:
@@ -95,6 +95,18 @@ def test_queued_checkpoints_become_one_commit_that_records_the_merged_states():
     assert receipts == [CommitReceipt(3, 1), CommitReceipt(3, 1)]
     receipts = writer.apply([job(writer, [4], {"n": 4})])
     assert receipts == [CommitReceipt(4, 2)] and table.commits[1]["seq"] == 1
+
+
+def test_queued_checkpoints_commit_their_rows_in_the_order_they_were_read():
+    """Each job's records not converted yet come after its batches and before the next job's:
+    ``append_dedup`` keeps the last version read of a key at one cursor (issue 49, item 9)."""
+    table = FakeTable()
+    writer = TableWriter(table, target(), SCHEMA)
+    first = CommitJob(writer, [batch([1, 2])], 3, 0, {"n": 3}, None, records=[{"id": 3, "n": 3}], extracted_at_ms=[0])
+    second = CommitJob(writer, [batch([4, 5])], 4, 0, {"n": 7}, None, records=[{"id": 6, "n": 6}, {"id": 7, "n": 7}],
+                       extracted_at_ms=[0, 0])
+    writer.apply([first, second])
+    assert table.commits[0]["ids"] == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_staged_rows_are_published_with_the_next_commit_and_counted_there():

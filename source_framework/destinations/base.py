@@ -93,6 +93,11 @@ class StreamSink(ABC):
         """Earlier runs' commits, newest first; none where a sink keeps no record."""
         return iter(())
 
+    def passed_before(self, state: Mapping[str, Any]) -> bool:
+        """Whether the table passed ``state`` in a commit whose record ``committed`` no longer
+        yields (reclaimed: its states are kept apart, ``spark/passed_states.py``)."""
+        return False
+
     def pending_reset(self) -> str | None:
         """The id of a ``state reset`` that asked this stream's next sync to replace its data."""
         return None

@@ -22,6 +22,7 @@ full boundaries of keys only, on which a resume skips nothing (``runtime.boundar
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 from collections.abc import Callable, Mapping
@@ -85,14 +86,21 @@ class CheckpointRecord:
     replaced: tuple[str, ...] = ()
     format: int = FORMAT_VERSION
 
-    def covers(self, state: Mapping[str, Any]) -> bool:
+    def covers(self, state: Mapping[str, Any] | SameState) -> bool:
         """``state`` is this commit's, or one of the checkpoints merged into its write."""
-        given = dict(state or {})
-        return given == (self.state or {}) or given in [dict(s) for s in self.merged_states]
+        same = state if isinstance(state, SameState) else SameState(state)
+        return same(self.state) or any(same(merged) for merged in self.merged_states)
 
-    def started_from(self, state: Mapping[str, Any]) -> bool:
+    def started_from(self, state: Mapping[str, Any] | SameState) -> bool:
         """The run that made this commit started from ``state``."""
-        return self.start_state is not None and dict(state or {}) == self.start_state
+        same = state if isinstance(state, SameState) else SameState(state)
+        return self.start_state is not None and same(self.start_state)
+
+    def states_passed(self) -> list[dict[str, Any]]:
+        """Every state a later run given it is to take for one this table passed: the commit's,
+        those merged into it, and its run's start state (``runtime.resume``)."""
+        states = [dict(self.state or {}), *(dict(s or {}) for s in self.merged_states)]
+        return states + [dict(self.start_state)] if self.start_state is not None else states
 
     def to_json(self) -> bytes:
         # The fields as they are (JSON writes tuples as lists), not ``dataclasses.asdict``: that
@@ -131,6 +139,63 @@ class CheckpointRecord:
             schema=content.get("schema"),
             replaced=tuple(content.get("replaced") or ()),
         )
+
+
+class SameState:
+    """Tells whether a state says the same as ``given``: equal, or equal but for the order of the
+    partitions of a per-partition state (``{"states": [{"partition": ..., "cursor": ...}]}``, here
+    or in a ``parent_state``). Why: an orchestrator or a person may write a state's partitions in
+    another order, and it still names the same place in every partition. ``given``'s canonical form
+    is made once, as ``runtime.resume`` compares it with many states."""
+
+    def __init__(self, given: Mapping[str, Any] | None) -> None:
+        self.given = dict(given or {})
+        self._canonical: Any = None
+
+    def __call__(self, state: Mapping[str, Any] | None) -> bool:
+        state = state or {}
+        if state == self.given:
+            return True
+        if not (_partitioned(self.given) and _partitioned(state)):
+            return False
+        if len(self.given.get("states") or ()) != len(state.get("states") or ()):
+            return False  # (the common way two such states differ: no need to order them)
+        if self._canonical is None:
+            self._canonical = canonical_state(self.given)
+        return bool(canonical_state(state) == self._canonical)
+
+
+def _partitioned(state: Mapping[str, Any]) -> bool:
+    return isinstance(state.get("states"), list) or isinstance(state.get("parent_state"), Mapping)
+
+
+def canonical_state(value: Any) -> Any:
+    """``value`` with every list of partitions (a ``"states"`` list whose entries each name a
+    ``"partition"``) in one order, by partition, at any depth: two states equal but for that
+    order have equal canonical forms."""
+    if isinstance(value, Mapping):
+        canonical = {key: canonical_state(item) for key, item in value.items()}
+        entries = canonical.get("states")
+        if isinstance(entries, list) and all(isinstance(e, Mapping) and "partition" in e for e in entries):
+            canonical["states"] = sorted(entries, key=lambda entry: _json_text(entry["partition"]))
+        return canonical
+    if isinstance(value, list):
+        return [canonical_state(item) for item in value]
+    return value
+
+
+def state_digest(state: Mapping[str, Any] | None) -> bytes:
+    """8 bytes that name ``state`` whatever the order of its keys and partitions: how a table
+    remembers the states of checkpoint records it no longer keeps (``spark/passed_states.py``)."""
+    encoded = _json_text(canonical_state(dict(state or {}))).encode("utf-8")
+    return hashlib.blake2b(encoded, digest_size=STATE_DIGEST_BYTES).digest()
+
+
+STATE_DIGEST_BYTES = 8
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def file_name(path: str) -> str:

@@ -12,7 +12,9 @@ with second granularity), is always written.
 Below the boundary. A record read again with a cursor under the one its partition had reached
 in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
 by the boundary: ``already_committed`` answers None and the read loop asks the table
-(``StreamSink.holds``), which compares it row for row with what it holds under its key.
+(``StreamSink.holds``), which compares it row for row with what it holds under its key. So
+does a record without a cursor value in a run that resumes from a commit: no state passes it,
+so every sync reads it again.
 
 Without a primary key, the boundary keeps each partition's cursor only (``{"cursor": ...}``),
 and every record read again at or under it is for the table to tell: ``holds`` counts the rows
@@ -184,6 +186,7 @@ class Boundary:
         self.skipped = 0
         #: the sort key of the highest cursor value of this run's records (``cursor_sort_key``)
         self.highest: Any = None
+        self._resumed = resumed is not None  # from a commit: records without a cursor value may be in the table
         self._load(resumed or {})
 
     # -- reading ------------------------------------------------------------------------
@@ -216,13 +219,14 @@ class Boundary:
     def already_committed(self, record: Mapping[str, Any]) -> bool | None:
         """Track ``record``; True if the resumed commit holds exactly this record at this cursor.
         None: it lies below where the resumed commit's partition had got (a lookback window, a
-        parent read again from the start), or, without a primary key, at or below it, so the table
-        may hold it: ask the table (``holds``)."""
+        parent read again from the start), or, without a primary key, at or below it, or it has no
+        cursor value and the run resumes from a commit, so the table may hold it: ask the table
+        (``holds``)."""
         if not self.enabled:
             return False
         value = record.get(self._cursor)
         if value is None:
-            return False
+            return None if self._resumed else False
         # Skipped or not, the record is at this partition's edge in the table: noted there. (Written
         # out, as are ``_replace``'s steps: this runs for nearly every record, and a call is ~5% of it.)
         entry = self._current

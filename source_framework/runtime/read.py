@@ -63,7 +63,7 @@ from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.process import bodies_read_whole, gc_for_streaming, proxies_looked_up_once, threads_for_streaming
 from source_framework.runtime.results import ReadResult, StreamResult
-from source_framework.runtime.resume import EDITED, TABLE_AHEAD, choose_resume_point
+from source_framework.runtime.resume import TABLE_AHEAD, resume_from_table
 from source_framework.runtime.stream_adapters import SliceRead, StreamAdapter
 from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify, placed_record
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
@@ -176,15 +176,16 @@ class StreamSync:
         self._yielded: tuple[dict[str, Any], Mapping[str, Any] | None] | None = None
         self._slice_error: Exception | None = None  # the slice being read failed (``_until_failure``)
         self._failed_slices: list[Exception] = []
-        resumed = self._resume(state_as_given)
+        resumed = self._resume(state_as_given, target.cursor_field[0] if len(target.cursor_field) == 1 else None)
         self._start_state = copy.deepcopy(self._last_state)
         adapter.start(self._start_state)
         properties = target.json_schema.get("properties")
         self.boundary = Boundary(target.cursor_field if self.checkpoints else [], target.primary_key, resumed, stream=self.name,
                                  declared=list(properties) if isinstance(properties, Mapping) and properties else None)
 
-    def _resume(self, state_as_given: bool) -> Mapping[str, Any] | None:
-        """Pick the start state from the table's commits; return the boundary to skip."""
+    def _resume(self, state_as_given: bool, cursor_field: str | None) -> Mapping[str, Any] | None:
+        """Pick the start state from the table's commits (``runtime.resume``: a state ahead of the
+        table is refused); return the boundary to skip."""
         if not self._apply_pending_reset():
             return None
         if not self.checkpoints:
@@ -192,22 +193,9 @@ class StreamSync:
         if state_as_given:
             logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", self.name, _brief(self._last_state))
             return None
-        point = choose_resume_point(self._last_state or {}, self.sink.committed())
+        point = resume_from_table(self.name, self._last_state, self.sink, cursor_field)  # (it logs which case it is)
         if point.reason == TABLE_AHEAD:
-            logger.warning(
-                "stream %s: the given state %s is older than the table's checkpoint %s (a run died after its "
-                "commit, before its STATE was saved); resuming from the table's state %s. To read from the given "
-                "state anyway, pass --from-state-as-given",
-                self.name, _brief(self._last_state), point.seq, _brief(point.state),
-            )
             self._last_state = copy.deepcopy(dict(point.state))
-        elif point.reason == EDITED:
-            logger.info(
-                "stream %s: the given state %s matches no checkpoint of the table; reading from it as given "
-                "(a partial re-sync)", self.name, _brief(self._last_state),
-            )
-        elif point.seq is not None:
-            logger.info("stream %s: going on from the table's checkpoint %s", self.name, point.seq)
         return point.boundary
 
     def _apply_pending_reset(self) -> bool:

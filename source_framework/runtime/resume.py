@@ -8,9 +8,17 @@ started from, so we can tell:
 - the given state is the newest commit's state: go on from it (the normal case);
 - it is the state of an older commit (or of a checkpoint merged into a later commit), or the
   start state of a run that committed since: the table is ahead, resume from its newest
-  checkpoint (and say so in the log);
-- it matches nothing the table committed: the user edited it on purpose (partial re-sync);
-  honour it as given.
+  checkpoint (and say so in the log). That holds however old the commit: the states of records
+  the table no longer keeps are looked up apart (``passed``: ``spark/passed_states.py``);
+- it matches nothing the table committed and is ahead of its newest checkpoint in some cursor
+  (a warehouse restored from a backup, a state from another run): reading from it would skip
+  records the table never got, so the stream is refused (``STATE_AHEAD``; moving a table's
+  cursor forward on purpose is what ``state set`` does);
+- it matches nothing the table committed otherwise: the user edited it on purpose (partial
+  re-sync); honour it as given.
+
+States are compared as ``SameState`` does: the order of a per-partition state's partitions does
+not count.
 
 In the first two cases the run also gets the boundary of the commit it resumes from (the
 records it will read again, ``runtime.boundary``). A record may hold only the partitions that
@@ -20,13 +28,21 @@ newest first back to one that holds a full boundary (``boundary_rebuilt``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from source_framework.destinations.checkpoint_record import CheckpointRecord
+from source_framework.destinations.checkpoint_record import CheckpointRecord, SameState
+from source_framework.streams.cursor import CursorValueError, cursor_sort_key, partition_identity
 
-AS_GIVEN, TABLE_AHEAD, EDITED = "as given", "table ahead", "edited"
+if TYPE_CHECKING:
+    from source_framework.destinations.base import StreamSink
+
+logger = logging.getLogger("source_framework.read")
+
+AS_GIVEN, TABLE_AHEAD, EDITED, STATE_AHEAD = "as given", "table ahead", "edited", "state ahead"
 
 
 @dataclass
@@ -35,11 +51,51 @@ class ResumePoint:
     boundary: Mapping[str, Any] | None
     reason: str
     seq: int | None = None
+    #: ``STATE_AHEAD``: where the given state is ahead of the table's newest checkpoint
+    ahead: list[str] = field(default_factory=list)
 
 
-def choose_resume_point(given: Mapping[str, Any], committed: Iterable[CheckpointRecord]) -> ResumePoint:
-    """``committed``: the table's committed checkpoint records, newest first."""
+def resume_from_table(stream: str, given: Mapping[str, Any], sink: StreamSink, cursor_field: str | None) -> ResumePoint:
+    """``choose_resume_point`` for a stream's sink, saying in the log which case it is; a state
+    ahead of the table is refused with ``StateAhead``."""
+    point = choose_resume_point(given, sink.committed(), sink.passed_before, cursor_field)
+    if point.reason == STATE_AHEAD:
+        refused = StateAhead(stream, given, point)
+        logger.warning("%s", refused)
+        raise refused
+    if point.reason == TABLE_AHEAD:
+        logger.warning(
+            "stream %s: the given state %s is older than the table's checkpoint %s (a run died after its "
+            "commit, before its STATE was saved); resuming from the table's state %s. To read from the given "
+            "state anyway, pass --from-state-as-given",
+            stream, _brief(given), point.seq, _brief(point.state),
+        )
+    elif point.reason == EDITED:
+        logger.info(
+            "stream %s: the given state %s matches no checkpoint of the table; reading from it as given "
+            "(a partial re-sync)", stream, _brief(given),
+        )
+    elif point.seq is not None:
+        logger.info("stream %s: going on from the table's checkpoint %s", stream, point.seq)
+    return point
+
+
+def _brief(state: Any, limit: int = 160) -> str:
+    text = json.dumps(state, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def choose_resume_point(
+    given: Mapping[str, Any],
+    committed: Iterable[CheckpointRecord],
+    passed: Callable[[Mapping[str, Any]], bool] = lambda state: False,
+    cursor_field: str | None = None,
+) -> ResumePoint:
+    """``committed``: the table's committed checkpoint records, newest first. ``passed``: whether
+    a record no longer kept passed a state. ``cursor_field``: the top-level field a state keeps
+    the cursor in, to tell a state ahead of the table (None: never told)."""
     given = dict(given or {})
+    same = SameState(given)
     records = iter(committed)
     walk = _BoundaryWalk()
     newest: CheckpointRecord | None = None
@@ -47,13 +103,58 @@ def choose_resume_point(given: Mapping[str, Any], committed: Iterable[Checkpoint
         walk.add(record)
         if newest is None:
             newest = record
-            if (record.state or {}) == given:
+            if same(record.state):
                 return ResumePoint(given, walk.finish(records), AS_GIVEN, record.seq)
-        if record.covers(given) or record.started_from(given):
+        if record.covers(same) or record.started_from(same):
             return ResumePoint(dict(newest.state or {}), walk.finish(records), TABLE_AHEAD, newest.seq)
     if newest is None:
         return ResumePoint(given, None, AS_GIVEN)
+    if passed(given):
+        return ResumePoint(dict(newest.state or {}), walk.finish(records), TABLE_AHEAD, newest.seq)
+    ahead = state_ahead(given, newest.state or {}, cursor_field) if cursor_field else []
+    if ahead:
+        return ResumePoint(given, None, STATE_AHEAD, newest.seq, ahead)
     return ResumePoint(given, None, EDITED)
+
+
+def state_ahead(given: Mapping[str, Any], committed: Mapping[str, Any], cursor_field: str) -> list[str]:
+    """Where ``given`` is ahead of ``committed`` (the table's newest checkpoint), as the runtime
+    orders cursors (``cursor_sort_key``): the cursor at the top level, each partition's of a
+    per-partition state (``{"states": [{"partition", "cursor"}]}``; a partition the table's own
+    per-partition state lacks counts as ahead: the table never read it up to there), and a global
+    one (``"state"``).
+    Values of different kinds, or that no ordering takes, say nothing."""
+    found = []
+    ours = _cursors(committed, cursor_field)
+    for place, value in _cursors(given, cursor_field).items():
+        if place not in ours:
+            if place.startswith("partition ") and isinstance(committed.get("states"), list):
+                found.append(f"{place}: {value!r}, a partition the table's state does not name")
+            continue
+        try:
+            mine, theirs = cursor_sort_key(value), cursor_sort_key(ours[place])
+        except CursorValueError:
+            continue
+        if mine[0] == theirs[0] and mine > theirs:
+            found.append(f"{place}: {value!r} > {ours[place]!r}")
+    return found
+
+
+def _cursors(state: Mapping[str, Any], cursor_field: str) -> dict[str, Any]:
+    """The cursor values a state holds, by place: ``cursor_field``, ``partition {...}``, ``global``."""
+    found: dict[str, Any] = {}
+    if cursor_field in state:
+        found[cursor_field] = state[cursor_field]
+    entries = state.get("states")
+    if isinstance(entries, list):
+        for entry in entries:
+            partition, cursor = (entry.get("partition"), entry.get("cursor")) if isinstance(entry, Mapping) else (None, None)
+            if isinstance(partition, Mapping) and isinstance(cursor, Mapping) and cursor_field in cursor:
+                found[f"partition {partition_identity(partition)}"] = cursor[cursor_field]
+    global_state = state.get("state")
+    if isinstance(global_state, Mapping) and cursor_field in global_state:
+        found["global"] = global_state[cursor_field]
+    return found
 
 
 def boundary_rebuilt(committed: Iterable[CheckpointRecord]) -> dict[str, Any]:
@@ -89,3 +190,18 @@ class _BoundaryWalk:
                 break
             self.add(record)
         return self.boundary
+
+
+class StateAhead(Exception):
+    """The given state is ahead of the table's newest checkpoint and matches none it passed."""
+
+    def __init__(self, stream: str, given: Mapping[str, Any], point: ResumePoint) -> None:
+        self.ahead = point.ahead
+        where = "; ".join(point.ahead[:3]) + ("; ..." if len(point.ahead) > 3 else "")
+        super().__init__(
+            f"stream '{stream}': the given state is ahead of the table's newest checkpoint {point.seq} ({where}), "
+            f"and no checkpoint of the table passed it: the table lacks the records before it (a warehouse restored "
+            f"from a backup? a state from another run?), and reading from it would never write them. Nothing was "
+            f"written. Give the state the table's last sync ended with; to read from this one anyway, pass "
+            f"--from-state-as-given; to move the table's cursor forward on purpose, use 'state set'"
+        )

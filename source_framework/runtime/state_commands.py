@@ -106,10 +106,11 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
 def _refusals() -> tuple[type[Exception], ...]:
     """Why a command changed nothing on a table: no table, or one it must not touch. (Imported only
     when an error is matched: ``state show`` should not pay for pyarrow.)"""
+    from source_framework.destinations.spark.cursor_order import TooManyOddValues
     from source_framework.destinations.spark.file_sink_log import DamagedLog
     from source_framework.destinations.spark.table import InconsistentTable, TableMoved
 
-    return NoTable, TableLocked, UnsafeTableName, TableMoved, InconsistentTable, DamagedLog
+    return NoTable, TableLocked, UnsafeTableName, TableMoved, InconsistentTable, DamagedLog, TooManyOddValues
 
 
 def _fail(secrets: SecretFilter, error: Exception, code: int) -> int:

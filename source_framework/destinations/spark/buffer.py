@@ -54,6 +54,7 @@ from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamS
 from source_framework.destinations.checkpoint_record import CheckpointRecord, Notes, ResumeNotes, built
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.page_conversion import ConverterPool, PageConverter
+from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.raw_pages import RawPages
@@ -194,6 +195,9 @@ class StreamBuffer(StreamSink):
         if self._replaces_table:
             return iter(())  # a rebuild starts over: nothing in the table counts
         return self._writer.table.committed_checkpoints()
+
+    def passed_before(self, state: Mapping[str, Any]) -> bool:
+        return not self._replaces_table and PassedStates(self._writer.table.path).holds(state)
 
     def pending_reset(self) -> str | None:
         return self._writer.table.pending_reset()

@@ -48,6 +48,7 @@ from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATC
 from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
+from source_framework.destinations.spark.cursor_order import before_cursor
 from source_framework.destinations.spark.layout import table_path
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
@@ -314,15 +315,12 @@ class SparkDestination(Destination):
         it saved the file) sees that the table moved on, and goes on from ``new_state``. A reset
         still pending is superseded by this commit, as a commit that applied it would: no later sync
         applies it (it would re-read everything into the table this commit kept)."""
-        from pyspark.sql import functions as F
-
         table = self.open_table(namespace, stream, purpose="state set", given_state=old_state)
         last = table.last_checkpoint()
         if last is None:
             return None
         frame = table.read()
-        column = frame[cursor_field]
-        kept = frame.where(column.isNull() | (column < F.lit(cursor).cast(frame.schema[cursor_field].dataType)))
+        kept = frame.where(before_cursor(frame, cursor_field, cursor))  # ordered as the sync orders cursors
         notes = ResumeNotes(start_state=dict(old_state), boundary={})
         info = table.commit(
             kept, dict(new_state), last.seq + 1, replace=True, notes=notes, schema=last.schema, reset_id=table.pending_reset(),

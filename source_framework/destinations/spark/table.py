@@ -24,6 +24,7 @@ Folder layout::
       _checkpoints/00000003.json, ...                 our records (state per commit, checkpoint_record.py)
       _staging/<commit>/                              Spark's writer output, transient
       _sf_reset.json                                  a pending state reset (the lock is beside: table_lock.py)
+      _sf_passed_states                               states of reclaimed records (passed_states.py)
       c00000003-0-<uuid>.parquet, ...                 data files (a<...>: a commit that added columns)
 
 One commit, in order:
@@ -114,6 +115,7 @@ from source_framework.destinations.spark.atomic_files import fsync_directory, fs
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.file_sink_log import local_path as _local_path
+from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.table_lock import no_commit_in_flight
 from source_framework.destinations.spark.table_recovery import STAGING_DIR, FolderRecovery
 from source_framework.destinations.spark.table_recovery import InconsistentTable as InconsistentTable  # (for callers)
@@ -548,20 +550,22 @@ class SparkTable:
           (only files a committed record of this table names: nothing else is ever deleted);
         - log batches before the newest compaction batch (Spark never reads them), as old;
         - checkpoint records beyond the newest ``KEEP_RECORDS``, as old, once their files are
-          reclaimed; start-up then reads a bounded number of files.
+          reclaimed (their states kept: ``passed_states.py``); start-up reads a bounded number.
         """
         now = time.time() if now is None else now
         cutoff = now - retention_seconds
         with self._lock:
             live = self._live_names()
             records = list(self.committed_checkpoints())
-            removed = []
+            removed, dropped = [], []
             for index, record in enumerate(records):
                 old_enough = _timestamp(record.committed_at) < cutoff
                 if record.replaced and old_enough:
                     removed += [_remove(path) for path in self._files_here(record.replaced, live)]
                 if index >= KEEP_RECORDS and old_enough and not (set(record.files) - live) & self._present():
-                    removed.append(_remove(self._checkpoints.path(record.seq)))
+                    dropped.append(record)
+            PassedStates(self.path).add(dropped)  # before the records go: their states keep their meaning
+            removed += [_remove(self._checkpoints.path(record.seq)) for record in dropped]
             newest_batch = records[0].batch_id if records else None
             removed += self._remove_old_batches(cutoff, newest_batch)
             return removed

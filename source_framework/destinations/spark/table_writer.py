@@ -14,8 +14,8 @@ Per destination sync mode (see ``SparkDestination``):
 - ``append``: each commit adds its rows;
 - ``overwrite``: the stream's only commit (at its end) replaces the table in one step;
 - ``append_dedup``: each commit merges its rows into the table, one row per primary key (the
-  latest cursor, then the latest extraction, then the latest checkpoint), and replaces the
-  table with the result; each commit rewrites the table.
+  latest cursor, then the version read last: the latest commit, then the last read in it), and
+  replaces the table with the result; each commit rewrites the table.
 
 Primary keys in ``append_dedup``: a key part is a column (any name: ``a.b`` is the column of that
 name), or a path into an object column (``["user", "id"]``: objects are stored as JSON text, so
@@ -264,10 +264,7 @@ class TableWriter:
             raise
 
     def _apply(self, jobs: list[CommitJob]) -> list[Any]:
-        batches = [batch for job in jobs for batch in job.batches]
-        records = [record for job in jobs for record in job.records]
-        if records:  # the records the buffer had not converted yet, of every merged checkpoint at once
-            batches.append(self.to_arrow(records, [ms for job in jobs for ms in job.extracted_at_ms]))
+        batches = self._in_read_order(jobs)
         from_pages = [job for job in jobs if job.page_token is not None]
         pages = None
         if from_pages and not jobs[0].stage_only and not batches and not self.needs_spark:
@@ -286,6 +283,21 @@ class TableWriter:
         merged_states = [dict(state or {}) for job in jobs for state in (*job.earlier_states, job.state)][:-1]
         self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states, pages)
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
+
+    def _in_read_order(self, jobs: list[CommitJob]) -> list[pa.Table]:
+        """The jobs' batches in the order their rows were read (``_merged`` keeps the last read): each
+        job's batches, then its records not converted yet (converted at once for all, then sliced)."""
+        records = [record for job in jobs for record in job.records]
+        if not records:
+            return [batch for job in jobs for batch in job.batches]
+        converted = self.to_arrow(records, [ms for job in jobs for ms in job.extracted_at_ms])
+        batches, offset = [], 0
+        for job in jobs:
+            batches += job.batches
+            if job.records:
+                batches.append(converted.slice(offset, len(job.records)))
+                offset += len(job.records)
+        return batches
 
     def _stage_from_pages(self, job: CommitJob) -> StagedFiles:
         """The page converter's rows up to ``job``'s (earlier jobs' included), as a staged file."""
@@ -352,26 +364,34 @@ class TableWriter:
         return conformed(self.table.read(), self.schema)
 
     def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
-        """The table's rows plus the new ones (``arrow``'s and the staged files'), one per primary
-        key: latest cursor, then latest extraction, then latest checkpoint. Rows with a null key
-        part are all kept (see the module docstring)."""
+        """The table's rows plus the new ones (the staged files', then ``arrow``'s: read in that order),
+        one per primary key: the latest cursor, then the version read last, by commit, then by read
+        order in it. Never by the clock (``_sf_extracted_at``): it steps back, differs from host to
+        host, ties within a page. Rows with a null key part are all kept (see the module docstring)."""
         from functools import reduce
 
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        frame = arrow_frame(self.table.spark, arrow)
-        for item in staged:
-            frame = frame.unionByName(self.table.read_staged(item))
-        if include_table and self.table.last_checkpoint() is not None:
-            frame = self._table_rows().unionByName(frame)
+        spark = self.table.spark
+        frames = [self.table.read_staged(item).select("*", F.lit(part).alias(_PART), F.col("_metadata.row_index").alias(_ROW))
+                  for part, item in enumerate(staged)]
+        rows = arrow.append_column(_ROW, pa.array(range(arrow.num_rows), pa.int64()))
+        frames.append(arrow_frame(spark, rows).withColumn(_PART, F.lit(len(staged))))
+        if include_table and self.table.last_checkpoint() is not None:  # (earlier commits: read before)
+            frames.insert(0, self._table_rows().select("*", F.lit(-1).alias(_PART), F.lit(-1).cast("long").alias(_ROW)))
+        frame = reduce(lambda a, b: a.unionByName(b), frames)
         keys = [path_value(path) for path in self.target.primary_key]
         cursor = self.target.cursor_field
         order = [cursor_value(cursor, self.target.json_schema).desc_nulls_last()] if cursor else []
-        order += [F.col("_sf_extracted_at").desc(), F.col("_sf_checkpoint").desc()]
+        order += [F.col(CHECKPOINT).desc(), F.col(_PART).desc(), F.col(_ROW).desc()]
         without_key = reduce(lambda a, b: a | b, [key.isNull() for key in keys])
         ranked = frame.withColumn("_sf_rank", F.row_number().over(Window.partitionBy(*keys).orderBy(*order)))
-        return ranked.where(without_key | (F.col("_sf_rank") == 1)).drop("_sf_rank")
+        return ranked.where(without_key | (F.col("_sf_rank") == 1)).drop("_sf_rank", _PART, _ROW)
+
+
+#: a merge's row order columns (``TableWriter._merged``): which of the commit's parts, which row in it
+_PART, _ROW = "_sf_merge_part", "_sf_merge_row"
 
 
 # -- Spark columns ------------------------------------------------------------------------------------
