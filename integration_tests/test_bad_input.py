@@ -180,3 +180,37 @@ def test_a_stream_selected_twice_in_the_catalog_is_refused_before_anything_runs(
     errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
     assert errors and errors[0]["failure_type"] == "config_error"
     assert "twice.json" in errors[0]["message"] and "'users'" in errors[0]["message"], errors[0]["message"]
+
+
+@pytest.mark.parametrize("uri", ["s3://bucket/wh", "s3a://bucket/wh", "gs://bucket/wh", "abfss://c@acct.dfs.core.windows.net/wh",
+                                 "hdfs://namenode/wh"])
+@pytest.mark.parametrize("given", ["flag", "config"])
+def test_a_warehouse_uri_the_tables_cannot_reach_is_refused_and_nothing_is_written(files, demo_api, uri, given):
+    """``--warehouse s3://bucket/wh`` exited 0 having written a local folder named ``s3:`` in the
+    working directory: the user believed the data was on S3 (issue 50)."""
+    config = config_for(demo_api, files["warehouse"])
+    args = []
+    if given == "config":
+        config["destination"]["warehouse"] = uri
+    else:
+        args = ["--warehouse", uri]
+    config_path = write_json(files["tmp"] / "config-uri.json", config)
+    before = sorted(os.listdir(files["tmp"]))
+    for command in (["read", "--config", config_path, "--catalog", files["catalog"], *args],
+                    ["state", "set", "--stream", "users", "--cursor", "2025-06-01T00:00:00Z",
+                     "--state-file", str(files["tmp"] / "state.json"), "--config", config_path, *args]):
+        run = run_main(*command, cwd=str(files["tmp"]))
+        assert run.returncode == 2, run.stderr
+        assert uri in run.stderr and "local or mounted folder" in run.stderr, run.stderr
+        assert not run.of_type("STATE") and not run.of_type("RECORD")
+        assert sorted(os.listdir(files["tmp"])) == before, "nothing written, no 's3:' folder"
+
+
+def test_a_file_uri_warehouse_is_the_folder_it_names(files, demo_api):
+    target = files["tmp"] / "by-uri"
+    config = config_for(demo_api, files["warehouse"])
+    config["destination"]["warehouse"] = f"file://{target}"
+    run = run_in_process("read", "--config", write_json(files["tmp"] / "config-file-uri.json", config),
+                         "--catalog", write_json(files["tmp"] / "stores.json", catalog("stores")))
+    assert run.returncode == 0, run.stderr
+    assert os.path.isdir(target / "demo" / "stores") and not os.path.exists(files["tmp"] / "file:")

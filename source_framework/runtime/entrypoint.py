@@ -40,7 +40,7 @@ from source_framework.destinations.base import (
     OVERWRITE,
     Destination,
 )
-from source_framework.destinations.spark.layout import UnsafeTableName
+from source_framework.destinations.spark.layout import UnsafeTableName, warehouse_folder
 from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.runtime.cdk_stream_state import state_setter
 from source_framework.runtime.inputs import (
@@ -578,9 +578,17 @@ def spark_destination(
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
     settings = dict(config.get("destination") or {})
+    warehouse = parsed.warehouse or settings.get("warehouse", "./warehouse")
+    try:
+        warehouse_folder(str(warehouse))
+    except ValueError as error:
+        if converters is not None:
+            converters.close()
+        given = "--warehouse" if parsed.warehouse else f"config file '{parsed.config}': destination.warehouse"
+        raise InputError(f"{given}: {error}") from None
     try:
         return SparkDestination(
-            warehouse=parsed.warehouse or settings.get("warehouse", "./warehouse"),
+            warehouse=warehouse,
             default_namespace=source.name,
             master=parsed.spark_master or settings.get("spark_master", "local[*]"),
             spark_conf=settings.get("spark_conf") or {},

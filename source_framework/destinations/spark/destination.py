@@ -49,7 +49,7 @@ from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
-from source_framework.destinations.spark.layout import table_path
+from source_framework.destinations.spark.layout import table_path, warehouse_folder
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
@@ -102,7 +102,7 @@ class SparkDestination(Destination):
         if on_type_mismatch not in ON_TYPE_MISMATCH:
             raise ValueError(f"on_type_mismatch must be one of {', '.join(ON_TYPE_MISMATCH)}, not {on_type_mismatch!r}")
         self.on_type_mismatch = on_type_mismatch
-        self.warehouse = os.path.realpath(warehouse)
+        self.warehouse = warehouse_folder(warehouse)
         self.default_namespace = default_namespace
         self.master = master
         self.stage_rows = max(1, stage_rows)

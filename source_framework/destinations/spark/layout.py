@@ -29,6 +29,25 @@ MAX_NAME_BYTES = 255 - len(".") - len(".deleted-") - 32
 _ESCAPED = re.compile(r"~([0-9A-F]{2})")
 
 
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def warehouse_folder(warehouse: str) -> str:
+    """The local folder a warehouse names: a path, or a ``file://`` URI. Any other URI (``s3://``,
+    ``gs://``, ``hdfs://``...) is refused with ``ValueError``: the table format here writes through
+    the local file system, and taken as a path such a URI became a folder named ``s3:``."""
+    match = _URI.match(warehouse)
+    if match is None:
+        return os.path.realpath(warehouse)
+    if match.group(1).lower() == "file":
+        return os.path.realpath(warehouse[len(match.group(0)):] or "/")
+    raise ValueError(
+        f"the warehouse {warehouse!r} is a {match.group(1)}:// URI, which these tables cannot reach: they are written "
+        f"to a local or mounted folder only (a path or a file:// URI). Give such a folder (a bucket mounted with a FUSE "
+        f"file system works); nothing was written"
+    )
+
+
 class UnsafeTableName(ValueError):
     """A stream or namespace name that cannot be a table folder inside the warehouse."""
 
