@@ -95,8 +95,8 @@ POLL_EVERY = 256
 #: its first checkpoint; 100 ms since, see ``spark/buffer.HOLD_MS``) took a median 4.55 s against
 #: 5.27 s for 64 (316 commits), slice checkpoints 3.74 s and 3.88 s; two shorter alternations
 #: gave 4.16 s against 4.43 s, and 1% in ten rounds of the whole process. How much the count
-#: matters follows what a file creation and an fsync cost the machine (see the README's benchmark
-#: section), which is why an earlier day measured 2%.
+#: matters follows what a file creation and an fsync cost the machine (see
+#: bench/RESULTS.md), which is why an earlier day measured 2%.
 #: Earlier, 64 against 32 (628 commits): 4.4-4.7 s against 4.9-5.4 s of reading. The price: a
 #: crash at interval 100 costs up to 12,900 records read again (about 40 ms of reading at that
 #: pace) instead of 6,500, never lost or written twice.
