@@ -214,3 +214,16 @@ def test_a_file_uri_warehouse_is_the_folder_it_names(files, demo_api):
                          "--catalog", write_json(files["tmp"] / "stores.json", catalog("stores")))
     assert run.returncode == 0, run.stderr
     assert os.path.isdir(target / "demo" / "stores") and not os.path.exists(files["tmp"] / "file:")
+
+
+def test_state_show_of_a_file_that_does_not_exist_is_an_error_naming_it(tmp_path):
+    """``state show --state-file typo.json`` printed "no state" and exited 0 (issue 51): a mistyped
+    name read as an empty state. An empty file that exists still shows "no state"."""
+    missing = tmp_path / "typo.json"
+    run = run_main("state", "show", "--state-file", str(missing))
+    assert run.returncode == 2
+    assert str(missing) in run.stderr and "does not exist" in run.stderr
+    assert not run.of_type("STATE") and not missing.exists()
+    empty = write_json(tmp_path / "empty.json", [])
+    shown = run_main("state", "show", "--state-file", empty)
+    assert shown.returncode == 0 and "no state" in shown.stderr

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Any
 
@@ -81,9 +82,11 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
     namespaces and cursors are used."""
     secrets = SecretFilter(())
     try:
-        state_file = StateFile(parsed.state_file)
         if parsed.action == "show":
-            return _show(state_file)
+            if not os.path.exists(parsed.state_file):  # a mistyped name is not an empty state
+                raise InputError(f"state file '{parsed.state_file}' does not exist: nothing to show")
+            return _show(StateFile(parsed.state_file))
+        state_file = StateFile(parsed.state_file)
         config = load_config(parsed.config)
         secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
         spec = source.spec(logger)
