@@ -179,6 +179,18 @@ def test_catalog_shapes(tmp_path):
         load_catalog(write(tmp_path, "k4.json", twice))
 
 
+def test_discovers_output_given_as_the_catalog_says_what_read_takes_instead(tmp_path):
+    """Fed discover's output, read said "streams[0] must be an object with a 'stream' object" and
+    nothing more (issue 51)."""
+    discovered = {"streams": [{"name": "users", "json_schema": {}, "supported_sync_modes": ["incremental"]}]}
+    with pytest.raises(InputError, match=r"looks like discover's output.*configured catalog.*\"sync_mode\""):
+        load_catalog(write(tmp_path, "d.json", discovered))
+    with pytest.raises(InputError, match=r"holds a CATALOG message; this looks like discover's output"):
+        load_catalog(write(tmp_path, "m.json", {"type": "CATALOG", "catalog": discovered}))
+    with pytest.raises(InputError, match=r"'stream' object$"):  # not discover's shape: no hint
+        load_catalog(write(tmp_path, "o.json", {"streams": [{"nom": "users"}]}))
+
+
 # -- the size limit: per stream, on the compact JSON of its state (issue 11) --------------------
 
 

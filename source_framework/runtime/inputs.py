@@ -63,14 +63,26 @@ def check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -
         raise InputError(f"config file '{path}' does not match the connector's spec: {getattr(error, 'message', error)}") from None
 
 
+#: what to do with ``discover``'s output, said when it is given as the configured catalog
+DISCOVERED_HINT = (
+    "; this looks like discover's output (the streams the source offers), but read takes a configured catalog "
+    "(the streams to sync and how): wrap each stream as {\"stream\": <the stream>, \"sync_mode\": \"incremental\" or "
+    "\"full_refresh\", \"destination_sync_mode\": \"append\", \"overwrite\" or \"append_dedup\"}"
+)
+
+
 def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
     raw = load_json_file(path, "catalog")
+    if isinstance(raw, dict) and raw.get("type") == "CATALOG" and isinstance(raw.get("catalog"), dict):
+        raise InputError(f"catalog file '{path}' holds a CATALOG message{DISCOVERED_HINT}")
     if not isinstance(raw, dict) or not isinstance(raw.get("streams"), list):
         raise InputError(f"catalog file '{path}' must be an object with a 'streams' list")
     first_at: dict[str, int] = {}
     for index, entry in enumerate(raw["streams"]):
         if not isinstance(entry, dict) or not isinstance(entry.get("stream"), dict):
-            raise InputError(f"catalog file '{path}': streams[{index}] must be an object with a 'stream' object")
+            discovered = isinstance(entry, dict) and "name" in entry and "json_schema" in entry
+            raise InputError(f"catalog file '{path}': streams[{index}] must be an object with a 'stream' object"
+                             f"{DISCOVERED_HINT if discovered else ''}")
         for key in ("sync_mode", "destination_sync_mode"):
             if key not in entry:
                 raise InputError(f"catalog file '{path}': streams[{index}] has no '{key}'")
