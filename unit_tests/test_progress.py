@@ -417,3 +417,31 @@ def test_the_summary_names_fields_the_schema_does_not_declare():
     lines = format_summary(result, 1.0).splitlines()
     assert lines[-1] == "users: 8 records carried fields the schema does not declare (nickname: 7, age: 2); see _sf_meta"
     assert not any(line.startswith("stores:") for line in lines)
+
+
+def test_a_full_refresh_read_page_by_page_has_no_known_number_of_slices():
+    """airbyte-cdk reads a full-refresh HttpStream one page per slice (its resumable full-refresh
+    cursor): the progress line said "5/1 slices" for the demo's five pages of products (issue 51).
+    The number of slices is unknown there, one page or five, until the last page is read."""
+    from airbyte_cdk.models import AirbyteStream, ConfiguredAirbyteStream, DestinationSyncMode, SyncMode
+
+    from source_framework.demo.api import DemoApi
+    from source_framework.demo.source import DemoSource
+    from source_framework.runtime.stream_adapters import adapt
+
+    with DemoApi(records=50, seed=1).start() as api:
+        streams = {s.name: s for s in DemoSource().streams({"api_url": api.url, "api_key": "", "page_size": 10})}
+        totals = {}
+        for name in ("products", "stores"):
+            configured = ConfiguredAirbyteStream(
+                stream=AirbyteStream(name=name, json_schema={}, supported_sync_modes=[SyncMode.full_refresh]),
+                sync_mode=SyncMode.full_refresh, destination_sync_mode=DestinationSyncMode.overwrite)
+            adapter = adapt(streams[name], configured)
+            adapter.start({})
+            read = 0
+            for stream_slice in adapter.slices():
+                list(stream_slice.items())
+                stream_slice.close()
+                read += 1
+            totals[name] = (read, adapter.slices_total)
+    assert totals == {"products": (5, None), "stores": (1, None)}

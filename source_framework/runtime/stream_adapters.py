@@ -43,7 +43,11 @@ from airbyte_cdk.models import AirbyteMessage, ConfiguredAirbyteStream, SyncMode
 from airbyte_cdk.sources.declarative.concurrency_level import ConcurrencyLevel
 from airbyte_cdk.sources.message.concurrent_repository import ConcurrentMessageRepository
 from airbyte_cdk.sources.streams import Stream
-from airbyte_cdk.sources.streams.checkpoint import FullRefreshCheckpointReader, IncrementalCheckpointReader
+from airbyte_cdk.sources.streams.checkpoint import (
+    FullRefreshCheckpointReader,
+    IncrementalCheckpointReader,
+    ResumableFullRefreshCursor,
+)
 from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
 from airbyte_cdk.sources.streams.concurrent.abstract_stream_facade import AbstractStreamFacade
 from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
@@ -383,7 +387,10 @@ class CdkStreamAdapter(StreamAdapter):
             del stream.stream_slices
 
     def slices(self) -> Iterator[SliceRead]:
-        if self.slices_total is None and type(self.stream).stream_slices is Stream.stream_slices:
+        # One slice unless the stream makes its own; but a resumable full refresh's reader takes a
+        # slice per page (the page token is the slice), how many is known only at the last page.
+        paged = isinstance(self.stream.get_cursor(), ResumableFullRefreshCursor)
+        if self.slices_total is None and type(self.stream).stream_slices is Stream.stream_slices and not paged:
             self.slices_total = 1
         while True:
             stream_slice = self._reader.next()
