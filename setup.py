@@ -10,7 +10,8 @@ setup(
     install_requires=[
         "airbyte-cdk>=7,<8",
         # [connect]: the Spark Connect client (grpcio, zstandard, pandas, ...), for sc:// masters.
-        "pyspark[connect]>=4,<5",
+        # 4.2.x: Delta Lake's newest release (delta-spark 4.4) is built for Spark 4.2, not 4.3.
+        "pyspark[connect]>=4.2.1,<4.3",
         # Spark DataFrames are built from Arrow tables, never row by row.
         "pyarrow>=15",
         "requests>=2.31,<3",

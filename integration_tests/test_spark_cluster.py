@@ -5,8 +5,9 @@ files; the server runs the ``append_dedup`` merges); the others with ``writer: s
 server and the executors write every commit's files.
 
 - Spark Connect: the module starts a real server from the installed pyspark
-  (``sbin/start-connect-server.sh``, master ``local[2]``, 127.0.0.1, a free port) and stops it
-  at the end whatever happened. The syncs run with ``JAVA_HOME`` pointing nowhere: one that
+  (``sbin/spark-daemon.sh submit`` of the server class, as ``start-connect-server.sh`` does:
+  pyspark 4.2's wheel has no such script; master ``local[2]``, 127.0.0.1, a free port) and
+  stops it at the end whatever happened. The syncs run with ``JAVA_HOME`` pointing nowhere: one that
   passes started no JVM of its own, so nothing in its commit path needed one.
 - ``local-cluster[2,1,1024]``: a master and two workers in the driver's JVM, each executor its
   own JVM process; ``PYSPARK_PYTHON`` points nowhere, so the executors ran no Python.
@@ -88,8 +89,10 @@ def connect_url(work: Path) -> Iterator[str]:
         "SPARK_LOG_DIR": str(work / "connect-logs"),
         "SPARK_PID_DIR": str(work / "connect-pids"),
     }
+    # What sbin/start-connect-server.sh runs; pyspark 4.2's wheel ships spark-daemon.sh only.
+    daemon = [os.path.join(PYSPARK_HOME, "sbin", "spark-daemon.sh")]
     args = [
-        os.path.join(PYSPARK_HOME, "sbin", "start-connect-server.sh"),
+        *daemon, "submit", CONNECT_CLASS, "1", "--name", "Spark Connect server",
         "--master", "local[2]",
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
         "--conf", f"spark.connect.grpc.binding.port={_free_port()}",
@@ -104,9 +107,9 @@ def connect_url(work: Path) -> Iterator[str]:
         assert started.returncode == 0 and pids, started.stdout.decode() + started.stderr.decode()
         yield f"sc://127.0.0.1:{_wait_until_serving(env['SPARK_LOG_DIR'], pids[0])}"
     finally:
-        # The stop script removes the pid file: note the pid first (also after a failed start).
+        # Stopping removes the pid file: note the pid first (also after a failed start).
         pids = pids or [int(Path(path).read_text().strip()) for path in glob.glob(pid_files)]
-        subprocess.run([os.path.join(PYSPARK_HOME, "sbin", "stop-connect-server.sh")], env=env, capture_output=True, timeout=60)
+        subprocess.run([*daemon, "stop", CONNECT_CLASS, "1"], env=env, capture_output=True, timeout=60)
         for pid in pids:
             _make_sure_gone(pid)
 

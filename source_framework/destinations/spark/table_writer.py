@@ -463,11 +463,11 @@ def path_value(path: list[str]) -> Any:
     that column's JSON text (objects are stored as JSON): text, or JSON text for an object or array
     found there; null where the path leads nowhere."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import MapType, StringType
 
     value = column(path[0])
     for name in path[1:]:
-        value = F.from_json(value.cast("string"), MapType(StringType(), StringType())).getItem(name)
+        # As DDL: pyspark 4.2's from_json takes a MapType but its type hints do not say so.
+        value = F.from_json(value.cast("string"), "map<string,string>").getItem(name)
     return value
 
 
