@@ -595,9 +595,13 @@ def as_printed(value: Any) -> Any:
     try:
         return json.loads(json.dumps(value, default=_refused))
     except (TypeError, ValueError) as error:
-        raise ValueNotSerializable(f"{error}; airbyte-cdk cannot print such a record either (it fails the sync: "
-                                   f"'failed to be serialized to JSON'). Make the stream yield JSON values (a Decimal "
-                                   f"as a float or a string, bytes as text)") from None
+        raise _unprintable(error) from None
+
+
+def _unprintable(error: Exception) -> ValueNotSerializable:
+    return ValueNotSerializable(f"{error}; airbyte-cdk cannot print such a record either (it fails the sync: 'failed "
+                                f"to be serialized to JSON'). Make the stream yield JSON values (a Decimal as a float "
+                                f"or a string, bytes as text)")
 
 
 def _refused(value: Any) -> Any:
@@ -683,8 +687,7 @@ def _as_json(value: Any) -> str:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_refused)
         return text if _is_unicode_text(text) else json.dumps(value, separators=(",", ":"))
     except (TypeError, ValueError) as error:
-        raise ValueNotSerializable(f"{error}; airbyte-cdk cannot print such a record either (it fails the sync: "
-                                   f"'failed to be serialized to JSON')") from None
+        raise _unprintable(error) from None
 
 
 def _as_epoch_micros(value: Any) -> int:
