@@ -12,6 +12,9 @@ setup(
         # [connect]: the Spark Connect client (grpcio, zstandard, pandas, ...), for sc:// masters.
         # 4.2.x: Delta Lake's newest release (delta-spark 4.4) is built for Spark 4.2, not 4.3.
         "pyspark[connect]>=4.2.1,<4.3",
+        # Delta Lake tables (table_format: delta), written and read by this process without a JVM:
+        # delta-rs, the Delta protocol's Rust implementation (app transactions, MERGE, VACUUM).
+        "deltalake>=1.6.6,<2",
         # Spark DataFrames are built from Arrow tables, never row by row.
         "pyarrow>=15",
         "requests>=2.31,<3",

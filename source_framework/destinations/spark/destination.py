@@ -49,6 +49,7 @@ from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
+from source_framework.destinations.spark.delta_table import DeltaLakeTable, is_delta_table
 from source_framework.destinations.spark.layout import table_path, warehouse_folder
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
@@ -58,6 +59,9 @@ from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point
 
 logger = logging.getLogger("source_framework.spark")
+
+#: a table in either format (the same methods)
+Table = SparkTable | DeltaLakeTable
 
 
 def new_sync_id() -> str:
@@ -95,10 +99,15 @@ class SparkDestination(Destination):
         connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
         converters: ConverterPool | None = None,
         on_type_mismatch: str = "null",
+        table_format: str = "parquet",
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
         destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
-        column is stored as null (``"null"``, counted) or fails its stream (``"fail"``)."""
+        column is stored as null (``"null"``, counted) or fails its stream (``"fail"``);
+        ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own."""
+        if table_format not in TABLE_FORMATS:
+            raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
+        self.table_format = table_format
         if on_type_mismatch not in ON_TYPE_MISMATCH:
             raise ValueError(f"on_type_mismatch must be one of {', '.join(ON_TYPE_MISMATCH)}, not {on_type_mismatch!r}")
         self.on_type_mismatch = on_type_mismatch
@@ -177,14 +186,23 @@ class SparkDestination(Destination):
     def table_path(self, namespace: str | None, stream: str) -> str:
         return table_path(self.warehouse, namespace or self.default_namespace, stream)
 
-    def table(self, namespace: str | None, stream: str) -> SparkTable:
-        return SparkTable(lambda: self.spark, self.table_path(namespace, stream), arrow_writes=self.arrow_writes)
+    def table(self, namespace: str | None, stream: str) -> Table:
+        return self._table_at(self.table_path(namespace, stream), lambda: self.spark, arrow_writes=self.arrow_writes)
+
+    def _table_at(self, path: str, spark: Any, arrow_writes: bool = False) -> Table:
+        """The table at ``path`` in its own format (a Delta log or a Spark file-sink log), a new
+        one in the configured ``table_format``: a new default never converts or orphans a table."""
+        if is_delta_table(path):
+            return DeltaLakeTable(spark, path, arrow_writes=arrow_writes)
+        if self.table_format == "delta" and not os.path.isdir(os.path.join(path, "_spark_metadata")):
+            return DeltaLakeTable(spark, path, arrow_writes=arrow_writes)
+        return SparkTable(spark, path, arrow_writes=arrow_writes)
 
     def committed_table(self, namespace: str | None, stream: str, spark: Any = None) -> CommittedTable:
         """A table to look at, for the tools (compare, the acceptance checks, the demo): no lock is
         taken and nothing in the folder changes; Spark starts only for ``read()``, the caller's
         ``spark`` session if given, else this destination's."""
-        return SparkTable(spark if spark is not None else (lambda: self.spark), self.table_path(namespace, stream))
+        return self._table_at(self.table_path(namespace, stream), spark if spark is not None else (lambda: self.spark))
 
     # -- read -----------------------------------------------------------------------------------
 
@@ -234,7 +252,7 @@ class SparkDestination(Destination):
             self._warmed = True
         return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters)
 
-    def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> SparkTable:
+    def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> Table:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours
         left is deleted, a moved table's log points here, what no reader needs is reclaimed. ``read``
         and ``state set`` open tables this one way, so they find and see a table alike.
@@ -243,7 +261,7 @@ class SparkDestination(Destination):
         if not self.arrow_writes:
             self.start_spark()
         _remove_deleted_leftovers(path)
-        table = SparkTable(lambda: self.spark, path, arrow_writes=self.arrow_writes)
+        table = self._table_at(path, lambda: self.spark, arrow_writes=self.arrow_writes)
         removed = table.recover(given_state)
         if removed:
             logger.info("%s: removed %d file(s) an interrupted run of ours left", stream, len(removed))
@@ -368,6 +386,8 @@ _CONNECT_SETTINGS = {"use_ssl", "user_id", "user_agent", "session_id", "grpc_kee
 
 #: the ``writer`` settings: "auto" (the default) is "arrow", whatever the master
 WRITERS = ("auto", "arrow", "spark")
+#: what a new table is made as: a Delta Lake table, or a Spark file-sink Parquet folder
+TABLE_FORMATS = ("delta", "parquet")
 
 #: ``.<table folder>.deleted-<uuid>``: a table ``delete_table`` moved aside, being deleted
 _DELETED = ".deleted-"

@@ -31,7 +31,9 @@ pyspark's 10 minutes. The client's packages (``grpcio``, ``zstandard``, ...) com
 
 from __future__ import annotations
 
+import glob
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -93,6 +95,7 @@ def get_spark(
         options = f"{settings['spark.driver.extraJavaOptions']} {java_options()}".strip()
         settings["spark.driver.extraJavaOptions"] = options
 
+    settings.update(delta_settings(settings))
     spark_conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
     # pyspark keeps one JVM gateway per process (``SparkContext._gateway``), even after
     # ``stop()``. Only launch one ourselves when none exists, or we would leak a JVM.
@@ -103,6 +106,34 @@ def get_spark(
     spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
     return spark
+
+
+#: where ``scripts/venv.sh`` puts the jars of ``jars/pom.xml`` (Delta Lake, hadoop-aws); another folder
+#: may be named in this environment variable
+JARS_VARIABLE = "SOURCE_FRAMEWORK_SPARK_JARS"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def installed_jars() -> list[str]:
+    """The jar files installed with the package for Delta tables and s3:// (none if not installed)."""
+    folder = os.environ.get(JARS_VARIABLE) or os.path.join(sys.prefix, "share", "source_framework", "spark-jars")
+    return sorted(glob.glob(os.path.join(folder, "*.jar")))
+
+
+def delta_settings(settings: dict[str, str]) -> dict[str, str]:
+    """What an embedded session needs to read and write Delta tables and reach s3://, added to the
+    user's own ``spark.jars`` and extensions: the installed jars (never fetched during a sync:
+    no ``spark.jars.packages``), Delta's SQL extension and catalog, and ``s3://`` taken by S3A."""
+    jars = installed_jars()
+    if not jars:
+        return {}
+    added = {"spark.jars": ",".join([*jars, *filter(None, [settings.get("spark.jars")])])}
+    extensions = [e for e in (settings.get("spark.sql.extensions") or "").split(",") if e]
+    added["spark.sql.extensions"] = ",".join(dict.fromkeys([DELTA_EXTENSION, *extensions]))
+    added["spark.sql.catalog.spark_catalog"] = settings.get("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    added["spark.hadoop.fs.s3.impl"] = settings.get("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+    return added
 
 
 #: The niceness the embedded JVM runs at (0-19; higher yields the CPU more readily).

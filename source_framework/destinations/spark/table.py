@@ -111,11 +111,12 @@ import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, file_name
 from source_framework.destinations.spark.arrow_conversion import parquet_options
-from source_framework.destinations.spark.atomic_files import fsync_directory, fsync_file, make_folders, write_atomically
+from source_framework.destinations.spark.atomic_files import fsync_directory, fsync_file, make_folders
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.file_sink_log import local_path as _local_path
 from source_framework.destinations.spark.passed_states import PassedStates
+from source_framework.destinations.spark.reset_marker import ResetMarker
 from source_framework.destinations.spark.table_lock import no_commit_in_flight
 from source_framework.destinations.spark.table_recovery import STAGING_DIR, FolderRecovery
 from source_framework.destinations.spark.table_recovery import InconsistentTable as InconsistentTable  # (for callers)
@@ -131,7 +132,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("source_framework.spark")
 
-RESET_MARKER = "_sf_reset.json"
 #: How long files a replace made invisible stay on disk (readers that listed them may need them).
 DEFAULT_RETENTION_SECONDS = 6 * 3600
 #: Checkpoint records kept however old (``runtime.resume`` looks back through them).
@@ -180,8 +180,11 @@ class PageRows:
     rows: int
 
 
-class SparkTable:
+class SparkTable(ResetMarker):
     """One Parquet table folder committed through Spark's metadata log."""
+
+    #: the stream's page converter may carry out a commit's file work (``commit(pages=...)``)
+    takes_page_commits = True
 
     def __init__(
         self,
@@ -491,34 +494,6 @@ class SparkTable:
             return schema_from_json(last.schema)
         live = sorted(status.path for status in self._log.live_files())
         return schema_from_footer(pq.read_schema(_local_path(live[0]))) if live else None
-
-    # --- a pending state reset -----------------------------------------------------
-
-    def request_reset(self) -> str:
-        """Mark the table: the stream's next sync from an empty state replaces it (``state reset``)."""
-        reset_id = uuid.uuid4().hex
-        os.makedirs(self.path, exist_ok=True)
-        write_atomically(os.path.join(self.path, RESET_MARKER), json.dumps({"reset_id": reset_id}).encode())
-        return reset_id
-
-    def pending_reset(self) -> str | None:
-        """The id of a reset no commit applied yet, or None."""
-        try:
-            with open(os.path.join(self.path, RESET_MARKER), encoding="utf-8") as handle:
-                reset_id = json.load(handle).get("reset_id")
-        except (FileNotFoundError, ValueError):
-            return None
-        last = self.last_checkpoint()
-        if last is not None and last.reset_id == reset_id:
-            self.clear_reset()  # applied by a run that died before removing the marker
-            return None
-        return reset_id
-
-    def clear_reset(self) -> None:
-        try:
-            os.remove(os.path.join(self.path, RESET_MARKER))
-        except FileNotFoundError:
-            pass
 
     # --- housekeeping ------------------------------------------------------------
 

@@ -46,7 +46,7 @@ import shutil
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
@@ -63,6 +63,9 @@ from source_framework.destinations.spark.arrow_conversion import (
 )
 from source_framework.destinations.spark.committer import CommitJob
 from source_framework.destinations.spark.table import PageRows, SparkTable, StagedFiles, arrow_frame
+
+if TYPE_CHECKING:
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable
 from source_framework.destinations.spark.table_schema import (
     IncompatibleSchema,
     SchemaChange,
@@ -80,7 +83,7 @@ class TableWriter:
 
     def __init__(
         self,
-        table: SparkTable,
+        table: SparkTable | DeltaLakeTable,
         target: StreamTarget,
         schema: pa.Schema,
         recorded_schema: pa.Schema | None = None,
@@ -267,7 +270,7 @@ class TableWriter:
         batches = self._in_read_order(jobs)
         from_pages = [job for job in jobs if job.page_token is not None]
         pages = None
-        if from_pages and not jobs[0].stage_only and not batches and not self.needs_spark:
+        if from_pages and not jobs[0].stage_only and not batches and not self.needs_spark and self.table.takes_page_commits:
             # The page converter writes its rows into the table and does the commit's file work.
             last = from_pages[-1]
             assert last.pages is not None and last.page_token is not None

@@ -1,0 +1,349 @@
+"""All-or-nothing, exactly-once commits into a Delta Lake table (``table_format: delta``).
+
+Why Delta: every engine reads a Delta table right through its log (Spark with Delta, ``deltalake``,
+Polars, DuckDB, Trino), and Delta's protocol already has what a checkpoint commit needs, so this
+module writes none of it itself:
+
+- **one Delta transaction per commit**, all or nothing: data files a killed commit wrote are in
+  no log entry, so no reader sees them (``VACUUM`` deletes them later);
+- **an app transaction** (``APP_ID``, version = the commit's ``seq``), Delta's own mechanism for
+  exactly-once batch writes: Spark's writer skips a version the table already holds, and a second
+  writer of the same table that committed in between makes ours fail instead of doubling rows;
+- **the checkpoint record** (``checkpoint_record.py``: the state the commit covers, the resume
+  notes, the schema) in the same transaction, as Delta's ``commitInfo.userMetadata``, which
+  ``DESCRIBE HISTORY`` shows and both writers can set. The Delta log is the one record of what is
+  committed: resume and the ``state`` commands read it (:meth:`committed_checkpoints`).
+
+Two writers, one table format: this process writes Arrow tables with delta-rs (``deltalake``, no
+JVM), and Spark's own Delta writer writes DataFrames (a merge, a rewrite, ``state set``) and every
+commit of ``writer: spark`` (clusters, Spark Connect), with the ``txnAppId``/``txnVersion`` and
+``userMetadata`` options. Both see each other's app transactions and records.
+
+Usage (the same methods as ``SparkTable``, which ``TableWriter`` and the state commands call)::
+
+    table = DeltaLakeTable(spark, "warehouse/demo/users", arrow_writes=True)
+    info = table.commit(arrow_table, state={"updatedAt": "..."}, seq=3)
+    table.last_checkpoint()     # CheckpointRecord(seq=3, ...), read from the Delta log
+    table.commit(snapshot, state=None, seq=4, replace=True)   # one overwrite transaction
+
+Replaced data stays readable by time travel (``VERSION AS OF``) until :meth:`reclaim` vacuums it,
+``VACUUM_RETENTION_HOURS`` later (Delta's default, 7 days). Delta's log clean-up keeps 30 days of
+commits (``delta.logRetentionDuration``); a table whose newest record of ours was cleaned away
+while its app transaction remains is refused (:class:`RecordLost`), never resumed from scratch.
+Limits: a local path (object stores come with the warehouse URI); one writer at a time, held by
+the table lock (``table_lock.py``) as for the Parquet folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.spark.arrow_conversion import parquet_options
+from source_framework.destinations.spark.reset_marker import ResetMarker
+from source_framework.destinations.spark.table import (
+    ARROW_PARQUET_OPTIONS,
+    CommitInfo,
+    PageRows,
+    StagedFiles,
+    arrow_frame,
+    spark_path,
+)
+from source_framework.destinations.spark.table_recovery import STAGING_DIR
+from source_framework.destinations.spark.table_schema import schema_from_footer, schema_from_json
+from source_framework.helpers.faults import fault_point
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+    from pyspark.sql import DataFrame, SparkSession
+
+logger = logging.getLogger("source_framework.spark")
+
+#: the app id of our app transactions: one per table, whose versions are the table's commit seqs
+APP_ID = "source_framework"
+#: the key of our checkpoint record inside ``commitInfo.userMetadata`` (a JSON object)
+RECORD_KEY = "source_framework_checkpoint"
+#: Delta's own default (``delta.deletedFileRetentionDuration``): time travel reaches back this far
+VACUUM_RETENTION_HOURS = 7 * 24
+LOG_FOLDER = "_delta_log"
+
+
+class RecordLost(RuntimeError):
+    """The table holds a commit of ours whose checkpoint record Delta's log clean-up removed."""
+
+
+def is_delta_table(path: str) -> bool:
+    """A Delta table is at ``path`` (its log folder exists)."""
+    return os.path.isdir(os.path.join(path, LOG_FOLDER))
+
+
+class DeltaLakeTable(ResetMarker):
+    """One Delta table, committed one checkpoint per Delta transaction."""
+
+    #: the page converter cannot commit for this table (delta-rs writes the transaction here)
+    takes_page_commits = False
+
+    def __init__(self, spark: SparkSession | Callable[[], SparkSession], path: str, *, arrow_writes: bool = False):
+        self._spark = spark
+        #: Arrow tables are committed by this process with delta-rs; else by Spark's Delta writer
+        self.arrow_writes = arrow_writes
+        self.path = os.path.realpath(path)
+        self._lock = threading.Lock()
+        #: the table object of this object's last commit: delta-rs advances it with each commit,
+        #: so the next need not read the log again (measured 22 ms a commit instead of 36)
+        self._delta: DeltaTable | None = None
+        self._newest: CheckpointRecord | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        if callable(self._spark):
+            self._spark = self._spark()
+        return self._spark
+
+    # --- writing -----------------------------------------------------------------
+
+    def commit(
+        self,
+        data: pa.Table | DataFrame,
+        state: Mapping[str, Any] | None,
+        seq: int,
+        *,
+        replace: bool = False,
+        notes: ResumeNotes | None = None,
+        merged_states: Sequence[Mapping[str, Any]] = (),
+        reset_id: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+        staged: Sequence[StagedFiles] = (),
+        pages: PageRows | None = None,
+    ) -> CommitInfo:
+        """Make ``data`` (and the ``staged`` files' rows) visible together with ``state`` in one
+        Delta transaction; ``replace=True`` overwrites the table's rows. The arguments are
+        ``SparkTable.commit``'s; ``pages`` is refused (``takes_page_commits``)."""
+        if pages is not None:
+            raise ValueError("a Delta table's commits are written by this process, not by the page converter")
+        started = time.perf_counter()
+        state = dict(state) if state is not None else None
+        json.dumps(state)  # fail before writing anything if the state is not JSON
+        fault_point("commit.start")
+        with self._lock:
+            last = self._newest or self.last_checkpoint()
+            if seq < 0 or (last is not None and seq <= last.seq):
+                raise ValueError(f"seq {seq} must be greater than the last committed seq {last and last.seq}")
+            self._newest = None
+            notes = notes or ResumeNotes()
+            record = CheckpointRecord(
+                seq=seq, batch_id=-1, state=state, rows=0, replace=replace, committed_at=_now(),
+                start_state=notes.start_state, boundary=dict(notes.boundary), boundary_full=notes.boundary_full,
+                merged_states=tuple(dict(s) for s in merged_states), reset_id=reset_id,
+                schema=dict(schema) if schema is not None else None,
+            )
+            metadata = json.dumps({RECORD_KEY: json.loads(record.to_json())}, separators=(",", ":"))
+            fault_point("commit.files_written")  # (nothing is written before the transaction itself)
+            if isinstance(data, pa.Table) and self.arrow_writes:
+                self._write_arrow(data, staged, seq, metadata, replace)
+            else:
+                self._write_spark(data, staged, seq, metadata, replace)
+            rows, version = self._committed_rows(seq)
+            for item in staged:
+                shutil.rmtree(item.folder, ignore_errors=True)
+            self._newest = CheckpointRecord.from_json({**json.loads(record.to_json()), "batch_id": version, "rows": rows})
+            fault_point("commit.done")
+        return CommitInfo(seq, version, [], rows, (time.perf_counter() - started) * 1000)
+
+    def _write_arrow(self, data: pa.Table, staged: Sequence[StagedFiles], seq: int, metadata: str, replace: bool) -> None:
+        """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction."""
+        from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
+
+        files = [os.path.join(item.folder, name) for item in staged
+                 for name in (item.files or sorted(os.listdir(item.folder))) if name.endswith(".parquet")]
+        batches = data.to_batches()
+        if files:
+            batches = [*ds.dataset(files, schema=data.schema, format="parquet").to_batches(), *batches]
+        rows = pa.RecordBatchReader.from_batches(data.schema, batches)
+        properties = CommitProperties(app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": metadata})
+        # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence
+        # (checkpoints every 100 commits keep opening the table fast).
+        hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+        table = self._delta or self._open()
+        try:
+            if table is None:
+                write_deltalake(self.path, rows, mode="error", commit_properties=properties, post_commithook_properties=hooks)
+            else:
+                write_deltalake(table, rows, mode="overwrite" if replace else "append",
+                                schema_mode="overwrite" if replace else "merge",
+                                commit_properties=properties, post_commithook_properties=hooks)
+        except Exception:
+            self._delta = None  # read again: whatever happened, the log says
+            raise
+
+    def _write_spark(self, data: pa.Table | DataFrame, staged: Sequence[StagedFiles], seq: int, metadata: str,
+                     replace: bool) -> None:
+        """Spark's Delta writer; Delta skips a ``(txnAppId, txnVersion)`` the table already holds."""
+        frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
+        for item in staged:
+            frame = self.read_staged(item).unionByName(frame)
+        writer = (frame.write.format("delta").mode("overwrite" if replace else "append")
+                  .option("txnAppId", APP_ID).option("txnVersion", seq).option("userMetadata", metadata)
+                  .option("overwriteSchema" if replace else "mergeSchema", "true"))
+        writer.save(spark_path(self.path))
+        self._delta = None  # delta-rs's snapshot is behind Spark's commit now
+
+    def _committed_rows(self, seq: int) -> tuple[int, int]:
+        """The rows and the Delta version of this table's commit ``seq``, from the log: counted by
+        the writer in the transaction's metrics, not taken on trust."""
+        table = self._delta = self._delta or self._open()
+        if table is None:
+            raise RuntimeError(f"{self.path}: no Delta table after commit {seq}")
+        table.update_incremental()
+        for info in table.history(10):
+            record = _record_of(info)
+            if record is not None and record.get("seq") == seq:
+                metrics = info.get("operationMetrics") or {}
+                rows = metrics.get("num_added_rows", metrics.get("numOutputRows"))
+                return int(rows or 0), int(info["version"])
+        raise RuntimeError(f"{self.path}: commit {seq} is not in the table's newest Delta log entries")
+
+    def stage(self, data: pa.Table) -> StagedFiles:
+        """Write ``data``'s rows now for a commit still to come, invisible until then (why:
+        ``SparkTable.stage``): a Parquet file under the table's staging folder, which Delta
+        readers never list."""
+        folder = self.staging_folder()
+        if self.arrow_writes:
+            os.makedirs(folder, exist_ok=True)
+            pq.write_table(data, os.path.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"),
+                           **parquet_options(ARROW_PARQUET_OPTIONS, data.schema))
+        else:
+            arrow_frame(self.spark, data).coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
+        return StagedFiles(folder, data.num_rows)
+
+    def staging_folder(self) -> str:
+        return os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
+
+    # --- reading our own state ---------------------------------------------------
+
+    def _open(self) -> DeltaTable | None:
+        from deltalake import DeltaTable
+
+        if not is_delta_table(self.path):
+            return None
+        return DeltaTable(self.path)
+
+    def last_checkpoint(self) -> CheckpointRecord | None:
+        """The newest checkpoint record in the Delta log, or None before the first commit of ours."""
+        return next(self.committed_checkpoints(), None)
+
+    def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
+        """Our records in the Delta log, newest first; other writers' commits (``OPTIMIZE``, a user's
+        own write) are passed over. Every record in the log is committed: the log is the commit."""
+        table = self._open()
+        if table is None:
+            return
+        done = table.transaction_version(APP_ID)
+        first = True
+        for info in _history_newest_first(table):
+            raw = _record_of(info)
+            if raw is None:
+                continue
+            record = CheckpointRecord.from_json({**raw, "batch_id": info["version"]})
+            if first and done is not None and record.seq < done:
+                raise RecordLost(
+                    f"{self.path}: the Delta table holds commit {done} of source_framework, but its newest checkpoint "
+                    f"record is of commit {record.seq}: Delta's log clean-up (delta.logRetentionDuration) removed the "
+                    "newer ones. Give the sync its state (--state) or rebuild the table (state reset)."
+                )
+            first = False
+            yield record
+
+    def read(self) -> DataFrame:
+        """The committed rows, as any Spark reader with Delta sees them."""
+        return self.spark.read.format("delta").load(spark_path(self.path))
+
+    def read_staged(self, staged: StagedFiles) -> DataFrame:
+        return self.spark.read.parquet(spark_path(staged.folder))
+
+    def live_files(self) -> list[str]:
+        """The data files the table's current version reads."""
+        table = self._open()
+        return table.file_uris() if table is not None else []
+
+    def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
+        """The ``columns`` of the committed rows that match the Arrow filter ``where``, read by
+        this process through the Delta log (no Spark)."""
+        table = self._open()
+        if table is None:
+            return schema.empty_table().select(columns)
+        dataset = ds.dataset(table.file_uris(), schema=schema, format="parquet")
+        return dataset.to_table(columns=columns, filter=where)
+
+    def recorded_schema(self) -> pa.Schema | None:
+        """The schema our newest commit recorded; for a Delta table of someone else's, Delta's."""
+        last = self.last_checkpoint()
+        if last is not None and last.schema is not None:
+            return schema_from_json(last.schema)
+        table = self._open()
+        return schema_from_footer(pa.schema(table.schema().to_arrow())) if table is not None else None
+
+    # --- housekeeping ------------------------------------------------------------
+
+    def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
+        """Before writing (the table's lock held): a killed run left at most files in the staging
+        folder and data files no log entry names, which no reader sees. The staging folder goes
+        now; the data files go with :meth:`reclaim`'s VACUUM."""
+        staging = os.path.join(self.path, STAGING_DIR)
+        leftovers = [os.path.join(staging, name) for name in os.listdir(staging)] if os.path.isdir(staging) else []
+        shutil.rmtree(staging, ignore_errors=True)
+        self._delta, self._newest = None, None
+        return leftovers
+
+    def reclaim(self, retention_seconds: float = 0, now: float | None = None) -> list[str]:
+        """Delta's VACUUM: data files no version younger than ``VACUUM_RETENTION_HOURS`` reads
+        (those a replace removed, and those of killed commits) are deleted. ``retention_seconds``
+        (the Parquet folder's) does not apply: time travel reaches back Delta's own retention."""
+        table = self._open()
+        if table is None:
+            return []
+        from deltalake import PostCommitHookProperties
+
+        return list(table.vacuum(retention_hours=VACUUM_RETENTION_HOURS, dry_run=False,
+                                 post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=False)))
+
+
+def _history_newest_first(table: DeltaTable) -> Iterator[dict[str, Any]]:
+    """The table's commit infos, newest first: the last few read first (a resume mostly needs the
+    newest), the whole history only if asked for more."""
+    seen = 0
+    for info in table.history(20):
+        seen += 1
+        yield info
+    if seen == 20:
+        yield from table.history()[20:]
+
+
+def _record_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Our checkpoint record in a commit's info, or None (another writer's commit)."""
+    raw = info.get("userMetadata")
+    if not raw:
+        return None
+    try:
+        content = json.loads(raw)
+    except ValueError:
+        return None
+    record = content.get(RECORD_KEY) if isinstance(content, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
