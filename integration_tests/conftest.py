@@ -61,19 +61,24 @@ def spark():
     session.stop()
 
 
-# A Spark application of its own, as a user's notebook would be: plain pyspark, none of our code.
-# It reads the tables it is sent (one JSON line of paths) and answers one line per request.
+# A Spark application of its own, as a user's notebook would be: plain pyspark (with Delta Lake's jars
+# for Delta tables), none of our code. It reads the tables it is sent (one JSON line of paths) and answers one line per request.
 NEW_APPLICATION = """
-import json, sys
+import json, os, sys
 from pyspark.sql import SparkSession
-spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.driver.extraJavaOptions", sys.argv[1]).getOrCreate())
+builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+           .config("spark.sql.session.timeZone", "UTC").config("spark.driver.extraJavaOptions", sys.argv[1]))
+if sys.argv[2]:  # Delta Lake, configured as its documentation says
+    builder = (builder.config("spark.jars", sys.argv[2])
+               .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+               .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+spark = builder.getOrCreate()
 for request in sys.stdin:
     result = {}
     for path in json.loads(request):
         try:
-            frame = spark.read.parquet(path)
+            delta = os.path.isdir(os.path.join(path, "_delta_log"))
+            frame = spark.read.format("delta").load(path) if delta else spark.read.parquet(path)
             result[path] = {
                 "columns": frame.columns,
                 "types": dict(frame.dtypes),
@@ -92,9 +97,10 @@ def new_application():
     ``columns``, ``types``, ``rows`` (Python values, dates as text) and ``json`` (rows as
     Spark's ``toJSON`` writes them), or ``error``. One application serves the whole run."""
     from source_framework.destinations.spark.jvm_cache import java_options
+    from source_framework.destinations.spark.session import installed_jars
 
     process = subprocess.Popen(
-        [sys.executable, "-c", NEW_APPLICATION, java_options()],
+        [sys.executable, "-c", NEW_APPLICATION, java_options(), ",".join(installed_jars())],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
 
