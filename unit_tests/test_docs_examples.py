@@ -440,6 +440,23 @@ def test_every_kind_of_check_is_used() -> None:
     assert marks == {"config", "catalog", "state", "acceptance-config", "run", "file", "flags", "keys"}
 
 
+def commands_of(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> Iterator[str]:
+    """``main.py read``, ``main.py state show``, ...: every command of the connector's command line."""
+    subparsers = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    if not subparsers:
+        yield " ".join(("main.py", *prefix))
+    for action in subparsers:
+        for name, child in action.choices.items():
+            yield from commands_of(child, (*prefix, name))
+
+
+def test_every_command_of_the_connector_has_a_flags_table() -> None:
+    """A new command (or subcommand) of ``main.py`` gets its table in the configuration reference."""
+    blocks, _ = blocks_of((ROOT / "docs" / "configuration.md").read_text(encoding="utf-8"), "configuration.md")
+    documented = {" ".join(mark.split()[1:]) for block in blocks for mark in block.marks if mark.startswith("flags main.py")}
+    assert set(commands_of(connector_parser())) == documented
+
+
 def test_the_readmes_links_lead_somewhere() -> None:
     """mkdocs checks the links between pages; the README's links into docs/ are checked here."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
