@@ -42,6 +42,9 @@ setup(
             "hypothesis>=6.100",
             "ruff>=0.17,<0.18",
             "mypy>=2.4,<2.5",
+            # The docs site (mkdocs.yml, docs/): scripts/test.sh builds it with --strict, so a broken link,
+            # a missing anchor or a page left out of the nav fails the run as a failing test does.
+            "mkdocs>=1.6,<1.7",
             # A connector other people wrote, published by Airbyte, that runs without a network: the
             # conformance suite runs it unchanged under both entrypoints (tests only, not the product).
             "airbyte-source-hardcoded-records==0.0.48",

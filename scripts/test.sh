@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Every check: style (ruff) and types (mypy, settings in mypy.ini), then the unit tests and the
-# integration tests against a real local Spark and the demo API. Arguments go to pytest, e.g.
-# `bash scripts/test.sh -m "not slow"` for the quick tier (no fault injection, cluster, compare),
-# or `bash scripts/test.sh unit_tests/test_boundary.py` for the tests named (paths from the
-# repository's root), instead of every test.
+# Every check: style (ruff), types (mypy, settings in mypy.ini), the docs site (mkdocs), then the
+# unit tests and the integration tests against a real local Spark and the demo API. Arguments go
+# to pytest, e.g. `bash scripts/test.sh -m "not slow"` for the quick tier (no fault injection,
+# cluster, compare), or `bash scripts/test.sh unit_tests/test_boundary.py` for the tests named
+# (paths from the repository's root), instead of every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
 python -m ruff check .
 python -m mypy
+# The docs site (mkdocs.yml): strict, so a broken link or anchor, or a page not in the nav, fails here.
+# It goes to ./site (ignored by git); unit_tests/test_docs_examples.py checks the pages' examples.
+python -m mkdocs build --strict --quiet --site-dir site
 targets=(unit_tests integration_tests)
 for arg in "$@"; do
     if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then  # a test file, folder or test id: only those
