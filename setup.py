@@ -45,6 +45,8 @@ setup(
             # The docs site (mkdocs.yml, docs/): scripts/test.sh builds it with --strict, so a broken link,
             # a missing anchor or a page left out of the nav fails the run as a failing test does.
             "mkdocs>=1.6,<1.7",
+            # A local S3 server on 127.0.0.1 (conditional writes included) for the object-store tests.
+            "moto[server]>=5.1,<6",
             # A connector other people wrote, published by Airbyte, that runs without a network: the
             # conformance suite runs it unchanged under both entrypoints (tests only, not the product).
             "airbyte-source-hardcoded-records==0.0.48",

@@ -321,3 +321,56 @@ def kill_at(point: str, *args: str, count: int = 1, timeout: float = 300, hold: 
     for reader in readers:
         reader.join()
     return Killed(paused.is_set(), code, b"".join(out), b"".join(err).decode(errors="replace"))
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A local S3 server (moto's, which honours S3's conditional writes as delta-rs uses them) on
+    127.0.0.1 for the whole run; its endpoint URL."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(endpoint, timeout=2)
+            break
+        except OSError:
+            if time.monotonic() > deadline or process.poll() is not None:
+                process.kill()
+                raise RuntimeError("the local S3 server did not start") from None
+            time.sleep(0.2)
+    yield endpoint
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def s3_warehouse(s3_server, monkeypatch, request):
+    """``s3://<a new bucket>/warehouse`` on the local S3 server, reached through the standard AWS
+    variables (set for this test, and so for the processes it starts)."""
+    import urllib.request
+    import uuid
+
+    for name, value in {"AWS_ENDPOINT_URL": s3_server, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test-key",
+                        "AWS_SECRET_ACCESS_KEY": "test-secret", "AWS_ALLOW_HTTP": "true"}.items():
+        monkeypatch.setenv(name, value)
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    urllib.request.urlopen(urllib.request.Request(f"{s3_server}/{bucket}", method="PUT"), timeout=30)
+    return f"s3://{bucket}/warehouse"
+
+
+def read_table(spark, path: str):
+    """A table as a reader of its format sees it: through its Delta log, or Spark's file-sink log."""
+    from source_framework.destinations.spark.delta_table import is_delta_table
+
+    if is_delta_table(path):
+        return spark.read.format("delta").load(path)
+    return spark.read.parquet(path)

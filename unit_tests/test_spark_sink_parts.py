@@ -764,6 +764,8 @@ class PagesTable(IdsTable):
     ``arrow_writes``: the converter may also write a commit's rows as part of the commit
     (``SparkTable.commit(pages=...)``); they are counted with it."""
 
+    takes_page_commits = True  # as a Parquet folder (``SparkTable``) does
+
     def __init__(self, folder, arrow_writes: bool = False) -> None:
         super().__init__()
         self._folder, self._made = folder, 0

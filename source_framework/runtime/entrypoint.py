@@ -40,7 +40,7 @@ from source_framework.destinations.base import (
     OVERWRITE,
     Destination,
 )
-from source_framework.destinations.spark.layout import UnsafeTableName, warehouse_folder
+from source_framework.destinations.spark.layout import UnsafeTableName, warehouse_for
 from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.runtime.cdk_stream_state import state_setter
 from source_framework.runtime.inputs import (
@@ -580,7 +580,7 @@ def spark_destination(
     settings = dict(config.get("destination") or {})
     warehouse = parsed.warehouse or settings.get("warehouse", "./warehouse")
     try:
-        warehouse_folder(str(warehouse))
+        warehouse_for(str(warehouse), str(settings.get("table_format", "parquet")))
     except ValueError as error:
         if converters is not None:
             converters.close()

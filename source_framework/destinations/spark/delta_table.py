@@ -30,8 +30,14 @@ Replaced data stays readable by time travel (``VERSION AS OF``) until :meth:`rec
 ``VACUUM_RETENTION_HOURS`` later (Delta's default, 7 days). Delta's log clean-up keeps 30 days of
 commits (``delta.logRetentionDuration``); a table whose newest record of ours was cleaned away
 while its app transaction remains is refused (:class:`RecordLost`), never resumed from scratch.
-Limits: a local path (object stores come with the warehouse URI); one writer at a time, held by
-the table lock (``table_lock.py``) as for the Parquet folder.
+A ``state reset`` marks the table in its log too (a transaction that changes no row), so every
+step of the state workflow works the same on a local folder and on an object store (``s3://``).
+
+One writer at a time: on local disk the table lock (``table_lock.py``) holds it, as for the Parquet
+folder; on an object store Delta's conflict check refuses the second run's commit (both commit
+the same app id, :class:`ConcurrentRun`), which delta-rs makes safe with S3's conditional writes.
+Spark's own Delta writer commits to S3 without them: ``writer: spark`` and merges on S3 need one
+writer per table.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -49,11 +56,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import parquet_options
-from source_framework.destinations.spark.reset_marker import ResetMarker
+from source_framework.destinations.spark.layout import is_object_store
 from source_framework.destinations.spark.table import (
     ARROW_PARQUET_OPTIONS,
     CommitInfo,
@@ -76,6 +84,8 @@ logger = logging.getLogger("source_framework.spark")
 APP_ID = "source_framework"
 #: the key of our checkpoint record inside ``commitInfo.userMetadata`` (a JSON object)
 RECORD_KEY = "source_framework_checkpoint"
+#: the key of a ``state reset``'s mark inside ``commitInfo.userMetadata``
+RESET_KEY = "source_framework_reset"
 #: Delta's own default (``delta.deletedFileRetentionDuration``): time travel reaches back this far
 VACUUM_RETENTION_HOURS = 7 * 24
 LOG_FOLDER = "_delta_log"
@@ -85,12 +95,32 @@ class RecordLost(RuntimeError):
     """The table holds a commit of ours whose checkpoint record Delta's log clean-up removed."""
 
 
+class ConcurrentRun(RuntimeError):
+    """Delta refused a commit: another writer committed a conflicting one meanwhile."""
+
+
 def is_delta_table(path: str) -> bool:
-    """A Delta table is at ``path`` (its log folder exists)."""
+    """A Delta table is at ``path`` (a local folder with a Delta log, or a table on an object store)."""
+    if is_object_store(path):
+        from deltalake import DeltaTable
+
+        return bool(DeltaTable.is_deltatable(path))
     return os.path.isdir(os.path.join(path, LOG_FOLDER))
 
 
-class DeltaLakeTable(ResetMarker):
+def delete_delta_table(uri: str) -> bool:
+    """Delete a table on an object store (``state reset --tables``): its log first, so from then on
+    readers and the next sync find no table, then its data files."""
+    if not is_delta_table(uri):
+        return False
+    filesystem, path = pafs.FileSystem.from_uri(uri)
+    filesystem.delete_dir(f"{path}/{LOG_FOLDER}")
+    fault_point("state.reset.deleting")
+    filesystem.delete_dir(path)
+    return True
+
+
+class DeltaLakeTable:
     """One Delta table, committed one checkpoint per Delta transaction."""
 
     #: the page converter cannot commit for this table (delta-rs writes the transaction here)
@@ -100,7 +130,10 @@ class DeltaLakeTable(ResetMarker):
         self._spark = spark
         #: Arrow tables are committed by this process with delta-rs; else by Spark's Delta writer
         self.arrow_writes = arrow_writes
-        self.path = os.path.realpath(path)
+        #: on an object store (``s3://...``): no local folder, rows are staged on local disk
+        self.remote = is_object_store(path)
+        self.path = path if self.remote else os.path.realpath(path)
+        self._uri_for_spark = path if self.remote else spark_path(self.path)
         self._lock = threading.Lock()
         #: the table object of this object's last commit: delta-rs advances it with each commit,
         #: so the next need not read the log again (measured 22 ms a commit instead of 36)
@@ -177,6 +210,8 @@ class DeltaLakeTable(ResetMarker):
         # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence
         # (checkpoints every 100 commits keep opening the table fast).
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+        from deltalake.exceptions import CommitFailedError
+
         table = self._delta or self._open()
         try:
             if table is None:
@@ -185,6 +220,13 @@ class DeltaLakeTable(ResetMarker):
                 write_deltalake(table, rows, mode="overwrite" if replace else "append",
                                 schema_mode="overwrite" if replace else "merge",
                                 commit_properties=properties, post_commithook_properties=hooks)
+        except CommitFailedError as error:
+            # Refused by Delta's conflict check: nothing of this commit is in the table.
+            self._delta = None
+            raise ConcurrentRun(
+                f"{self.path}: another writer committed to this table while this run wrote its commit {seq} ({error}); "
+                "nothing of this commit was written. Is another run of this sync going on?"
+            ) from None
         except Exception:
             self._delta = None  # read again: whatever happened, the log says
             raise
@@ -198,7 +240,7 @@ class DeltaLakeTable(ResetMarker):
         writer = (frame.write.format("delta").mode("overwrite" if replace else "append")
                   .option("txnAppId", APP_ID).option("txnVersion", seq).option("userMetadata", metadata)
                   .option("overwriteSchema" if replace else "mergeSchema", "true"))
-        writer.save(spark_path(self.path))
+        writer.save(self._uri_for_spark)
         self._delta = None  # delta-rs's snapshot is behind Spark's commit now
 
     def _committed_rows(self, seq: int) -> tuple[int, int]:
@@ -230,16 +272,23 @@ class DeltaLakeTable(ResetMarker):
         return StagedFiles(folder, data.num_rows)
 
     def staging_folder(self) -> str:
-        return os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
+        """A new folder for rows staged ahead of their commit: in the table's folder, or, for a
+        table on an object store, on local disk (only this process reads them back)."""
+        root = os.path.join(tempfile.gettempdir(), "source_framework-staging") if self.remote else os.path.join(self.path, STAGING_DIR)
+        return os.path.join(root, f"s-{uuid.uuid4().hex}")
 
     # --- reading our own state ---------------------------------------------------
 
     def _open(self) -> DeltaTable | None:
         from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
 
-        if not is_delta_table(self.path):
+        if not self.remote and not is_delta_table(self.path):
             return None
-        return DeltaTable(self.path)
+        try:
+            return DeltaTable(self.path)
+        except TableNotFoundError:
+            return None
 
     def last_checkpoint(self) -> CheckpointRecord | None:
         """The newest checkpoint record in the Delta log, or None before the first commit of ours."""
@@ -269,7 +318,7 @@ class DeltaLakeTable(ResetMarker):
 
     def read(self) -> DataFrame:
         """The committed rows, as any Spark reader with Delta sees them."""
-        return self.spark.read.format("delta").load(spark_path(self.path))
+        return self.spark.read.format("delta").load(self._uri_for_spark)
 
     def read_staged(self, staged: StagedFiles) -> DataFrame:
         return self.spark.read.parquet(spark_path(staged.folder))
@@ -283,9 +332,14 @@ class DeltaLakeTable(ResetMarker):
         """The ``columns`` of the committed rows that match the Arrow filter ``where``, read by
         this process through the Delta log (no Spark)."""
         table = self._open()
-        if table is None:
+        files = table.file_uris() if table is not None else []
+        if not files:
             return schema.empty_table().select(columns)
-        dataset = ds.dataset(table.file_uris(), schema=schema, format="parquet")
+        filesystem = None
+        if self.remote:
+            filesystem, _ = pafs.FileSystem.from_uri(files[0])
+            files = [uri.split("://", 1)[1] for uri in files]
+        dataset = ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)
         return dataset.to_table(columns=columns, filter=where)
 
     def recorded_schema(self) -> pa.Schema | None:
@@ -296,16 +350,54 @@ class DeltaLakeTable(ResetMarker):
         table = self._open()
         return schema_from_footer(pa.schema(table.schema().to_arrow())) if table is not None else None
 
+    # --- a pending state reset, as Delta commits ----------------------------------------
+
+    def request_reset(self) -> str:
+        """Mark the table in its own log (a transaction that changes no row): the stream's next
+        sync from an empty state replaces it (``state reset``); any store, one transaction."""
+        reset_id = uuid.uuid4().hex
+        self._mark({"requested": reset_id})
+        return reset_id
+
+    def pending_reset(self) -> str | None:
+        """The id of a reset no commit of ours followed yet (the one that applied it, a ``state
+        set`` that superseded it, or a sync given a state that discarded it), or None."""
+        table = self._open()
+        for info in _history_newest_first(table) if table is not None else ():
+            if _record_of(info) is not None:
+                return None
+            reset = _reset_of(info)
+            if reset is not None:
+                return reset.get("requested")
+        return None
+
+    def clear_reset(self) -> None:
+        if self.pending_reset() is not None:
+            self._mark({"cleared": True})
+
+    def _mark(self, reset: dict[str, Any]) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
+        table = self._open()
+        if table is None:
+            raise RuntimeError(f"{self.path}: no Delta table to mark")
+        no_rows = pa.schema(table.schema().to_arrow()).empty_table()
+        metadata = json.dumps({RESET_KEY: reset}, separators=(",", ":"))
+        write_deltalake(table, no_rows, mode="append", commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata}))
+        self._delta = None
+
     # --- housekeeping ------------------------------------------------------------
 
     def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
         """Before writing (the table's lock held): a killed run left at most files in the staging
         folder and data files no log entry names, which no reader sees. The staging folder goes
         now; the data files go with :meth:`reclaim`'s VACUUM."""
+        self._delta, self._newest = None, None
+        if self.remote:
+            return []  # (its staged rows were on the killed run's local disk)
         staging = os.path.join(self.path, STAGING_DIR)
         leftovers = [os.path.join(staging, name) for name in os.listdir(staging)] if os.path.isdir(staging) else []
         shutil.rmtree(staging, ignore_errors=True)
-        self._delta, self._newest = None, None
         return leftovers
 
     def reclaim(self, retention_seconds: float = 0, now: float | None = None) -> list[str]:
@@ -343,6 +435,17 @@ def _record_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     record = content.get(RECORD_KEY) if isinstance(content, dict) else None
     return record if isinstance(record, dict) else None
+
+
+def _reset_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A ``state reset``'s mark in a commit's info (``DeltaLakeTable.request_reset``), or None."""
+    raw = info.get("userMetadata")
+    try:
+        content = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    reset = content.get(RESET_KEY) if isinstance(content, dict) else None
+    return reset if isinstance(reset, dict) else None
 
 
 def _now() -> str:

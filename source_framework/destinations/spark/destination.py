@@ -49,8 +49,8 @@ from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
-from source_framework.destinations.spark.delta_table import DeltaLakeTable, is_delta_table
-from source_framework.destinations.spark.layout import table_path, warehouse_folder
+from source_framework.destinations.spark.delta_table import DeltaLakeTable, delete_delta_table, is_delta_table
+from source_framework.destinations.spark.layout import is_object_store, table_path, warehouse_for
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
@@ -111,7 +111,9 @@ class SparkDestination(Destination):
         if on_type_mismatch not in ON_TYPE_MISMATCH:
             raise ValueError(f"on_type_mismatch must be one of {', '.join(ON_TYPE_MISMATCH)}, not {on_type_mismatch!r}")
         self.on_type_mismatch = on_type_mismatch
-        self.warehouse = warehouse_folder(warehouse)
+        self.warehouse = warehouse_for(warehouse, table_format)
+        #: the tables are on an object store (Delta only): no folders, links or kernel locks there
+        self.remote = is_object_store(self.warehouse)
         self.default_namespace = default_namespace
         self.master = master
         self.stage_rows = max(1, stage_rows)
@@ -192,7 +194,7 @@ class SparkDestination(Destination):
     def _table_at(self, path: str, spark: Any, arrow_writes: bool = False) -> Table:
         """The table at ``path`` in its own format (a Delta log or a Spark file-sink log), a new
         one in the configured ``table_format``: a new default never converts or orphans a table."""
-        if is_delta_table(path):
+        if self.remote or is_delta_table(path):
             return DeltaLakeTable(spark, path, arrow_writes=arrow_writes)
         if self.table_format == "delta" and not os.path.isdir(os.path.join(path, "_spark_metadata")):
             return DeltaLakeTable(spark, path, arrow_writes=arrow_writes)
@@ -227,7 +229,9 @@ class SparkDestination(Destination):
     def lock(self, namespace: str | None, stream: str, purpose: str) -> str:
         """Hold the table's lock until ``close`` (fails fast, or waits with ``wait_for_lock``)."""
         path = self.table_path(namespace, stream)
-        if path not in self._locks:
+        if path not in self._locks and not self.remote:
+            # (On an object store no lock is held: Delta refuses the commit of a second run of the
+            # same table's sync, whose app transaction conflicts: ``delta_table.ConcurrentRun``.)
             self._locks[path] = TableLock(path, purpose=purpose, wait=self.wait_for_lock).acquire()
         return path
 
@@ -260,7 +264,8 @@ class SparkDestination(Destination):
         path = self.lock(namespace, stream, purpose=purpose)
         if not self.arrow_writes:
             self.start_spark()
-        _remove_deleted_leftovers(path)
+        if not self.remote:
+            _remove_deleted_leftovers(path)
         table = self._table_at(path, lambda: self.spark, arrow_writes=self.arrow_writes)
         removed = table.recover(given_state)
         if removed:
@@ -289,7 +294,8 @@ class SparkDestination(Destination):
     def has_table(self, namespace: str | None, stream: str) -> bool:
         """The stream's table folder is where ``read`` would write it. Creates nothing (not even a
         lock file): the ``state`` commands look before they lock."""
-        return os.path.isdir(self.table_path(namespace, stream))
+        path = self.table_path(namespace, stream)
+        return is_delta_table(path) if self.remote else os.path.isdir(path)
 
     def request_reset(self, namespace: str | None, stream: str) -> str | None:
         """Mark the table so that the stream's next sync from an empty state replaces it; None
@@ -304,6 +310,8 @@ class SparkDestination(Destination):
         see the whole table or none, then removed file by file. A deletion cut short leaves a
         hidden folder beside the table that the next ``open_table`` or ``delete_table`` removes."""
         path = self.table_path(namespace, stream)
+        if self.remote:
+            return delete_delta_table(path)
         _remove_deleted_leftovers(path)
         if not os.path.isdir(path):
             return False

@@ -30,22 +30,50 @@ _ESCAPED = re.compile(r"~([0-9A-F]{2})")
 
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: object stores a warehouse may be on: both writers reach them (delta-rs, and Spark through the
+#: installed ``hadoop-aws``, which takes ``s3://`` too: ``session.delta_settings``)
+OBJECT_STORES = ("s3", "s3a")
 
 
 def warehouse_folder(warehouse: str) -> str:
-    """The local folder a warehouse names: a path, or a ``file://`` URI. Any other URI (``s3://``,
-    ``gs://``, ``hdfs://``...) is refused with ``ValueError``: the table format here writes through
-    the local file system, and taken as a path such a URI became a folder named ``s3:``."""
+    """Where a warehouse is: the real local folder a path or a ``file://`` URI names, or an
+    object store's URI (``s3://bucket/prefix``, without a trailing ``/``). Any other URI is
+    refused with ``ValueError`` naming what reaches a store: taken as a path, such a URI
+    became a local folder named ``s3:`` or ``gs:``."""
     match = _URI.match(warehouse)
     if match is None:
         return os.path.realpath(warehouse)
-    if match.group(1).lower() == "file":
+    scheme = match.group(1).lower()
+    if scheme == "file":
         return os.path.realpath(warehouse[len(match.group(0)):] or "/")
+    rest = warehouse[len(match.group(0)):].strip("/")
+    if scheme in OBJECT_STORES and rest:
+        return f"{scheme}://{rest}"
+    if scheme in OBJECT_STORES:
+        raise ValueError(f"the warehouse {warehouse!r} names no bucket: give s3://bucket or s3://bucket/prefix; nothing was written")
     raise ValueError(
-        f"the warehouse {warehouse!r} is a {match.group(1)}:// URI, which these tables cannot reach: they are written "
-        f"to a local or mounted folder only (a path or a file:// URI). Give such a folder (a bucket mounted with a FUSE "
-        f"file system works); nothing was written"
+        f"the warehouse {warehouse!r} is a {scheme}:// URI, which these tables cannot reach: a warehouse is a local or "
+        f"mounted folder (a path or a file:// URI) or, for Delta tables, an S3 bucket (s3://bucket/prefix; S3-compatible "
+        f"stores through AWS_ENDPOINT_URL). Other object stores need Spark's connector for them, which is not installed "
+        f"(a bucket mounted with a FUSE file system works as a folder); nothing was written"
     )
+
+
+def warehouse_for(warehouse: str, table_format: str) -> str:
+    """``warehouse_folder``, refusing an object store for a format that cannot be written there."""
+    location = warehouse_folder(warehouse)
+    if is_object_store(location) and table_format != "delta":
+        raise ValueError(
+            f"the warehouse {warehouse!r} is on an object store, which {table_format} tables cannot reach: they are "
+            f"written to a local or mounted folder only. Delta tables (table_format: delta) can be; nothing was written"
+        )
+    return location
+
+
+def is_object_store(warehouse: str) -> bool:
+    """The warehouse (as ``warehouse_folder`` gives it) is an object store, not a local folder."""
+    match = _URI.match(warehouse)
+    return match is not None and match.group(1).lower() in OBJECT_STORES
 
 
 class UnsafeTableName(ValueError):
@@ -85,8 +113,10 @@ def decode_name(folder: str) -> str:
 
 
 def table_path(warehouse: str, namespace: str, stream: str) -> str:
-    """The real path of a stream's table folder; raises ``UnsafeTableName`` if it would not be
-    inside ``warehouse``."""
+    """The real path of a stream's table folder (its URI, on an object store); raises
+    ``UnsafeTableName`` if it would not be inside ``warehouse``."""
+    if is_object_store(warehouse):  # (no links on a store: an encoded name is one key segment)
+        return f"{warehouse}/{encode_name(namespace)}/{encode_name(stream)}"
     root = os.path.realpath(warehouse)
     path = os.path.realpath(os.path.join(root, encode_name(namespace), encode_name(stream)))
     if os.path.commonpath([root, path]) != root or path == root:

@@ -105,6 +105,18 @@ def get_spark(
         SparkContext(conf=spark_conf, gateway=gateway)
     spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
+    # A session that was running already (a notebook's, a test run's) took none of the Hadoop
+    # settings above at its start: they apply to the file systems it opens from now on.
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in settings.items():
+        if key.startswith("spark.hadoop."):
+            hadoop.set(key[len("spark.hadoop."):], value)
+    # Nor the AWS variables, where its JVM started before they were set: S3A gets the keys here,
+    # in its Hadoop configuration only (never in Spark's settings, which logs and UIs show).
+    for variable, key in (("AWS_ACCESS_KEY_ID", "fs.s3a.access.key"), ("AWS_SECRET_ACCESS_KEY", "fs.s3a.secret.key"),
+                          ("AWS_SESSION_TOKEN", "fs.s3a.session.token")):
+        if os.environ.get(variable) and f"spark.hadoop.{key}" not in settings:
+            hadoop.set(key, os.environ[variable])
     return spark
 
 
@@ -133,7 +145,24 @@ def delta_settings(settings: dict[str, str]) -> dict[str, str]:
     added["spark.sql.extensions"] = ",".join(dict.fromkeys([DELTA_EXTENSION, *extensions]))
     added["spark.sql.catalog.spark_catalog"] = settings.get("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
     added["spark.hadoop.fs.s3.impl"] = settings.get("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
-    return added
+    return {**added, **{key: value for key, value in s3_settings().items() if key not in settings}}
+
+
+def s3_settings() -> dict[str, str]:
+    """S3A's settings from the standard AWS variables that delta-rs reads too, so that both writers
+    reach the same store: an S3-compatible endpoint (``AWS_ENDPOINT_URL``: path-style requests,
+    plain HTTP if it says so) and its region. Credentials need nothing: S3A's default chain reads
+    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, as delta-rs does."""
+    settings = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        settings["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        settings["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        settings["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        settings["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return settings
 
 
 #: The niceness the embedded JVM runs at (0-19; higher yields the CPU more readily).

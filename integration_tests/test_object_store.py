@@ -1,0 +1,118 @@
+"""A warehouse on S3 (``s3://bucket/prefix``, Delta tables), against a real local S3 server on
+127.0.0.1 (moto's): a full sync, SIGKILLs with resume exactly once, the state commands, and the
+tables read back by Spark (s3a, ``hadoop-aws``) and by delta-rs straight from the store."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from integration_tests.conftest import (
+    ROOT,
+    all_records,
+    catalog,
+    config_for,
+    kill_at,
+    read_table,
+    run_in_process,
+    run_main,
+    stream_states,
+    write_json,
+)
+
+pytestmark = pytest.mark.slow  # real processes against a local S3 server
+
+
+def s3_config(tmp_path, api, warehouse):
+    config = config_for(api, warehouse)
+    config["destination"]["table_format"] = "delta"
+    return write_json(tmp_path / "config.json", config)
+
+
+def ids_in(spark, uri):
+    """The table's ids as delta-rs reads them from the store, and as Spark reads them through s3a."""
+    from deltalake import DeltaTable
+
+    from source_framework.destinations.spark.session import get_spark
+
+    by_rs = sorted(DeltaTable(uri).to_pyarrow_dataset().to_table(columns=["id"]).column("id").to_pylist())
+    spark = get_spark("local[2]")  # the test run's session, given this test's S3 settings (set after it started)
+    by_spark = sorted(row["id"] for row in read_table(spark, uri.replace("s3://", "s3a://", 1)).select("id").collect())
+    return by_rs, by_spark
+
+
+def test_a_sync_to_s3_lands_every_record_once_where_spark_and_delta_rs_read_it(spark, demo_api, tmp_path, s3_warehouse):
+    config = s3_config(tmp_path, demo_api, s3_warehouse)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "products", "store_orders"))
+    before = sorted(os.listdir(ROOT))
+    run = run_in_process("read", "--config", config, "--catalog", catalog_path)
+    assert run.returncode == 0, run.stderr
+    expected = {"users": all_records(demo_api, "users"), "products": all_records(demo_api, "products", {"limit": 1000}),
+                "store_orders": all_records(demo_api, "orders")}
+    for name, records in expected.items():
+        by_rs, by_spark = ids_in(spark, f"{s3_warehouse}/demo/{name}")
+        assert by_rs == by_spark == sorted(r["id"] for r in records), name
+    from deltalake import DeltaTable
+
+    newest = DeltaTable(f"{s3_warehouse}/demo/users").history(1)[0]
+    assert stream_states(run, "users")[-1]["stream"]["stream_state"]["updatedAt"] in newest["userMetadata"]
+    assert sorted(os.listdir(ROOT)) == before and not os.path.exists("s3:"), "nothing written locally"
+
+
+def test_syncs_killed_in_their_commits_resume_from_the_s3_table_exactly_once(spark, demo_api, tmp_path, s3_warehouse):
+    config = s3_config(tmp_path, demo_api, s3_warehouse)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "store_orders"))
+    args = ("read", "--config", config, "--catalog", catalog_path)
+    for point, count in (("commit.done", 2), ("commit.files_written", 3), ("state.printed", 2)):
+        killed = kill_at(point, *args, count=count)
+        assert killed.paused and killed.returncode == -9, killed.stderr[-2000:]
+    # No --state: the table's own Delta log says where each stream stands.
+    final = run_main(*args)
+    assert final.returncode == 0, final.stderr[-3000:]
+    for name, records in (("users", all_records(demo_api, "users")), ("store_orders", all_records(demo_api, "orders"))):
+        by_rs, by_spark = ids_in(spark, f"{s3_warehouse}/demo/{name}")
+        assert by_rs == by_spark == sorted(r["id"] for r in records), name
+
+
+def test_the_state_commands_work_on_s3_tables(spark, demo_api, tmp_path, s3_warehouse):
+    config = s3_config(tmp_path, demo_api, s3_warehouse)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    state_file = str(tmp_path / "state.json")
+    args = ("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert run_in_process(*args).returncode == 0
+    users = all_records(demo_api, "users")
+    uri = f"{s3_warehouse}/demo/users"
+
+    # set: the table keeps the rows before the cursor; the next sync reads the rest, once
+    cursor = "2025-06-01T00:00:00Z"
+    done = run_main("state", "set", "--stream", "users", "--cursor", cursor, "--state-file", state_file, "--config", config)
+    assert done.returncode == 0, done.stderr[-2000:]
+    kept, _ = ids_in(spark, uri)
+    assert kept == sorted(r["id"] for r in users if r["updatedAt"] < cursor)
+    assert run_in_process(*args).returncode == 0
+    assert ids_in(spark, uri) == (sorted(r["id"] for r in users),) * 2
+
+    # reset: marked in the table's own log; the next sync replaces the table
+    done = run_main("state", "reset", "--stream", "users", "--state-file", state_file, "--config", config)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ids_in(spark, uri)[0] == sorted(r["id"] for r in users)  # unchanged until the next sync
+    again = run_in_process(*args)
+    assert again.returncode == 0, again.stderr
+    assert ids_in(spark, uri) == (sorted(r["id"] for r in users),) * 2
+
+    # reset --tables: the table is gone from the store
+    done = run_main("state", "reset", "--stream", "users", "--tables", "--state-file", state_file, "--config", config)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from source_framework.destinations.spark.delta_table import is_delta_table
+
+    assert not is_delta_table(uri)
+
+
+def test_a_parquet_table_on_s3_is_refused_naming_delta(demo_api, tmp_path, s3_warehouse):
+    config = config_for(demo_api, s3_warehouse)
+    config["destination"]["table_format"] = "parquet"
+    run = run_in_process("read", "--config", write_json(tmp_path / "config.json", config),
+                         "--catalog", write_json(tmp_path / "catalog.json", catalog("users")))
+    assert run.returncode == 2
+    assert "table_format: delta" in run.stderr and not run.of_type("STATE")
