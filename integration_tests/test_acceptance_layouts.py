@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from integration_tests.conftest import API_KEY, ROOT
 
 TUTORIAL = os.path.join(ROOT, "examples", "orders_connector")
@@ -70,6 +72,8 @@ def test_the_tutorial_connector_with_its_spec_beside_main_py_passes_the_standard
 README_USERS = '''\
 import sys
 
+import pytest
+
 from source_framework import IncrementalHttpStream, Source, TokenAuthenticator, launch
 
 
@@ -123,3 +127,18 @@ def test_a_streams_schema_in_schemas_beside_main_py_is_found(demo_api, tmp_path)
     (folder / "config.json").write_text(json.dumps({"api_key": API_KEY}))
     (folder / "acceptance-test-config.yml").write_text(ACCEPTANCE_YAML)
     assert_all_passed(run_runner(str(folder)))
+
+
+@pytest.mark.parametrize("yaml", [[], ["--acceptance-config", "tiny/acceptance-test-config.yml"]], ids=["default yaml", "yaml named"])
+def test_the_runner_takes_a_connector_path_from_the_folder_it_is_run_in(yaml, tmp_path):
+    """``--connector tiny/main.py`` from the folder above the connector: the script is found where
+    the path says, and its YAML beside it (both were looked for only relative to the YAML, and
+    the YAML only in the current folder)."""
+    shutil.copytree(os.path.join(ROOT, "integration_tests", "tiny_connector"), tmp_path / "tiny")
+    process = subprocess.run(
+        [sys.executable, "-m", "source_framework.testing", "--connector", "tiny/main.py", *yaml,
+         "--", "-q", "-p", "no:xdist", "-p", "no:warnings", "-k", "test_spec or test_check or test_future_state"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    assert "4 passed" in process.stdout, process.stdout[-2000:]
