@@ -68,7 +68,7 @@ def test_init_writes_a_connector_project_whose_code_meets_the_repositorys_style(
         "integration_tests/abnormal_state.json", "integration_tests/config.json",
         "integration_tests/configured_catalog.json", "integration_tests/expected_records.jsonl",
         "integration_tests/invalid_config.json", "integration_tests/test_acceptance.py",
-        "main.py", "schemas/products.json", "schemas/users.json", "source_shop.py", "spec.json",
+        "main.py", "pytest.ini", "schemas/products.json", "schemas/users.json", "source_shop.py", "spec.json",
     ]
     for path in files:
         assert "{{" not in (shop / path).read_text(), f"{path} keeps a template placeholder"
@@ -93,6 +93,7 @@ def test_the_scaffold_passes_its_own_acceptance_tests_and_reads(shop, api_for):
     tested = run(["-m", "source_framework.testing", "--", "-v", "-p", "no:randomly"], cwd=shop, timeout=1200)
     report = tested.stdout[-6000:] + tested.stderr[-3000:]
     assert tested.returncode == 0, report
+    assert "warning" not in tested.stdout.splitlines()[-1], report  # nothing a newcomer must look into
     for test in ("test_spec", "test_check['config'", "test_check['invalid_config'", "test_discover['config'",
                  "test_basic_read['config'", "test_expected_records", "test_two_reads_are_identical",
                  "test_two_sequential_reads", "test_read_from_intermediate_state", "test_future_state",

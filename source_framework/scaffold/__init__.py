@@ -9,7 +9,8 @@ It writes ``main.py``, the source module (``source_my_api.py``: one full-refresh
 incremental stream of a small paginated API, the demo API's until you change them), ``spec.json``,
 ``schemas/``, ``integration_tests/`` (a config, a config the API refuses, expected records, a
 future state, a test module) with the configured catalog made by the project's own ``main.py
-catalog``, and ``acceptance-test-config.yml``; its ``README.md`` says how to run, test and change it.
+catalog``, ``acceptance-test-config.yml`` and the ``pytest.ini`` its tests run with; its
+``README.md`` says how to run, test and change it.
 
 The files come from ``template/`` (``{{name}}``, ``{{module}}``, ``{{source_class}}`` and
 ``{{source_name}}`` replaced; ``.tmpl`` keeps linters and pytest off the Python templates) and the
