@@ -5,7 +5,8 @@ setup(
     version="0.1.0",
     description="Write HTTP API connectors as Airbyte CDK streams; land them in Spark tables with exactly-once checkpoints.",
     packages=find_packages(include=["source_framework", "source_framework.*"]),
-    package_data={"source_framework": ["demo/schemas/*.json", "demo/spec.json"]},
+    # scaffold/template: what `python -m source_framework init NAME` writes.
+    package_data={"source_framework": ["demo/schemas/*.json", "demo/spec.json", "scaffold/template/*", "scaffold/template/*/*"]},
     python_requires=">=3.11",
     install_requires=[
         "airbyte-cdk>=7,<8",

@@ -5,6 +5,8 @@
     python -m source_framework manifest.yaml read --config config.json --catalog catalog.json --state state.json
     python -m source_framework source_github.source:SourceGithub read --config config.json --catalog catalog.json
 
+``python -m source_framework init NAME`` writes a new connector project instead (``scaffold``).
+
 The first argument names the connector: a declarative manifest (``.yaml``/``.yml``, built as
 airbyte-cdk's manifest-only connectors build it: ``YamlDeclarativeSource``), or a source class as
 ``module:Class`` (importable from the current folder or the environment). The rest is the command
@@ -32,13 +34,20 @@ from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.runtime.inputs import InputError, load_catalog, load_config, load_state
 from source_framework.runtime.process import EXIT_BAD_INPUT
 
-USAGE = "usage: python -m source_framework <manifest.yaml | module:SourceClass> <spec|check|discover|read|state> [flags]"
+USAGE = (
+    "usage: python -m source_framework <manifest.yaml | module:SourceClass> <spec|check|discover|catalog|read|state> [flags]\n"
+    "       python -m source_framework init NAME"
+)
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] in (["-h"], ["--help"]):
         sys.stderr.write(USAGE + "\n")
         return 0
+    if argv[:1] == ["init"]:  # no connector is named "init": a reference has a ':' or ends in .yaml
+        from source_framework.scaffold import main as init_main
+
+        return init_main(argv[1:])
     if len(argv) < 2:
         sys.stderr.write(USAGE + "\n")
         return EXIT_BAD_INPUT

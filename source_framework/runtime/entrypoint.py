@@ -1,4 +1,4 @@
-"""The command line: ``spec``, ``check``, ``discover`` and ``read``, Airbyte style.
+"""The command line: ``spec``, ``check``, ``discover`` and ``read``, Airbyte style (and ``catalog``, ``state``).
 
 ::
 
@@ -10,9 +10,10 @@ and any other ``Stream``), or on the concurrent framework (declarative YAML mani
 ``DefaultStream``). ``spec``, ``check`` and ``discover`` are airbyte-cdk's own. ``read`` is ours:
 it lands records in Spark tables (or prints them with ``--destination stdout``) and prints each
 STATE only after the records before it are committed. Every flag airbyte-cdk's entrypoint takes
-(``--debug``, ``--manifest-path``, ``--components-path``) is taken here too.
+(``--debug``, ``--manifest-path``, ``--components-path``) is taken here too. ``catalog`` prints
+the configured catalog ``read`` takes, made from ``discover`` (``runtime.catalog_command``).
 
-stdout carries protocol messages and nothing else (``runtime.process``). stderr gets the logs,
+stdout carries protocol messages and nothing else (``runtime.process``; ``catalog``: the catalog). stderr gets the logs,
 the progress of ``read`` (``runtime.progress``) and its end-of-run summary (``runtime.summary``).
 """
 
@@ -42,6 +43,7 @@ from source_framework.destinations.base import (
 )
 from source_framework.destinations.spark.layout import UnsafeTableName, warehouse_for
 from source_framework.destinations.spark.table_lock import TableLocked
+from source_framework.runtime.catalog_command import add_catalog_command, run_catalog
 from source_framework.runtime.cdk_stream_state import state_setter
 from source_framework.runtime.inputs import (
     InputError,
@@ -105,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=text, parents=[common])
         command.add_argument("--config", required=True)
         _add_cdk_manifest_flags(command)
+    _add_cdk_manifest_flags(add_catalog_command(commands, common))
     read = commands.add_parser("read", help="sync the configured streams", parents=[common])
     read.add_argument("--config", required=True, help="config JSON file")
     read.add_argument("--catalog", required=True, help="configured catalog JSON file")
@@ -203,7 +206,7 @@ def launch(source: Any, args: list[str]) -> None:
         _launch_handler(source, list(args))
         return
     parsed = build_parser().parse_args(args)
-    if parsed.command == "state":
+    if parsed.command in ("state", "catalog"):
         log_to_stderr()  # read sets up its own; spec/check/discover are airbyte-cdk's
     sys.exit(run_command(source, parsed))
 
@@ -236,6 +239,8 @@ def run_command(source: Any, parsed: argparse.Namespace) -> int:
         return run_read(source, parsed)
     if parsed.command == "state":
         return run_state_command(source, parsed, spark_destination)
+    if parsed.command == "catalog":
+        return run_catalog(source, parsed)
     return run_cdk_command(source, parsed)
 
 

@@ -67,7 +67,8 @@ def check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -
 DISCOVERED_HINT = (
     "; this looks like discover's output (the streams the source offers), but read takes a configured catalog "
     "(the streams to sync and how): wrap each stream as {\"stream\": <the stream>, \"sync_mode\": \"incremental\" or "
-    "\"full_refresh\", \"destination_sync_mode\": \"append\", \"overwrite\" or \"append_dedup\"}"
+    "\"full_refresh\", \"destination_sync_mode\": \"append\", \"overwrite\" or \"append_dedup\"}, or let the "
+    "catalog command write one from discover: python main.py catalog --config <config> --output <catalog>"
 )
 
 

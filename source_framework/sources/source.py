@@ -4,7 +4,7 @@
 
     class MySource(Source):
         source_name = "my_api"            # the table folder when streams have no namespace
-        spec_file = "spec.json"            # beside this module (or set ``spec_json``)
+        spec_file = "spec.json"            # beside this file (or spec.yaml; or set ``spec_json``)
 
         def check_connection(self, logger, config):
             ...
@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
@@ -28,16 +27,21 @@ from abc import ABC
 from collections.abc import Mapping
 from typing import Any
 
+import yaml
 from airbyte_cdk.models import ConnectorSpecification, ConnectorSpecificationSerializer
 from airbyte_cdk.sources import AbstractSource
+
+from source_framework.helpers.defining_file import defining_folder, top_package_folder
 
 
 class Source(AbstractSource, ABC):
     """Base class for a connector: implement ``check_connection`` and ``streams``.
 
-    ``spec()`` reads ``spec_json`` if set, else the JSON file ``spec_file`` in the folder of the
-    module that defines the subclass, or of a base class's module (a subclass of a connector in
-    another folder keeps its spec); the CDK looks only in the top-level package.
+    ``spec()`` reads ``spec_json`` if set, else the file ``spec_file`` (by default ``spec.json``
+    or ``spec.yaml``, as airbyte-cdk reads, never both) beside the file that defines the subclass
+    (a script run as ``__main__`` by a tool too), then in its top-level package's folder, where
+    airbyte-cdk looks; then the same for each base class up to this one (a subclass of a
+    connector in another folder keeps its spec).
     """
 
     source_name: str = ""
@@ -51,21 +55,25 @@ class Source(AbstractSource, ABC):
     def spec(self, logger: logging.Logger) -> ConnectorSpecification:
         spec = self.spec_json
         if spec is None:
-            with open(self._spec_path(), encoding="utf-8") as handle:
-                spec = json.load(handle)
+            path = self._spec_path()
+            with open(path, encoding="utf-8") as handle:
+                spec = yaml.safe_load(handle) if path.endswith((".yaml", ".yml")) else json.load(handle)
         return ConnectorSpecificationSerializer.load(dict(spec))
 
     def _spec_path(self) -> str:
-        looked = []
+        names = ("spec.json", "spec.yaml") if self.spec_file == "spec.json" else (self.spec_file,)
+        folders: dict[str, None] = {}
         for cls in type(self).__mro__:
-            if not (isinstance(cls, type) and issubclass(cls, Source)) or cls is Source:
-                continue
-            module = importlib.import_module(cls.__module__)
-            path = os.path.join(os.path.dirname(os.path.abspath(module.__file__ or "")), self.spec_file)
-            if os.path.isfile(path):
-                return path
-            looked.append(path)
+            if isinstance(cls, type) and issubclass(cls, Source) and cls is not Source:
+                folders.update(dict.fromkeys(f for f in (defining_folder(cls), top_package_folder(cls)) if f))
+        for folder in folders:
+            found = [os.path.join(folder, name) for name in names if os.path.isfile(os.path.join(folder, name))]
+            if len(found) > 1:
+                raise RuntimeError(f"source {type(self).__name__}: both {' and '.join(found)} exist; keep one of them")
+            if found:
+                return found[0]
+        looked = ", ".join(os.path.join(folder, " or ".join(names)) for folder in folders) or "(no folder: the class has no file)"
         raise FileNotFoundError(
-            f"source {type(self).__name__} has no spec: looked for {', '.join(dict.fromkeys(looked))}; put the "
+            f"source {type(self).__name__} has no spec: looked for {looked}; put the "
             f"connector's spec there, or set spec_json on the class"
         )

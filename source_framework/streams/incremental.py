@@ -30,7 +30,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import sys
 from abc import ABC
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, final
@@ -40,6 +39,7 @@ from airbyte_cdk.models import SyncMode
 from airbyte_cdk.sources.streams.core import StreamData
 from airbyte_cdk.sources.streams.http import HttpStream
 
+from source_framework.helpers.defining_file import defining_folder
 from source_framework.streams.cursor import (
     CursorValueError,
     cursor_sort_key,
@@ -172,10 +172,9 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
             return self.json_schema
         schema: Mapping[str, Any] | None = getattr(self, "_schema_from_file", None)
         if schema is None:
-            module = sys.modules.get(type(self).__module__)
-            folder = os.path.dirname(os.path.abspath(getattr(module, "__file__", None) or "."))
-            beside = os.path.join(folder, "schemas", f"{self.name}.json")
-            if os.path.isfile(beside):
+            folder = defining_folder(type(self))
+            beside = os.path.join(folder, "schemas", f"{self.name}.json") if folder else ""
+            if beside and os.path.isfile(beside):
                 with open(beside, encoding="utf-8") as handle:
                     schema = json.load(handle)
             else:

@@ -7,8 +7,10 @@
         --acceptance-config path/to/acceptance-test-config.yml -- -x -k incremental
 
 ``--connector`` is an entrypoint script (calling ``source_framework.launch``) or ``module:Class``,
-relative to the YAML's folder; ``--acceptance-config`` defaults to ``acceptance-test-config.yml``
-in the current folder. Everything after ``--`` goes to pytest. ``--only acceptance`` or
+relative to the YAML's folder (a script path not there, relative to the current folder);
+``--acceptance-config`` defaults to ``acceptance-test-config.yml`` in the current folder, else
+beside the ``--connector`` script (``--connector my-api/main.py`` from the folder above it).
+Everything after ``--`` goes to pytest. ``--only acceptance`` or
 ``--only standard`` runs one of the two suites. The exit code is pytest's.
 """
 
@@ -20,6 +22,8 @@ import os
 import sys
 
 from source_framework.runtime.process import EXIT_BAD_INPUT
+
+ACCEPTANCE_YAML = "acceptance-test-config.yml"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,14 +41,17 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m source_framework.testing", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--connector", default="main.py", help="entrypoint script or module:Class (default: main.py)")
-    parser.add_argument("--acceptance-config", default="acceptance-test-config.yml", help="the YAML file")
+    parser.add_argument(
+        "--acceptance-config",
+        help=f"the YAML file (default: {ACCEPTANCE_YAML} in the current folder, else beside the --connector script)",
+    )
     parser.add_argument("--only", choices=["acceptance", "standard"], help="run one suite only")
     options = parser.parse_args(argv)
 
-    config = os.path.abspath(options.acceptance_config)
+    config = os.path.abspath(options.acceptance_config or default_yaml(options.connector))
     if not os.path.isfile(config):
         parser.error(f"no acceptance test config at {config}")
-    os.environ["SOURCE_FRAMEWORK_ACCEPTANCE_CONNECTOR"] = options.connector
+    os.environ["SOURCE_FRAMEWORK_ACCEPTANCE_CONNECTOR"] = connector_from(options.connector, os.path.dirname(config))
     os.environ["SOURCE_FRAMEWORK_ACCEPTANCE_CONFIG"] = config
     # Located, not imported: pytest must import it after the environment is set.
     spec = importlib.util.find_spec("source_framework.testing.cli_suites")
@@ -56,6 +63,26 @@ def main(argv: list[str] | None = None) -> int:
     # framework's own pytest.ini in an editable install. The connector's folder decides instead.
     args = ["-p", "no:cacheprovider", f"--rootdir={folder}", "-c", pytest_settings(folder), target, *pytest_args]
     return int(pytest.main(args))
+
+
+def default_yaml(connector: str) -> str:
+    """``acceptance-test-config.yml`` here, else the one beside the connector script the user
+    named from another folder, else (to be reported missing) the one here."""
+    if not os.path.isfile(ACCEPTANCE_YAML) and connector.endswith(".py") and os.path.isfile(connector):
+        beside = os.path.join(os.path.dirname(connector), ACCEPTANCE_YAML)
+        if os.path.isfile(beside):
+            return beside
+    return ACCEPTANCE_YAML
+
+
+def connector_from(connector: str, yaml_folder: str) -> str:
+    """``connector`` as the suites take it (relative to the YAML's folder): a script path that is
+    not there but is relative to the current folder, as a shell's paths are, made absolute."""
+    is_path = connector.endswith(".py") or "/" in connector or os.sep in connector
+    if is_path and not os.path.isabs(connector) and not os.path.isfile(os.path.join(yaml_folder, connector)):
+        if os.path.isfile(connector):
+            return os.path.abspath(connector)
+    return connector
 
 
 def pytest_settings(folder: str) -> str:

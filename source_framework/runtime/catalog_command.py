@@ -1,0 +1,136 @@
+"""``catalog``: the configured catalog ``read`` takes, made from what ``discover`` offers.
+
+::
+
+    python main.py catalog --config config.json > configured_catalog.json
+    python main.py catalog --config config.json --output configured_catalog.json
+
+Each discovered stream is configured as a first sync wants it: ``incremental`` from its default
+cursor into ``append`` where the stream supports incremental reads and names its cursor, else
+``full_refresh`` into ``overwrite``; the primary key is the source's. The catalog is the only
+thing on stdout (the source's own prints go to stderr); errors are one line on stderr, the
+config's secrets masked, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import tempfile
+from typing import Any
+
+from airbyte_cdk.models import AirbyteCatalog, FailureType
+from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteCatalogSerializer
+from airbyte_cdk.utils.traced_exception import AirbyteTracedException
+
+from source_framework.runtime.inputs import InputError, check_config, load_config
+from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from source_framework.runtime.secrets import SecretFilter, find_secrets
+
+logger = logging.getLogger("source_framework")
+
+#: said once per run: the choice left to the user, and how to make it
+DEDUP_HINT = (
+    "incremental streams append (each sync adds the records new or changed since the last); for one row per "
+    "primary key, set their destination_sync_mode to append_dedup"
+)
+
+
+def add_catalog_command(commands: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    command = commands.add_parser(
+        "catalog", parents=[common], help="print a configured catalog for read, made from discover's streams"
+    )
+    command.add_argument("--config", required=True)
+    command.add_argument("--output", help="write the catalog to this file instead of stdout")
+    return command
+
+
+def configured_catalog(discovered: AirbyteCatalog) -> dict[str, Any]:
+    """``discovered`` as a configured catalog: incremental and appended where a stream can be read
+    so (it supports incremental and names a cursor, or its source defines one), else a full
+    refresh that overwrites; each stream object as discover gave it."""
+    configured = []
+    for stream in AirbyteCatalogSerializer.dump(discovered)["streams"]:
+        cursor = list(stream.get("default_cursor_field") or [])
+        incremental = "incremental" in (stream.get("supported_sync_modes") or []) and bool(
+            cursor or stream.get("source_defined_cursor")
+        )
+        entry: dict[str, Any] = {
+            "stream": stream,
+            "sync_mode": "incremental" if incremental else "full_refresh",
+            "destination_sync_mode": "append" if incremental else "overwrite",
+        }
+        if incremental:
+            entry["cursor_field"] = cursor
+        entry["primary_key"] = stream.get("source_defined_primary_key") or []
+        configured.append(entry)
+    return {"streams": configured}
+
+
+def run_catalog(source: Any, parsed: argparse.Namespace) -> int:
+    secrets = SecretFilter([])
+    try:
+        config = load_config(parsed.config)
+        secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
+        # The source's code runs with stdout pointed at stderr: the catalog is all stdout carries.
+        with contextlib.redirect_stdout(sys.stderr):
+            spec = _call("spec()", lambda: source.spec(logger))
+            secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
+            check_config(source, config, spec, parsed.config)
+            catalog = configured_catalog(_call("discover", lambda: source.discover(logger, config)))
+    except InputError as error:
+        return _error(secrets.mask(str(error)), EXIT_BAD_INPUT)
+    except _SourceRaised as raised:
+        return _error(secrets.mask(str(raised)), raised.exit_code)
+    text = json.dumps(catalog, indent=2) + "\n"
+    if parsed.output:
+        _write_atomically(parsed.output, text)
+        sys.stderr.write(f"wrote a configured catalog of {len(catalog['streams'])} streams to {parsed.output}\n")
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if any(entry["sync_mode"] == "incremental" for entry in catalog["streams"]):
+        sys.stderr.write(f"note: {DEDUP_HINT}\n")
+    return EXIT_OK
+
+
+class _SourceRaised(Exception):
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _call(what: str, call: Any) -> Any:
+    """``call()``; what the source's code raises becomes one line naming ``what`` (a config error
+    the source reports as such exits as bad input, as ``discover`` does)."""
+    try:
+        return call()
+    except Exception as error:
+        detail = error.message if isinstance(error, AirbyteTracedException) and error.message else str(error)
+        config_error = isinstance(error, AirbyteTracedException) and error.failure_type == FailureType.config_error
+        raise _SourceRaised(
+            f"the source's {what} raised {type(error).__name__}: {detail}", EXIT_BAD_INPUT if config_error else EXIT_FAILED
+        ) from error
+
+
+def _error(message: str, code: int) -> int:
+    sys.stderr.write(f"error: {' '.join(message.split())}\n")
+    return code
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """A reader never finds half a catalog: written beside, then renamed over."""
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".catalog-", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
