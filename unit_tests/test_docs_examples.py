@@ -132,6 +132,12 @@ def captured_parser(main: Callable[[list[str]], Any]) -> argparse.ArgumentParser
     raise AssertionError(f"{main} parsed no arguments")
 
 
+def scaffold_parser() -> argparse.ArgumentParser:
+    from source_framework.scaffold import main
+
+    return captured_parser(main)
+
+
 def connector_parser() -> argparse.ArgumentParser:
     from source_framework.runtime.entrypoint import build_parser
 
@@ -248,6 +254,8 @@ def command_problem(words: list[str]) -> str | None:
         module, args = words[2], words[3:]
         if module.split(".")[0] in NOT_OURS:
             return None
+        if module == "source_framework" and args[:1] == ["init"]:
+            return parse(scaffold_parser(), args[1:])
         if module == "source_framework":
             return parse(connector_parser(), args[1:]) if len(args) > 1 else "names no connector and no command"
         if module == "source_framework.testing" and "--" in args:
