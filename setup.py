@@ -16,8 +16,8 @@ setup(
         # Delta Lake tables (table_format: delta), written and read by this process without a JVM:
         # delta-rs, the Delta protocol's Rust implementation (app transactions, MERGE, VACUUM).
         "deltalake>=1.6.6,<2",
-        # Spark DataFrames are built from Arrow tables, never row by row.
-        "pyarrow>=15",
+        # Spark DataFrames are built from Arrow tables, never row by row (25: per-key null placement in sorts).
+        "pyarrow>=25",
         "requests>=2.31,<3",
         # The demo API serialises pages and the runtime writes protocol lines with it: 5-10x faster than json.
         "orjson>=3.9,<4",

@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import parquet_options
+from source_framework.destinations.spark.delta_merge import DedupMerge
 from source_framework.destinations.spark.layout import is_object_store
 from source_framework.destinations.spark.table import (
     ARROW_PARQUET_OPTIONS,
@@ -125,6 +126,8 @@ class DeltaLakeTable:
 
     #: the page converter cannot commit for this table (delta-rs writes the transaction here)
     takes_page_commits = False
+    #: ``append_dedup`` commits are a Delta MERGE (``commit(merge=...)``), not a rewrite by Spark
+    merges_by_key = True
 
     def __init__(self, spark: SparkSession | Callable[[], SparkSession], path: str, *, arrow_writes: bool = False):
         self._spark = spark
@@ -161,10 +164,13 @@ class DeltaLakeTable:
         schema: Mapping[str, Any] | None = None,
         staged: Sequence[StagedFiles] = (),
         pages: PageRows | None = None,
+        merge: DedupMerge | None = None,
     ) -> CommitInfo:
         """Make ``data`` (and the ``staged`` files' rows) visible together with ``state`` in one
         Delta transaction; ``replace=True`` overwrites the table's rows. The arguments are
-        ``SparkTable.commit``'s; ``pages`` is refused (``takes_page_commits``)."""
+        ``SparkTable.commit``'s; ``pages`` is refused (``takes_page_commits``). ``merge``: the
+        Arrow rows are merged into the table by key (a Delta MERGE, ``delta_merge.py``), or, with
+        ``replace``, replace it one row per key."""
         if pages is not None:
             raise ValueError("a Delta table's commits are written by this process, not by the page converter")
         started = time.perf_counter()
@@ -185,8 +191,8 @@ class DeltaLakeTable:
             )
             metadata = json.dumps({RECORD_KEY: json.loads(record.to_json())}, separators=(",", ":"))
             fault_point("commit.files_written")  # (nothing is written before the transaction itself)
-            if isinstance(data, pa.Table) and self.arrow_writes:
-                self._write_arrow(data, staged, seq, metadata, replace)
+            if isinstance(data, pa.Table) and (self.arrow_writes or merge is not None):
+                self._write_arrow(data, staged, seq, metadata, replace, merge)
             else:
                 self._write_spark(data, staged, seq, metadata, replace)
             rows, version = self._committed_rows(seq)
@@ -196,8 +202,10 @@ class DeltaLakeTable:
             fault_point("commit.done")
         return CommitInfo(seq, version, [], rows, (time.perf_counter() - started) * 1000)
 
-    def _write_arrow(self, data: pa.Table, staged: Sequence[StagedFiles], seq: int, metadata: str, replace: bool) -> None:
-        """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction."""
+    def _write_arrow(self, data: pa.Table, staged: Sequence[StagedFiles], seq: int, metadata: str, replace: bool,
+                     merge: DedupMerge | None = None) -> None:
+        """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction (or
+        merged into the table by key: MERGE needs them all at once, one per key)."""
         from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
         files = [os.path.join(item.folder, name) for item in staged
@@ -205,7 +213,7 @@ class DeltaLakeTable:
         batches = data.to_batches()
         if files:
             batches = [*ds.dataset(files, schema=data.schema, format="parquet").to_batches(), *batches]
-        rows = pa.RecordBatchReader.from_batches(data.schema, batches)
+        rows: Any = pa.RecordBatchReader.from_batches(data.schema, batches)
         properties = CommitProperties(app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": metadata})
         # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence
         # (checkpoints every 100 commits keep opening the table fast).
@@ -213,8 +221,13 @@ class DeltaLakeTable:
         from deltalake.exceptions import CommitFailedError
 
         table = self._delta or self._open()
+        if merge is not None:  # (MERGE takes its source whole; a new or replaced table gets one row per key)
+            rows = pa.Table.from_batches(batches, data.schema)
+            rows = rows if table is not None and not replace else merge.latest_per_key(rows)
         try:
-            if table is None:
+            if merge is not None and table is not None and not replace:
+                merge.apply(table, rows, properties, hooks)
+            elif table is None:
                 write_deltalake(self.path, rows, mode="error", commit_properties=properties, post_commithook_properties=hooks)
             else:
                 write_deltalake(table, rows, mode="overwrite" if replace else "append",
@@ -254,7 +267,7 @@ class DeltaLakeTable:
             record = _record_of(info)
             if record is not None and record.get("seq") == seq:
                 metrics = info.get("operationMetrics") or {}
-                rows = metrics.get("num_added_rows", metrics.get("numOutputRows"))
+                rows = next((metrics[key] for key in ("num_added_rows", "numOutputRows", "num_source_rows") if key in metrics), 0)
                 return int(rows or 0), int(info["version"])
         raise RuntimeError(f"{self.path}: commit {seq} is not in the table's newest Delta log entries")
 

@@ -215,8 +215,8 @@ class SparkDestination(Destination):
         for namespace, stream, mode in streams:
             self.lock(namespace, stream, purpose="read")
             merges = merges or mode == APPEND_DEDUP
-        if merges or not self.arrow_writes:
-            self.start_spark()
+        if (merges and self.table_format != "delta") or not self.arrow_writes:
+            self.start_spark()  # (a Delta table merges with delta-rs: ``open_stream`` starts it if need be)
         if self.arrow_writes:  # a page converter (``page_conversion``) starts meanwhile, for the first stream
             self.converters.warm()
 

@@ -62,6 +62,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     records_to_arrow,
 )
 from source_framework.destinations.spark.committer import CommitJob
+from source_framework.destinations.spark.delta_merge import DedupMerge
 from source_framework.destinations.spark.table import PageRows, SparkTable, StagedFiles, arrow_frame
 
 if TYPE_CHECKING:
@@ -116,9 +117,26 @@ class TableWriter:
 
     @property
     def needs_spark(self) -> bool:
-        """This run's commits need Spark itself, not only Parquet files: a merge, a rewrite, or a
-        table Spark writes."""
-        return self._mode == APPEND_DEDUP or self._rewrite_next or not self.table.arrow_writes
+        """This run's commits need Spark itself, not only Parquet files: a merge (but a Delta
+        table's own), a rewrite, or a table Spark writes."""
+        spark_merges = self._mode == APPEND_DEDUP and self._merge_in_table(first=True) is None
+        return spark_merges or self._rewrite_next or not self.table.arrow_writes
+
+    def _merge_in_table(self, first: bool = False) -> DedupMerge | None:
+        """How a Delta table merges a commit's rows itself (a Delta MERGE, ``delta_merge.py``), or
+        None where Spark merges them: a Parquet folder, ``writer: spark``, a key or cursor inside an
+        object column, and a first commit that adds or widens columns (it rewrites the table in the
+        new schema: delta-rs's MERGE would cast a widened value back, and give an added column the
+        new row's value in table rows it keeps). ``first``: asked before this run's first commit."""
+        keys, cursor = self.target.primary_key, self.target.cursor_field
+        if not (getattr(self.table, "merges_by_key", False) and self.table.arrow_writes):
+            return None
+        if not keys or any(len(path) != 1 for path in keys) or len(cursor) > 1 or (cursor and cursor[0] not in self.schema.names):
+            return None
+        change = self.schema_change
+        if (first or self.commits == 0) and not self._replace_next and (change.added or change.needs_rewrite):
+            return None
+        return DedupMerge(tuple(path[0] for path in keys), cursor[0] if cursor else None)
 
     @property
     def rebuilding(self) -> bool:
@@ -320,7 +338,10 @@ class TableWriter:
         publish, merged_away = staged, []
         replace = self._replace_next
         rewrites_table = False
-        if self._mode == APPEND_DEDUP:
+        merge = self._merge_in_table() if self._mode == APPEND_DEDUP else None
+        if merge is not None:  # a Delta MERGE; its new rows are those handed over, as a rewrite's
+            rewrites_table = True
+        elif self._mode == APPEND_DEDUP:
             data = self._merged(arrow, include_table=not replace, staged=staged)
             publish, merged_away, replace, rewrites_table = [], staged, True, True
         elif self._rewrite_next and not replace:
@@ -329,6 +350,7 @@ class TableWriter:
         info = self.table.commit(
             data, dict(state or {}), seq, replace=replace, notes=notes, merged_states=merged_states,
             reset_id=self._reset_id, schema=self._schema_json, staged=publish, pages=pages,
+            **({"merge": merge} if merge is not None else {}),
         )
         self.counts.add_counts(info.counts)
         # Counted in the footers of the files just published (here, or by the page converter that

@@ -1,0 +1,59 @@
+"""``append_dedup`` into a Delta table as a Delta MERGE, by delta-rs, with no Spark job.
+
+The rows a commit brings are first reduced to one per primary key (MERGE refuses two source rows
+for one table row), then merged: a table row is replaced by the new one unless it has the later
+cursor. The result is the one ``TableWriter._merged`` gives a Parquet folder by rewriting the
+table with Spark (``integration_tests/test_delta_merge.py`` compares the two):
+
+- per key, the latest cursor wins, nulls last; between equal cursors the row read last (a later
+  commit, or later in the same commit);
+- a row whose key has a null part is never merged with another (as SQL's unique keys: a null
+  equals nothing), so each is kept;
+- keys and cursor here are top-level columns: a path into an object column is the Spark path's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
+
+_POSITION = "__sf_position"
+
+
+@dataclass(frozen=True)
+class DedupMerge:
+    """How a commit's rows merge into the table: by ``keys`` (column names), the latest ``cursor``."""
+
+    keys: tuple[str, ...]
+    cursor: str | None = None
+
+    def latest_per_key(self, rows: pa.Table) -> pa.Table:
+        """``rows`` (in the order they were read) with one row per key: the latest cursor, then the
+        one read last; every row with a null key part is kept, in read order."""
+        indexed = rows.append_column(_POSITION, pa.array(range(rows.num_rows), pa.int64()))
+        null_key = pc.or_(*[pc.is_null(indexed[key]) for key in self.keys]) if len(self.keys) > 1 else pc.is_null(indexed[self.keys[0]])
+        keyed = indexed.filter(pc.invert(null_key))
+        order = [(self.cursor, "descending", "at_end")] if self.cursor else []
+        ranked = keyed.take(pc.sort_indices(keyed, sort_keys=[*order, (_POSITION, "descending", "at_end")]))
+        firsts = ranked.group_by(list(self.keys), use_threads=False).aggregate([(_POSITION, "first")])
+        chosen = pa.concat_arrays([firsts[f"{_POSITION}_first"].combine_chunks(), indexed.filter(null_key)[_POSITION].combine_chunks()])
+        return rows.take(chosen.take(pc.array_sort_indices(chosen)))
+
+    def apply(self, table: DeltaTable, rows: pa.Table, properties: CommitProperties, hooks: PostCommitHookProperties) -> dict[str, Any]:
+        """One MERGE transaction of ``rows`` into ``table``; delta-rs's metrics."""
+        on = " AND ".join(f"t.{_quoted(key)} = s.{_quoted(key)}" for key in self.keys)
+        merger = table.merge(self.latest_per_key(rows), on, source_alias="s", target_alias="t",
+                             commit_properties=properties, post_commithook_properties=hooks)
+        later = f"s.{_quoted(self.cursor)} >= t.{_quoted(self.cursor)} OR t.{_quoted(self.cursor)} IS NULL" if self.cursor else None
+        return dict(merger.when_matched_update_all(predicate=later).when_not_matched_insert_all().execute())
+
+
+def _quoted(name: str) -> str:
+    """A column in delta-rs's SQL: quoted, so case and dots are kept (``a.b`` is one column)."""
+    return '"' + name.replace('"', '""') + '"'
