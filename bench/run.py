@@ -64,6 +64,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--concurrency", default="1,4,8",
                         help="concurrency levels of the -c<N> cases (ours and airbyte-cdk's declarative; default 1,4,8)")
     parser.add_argument("--spark-master", help="Spark master for the full syncs (default: the runtime's, local[*])")
+    parser.add_argument("--table-format", choices=("delta", "parquet"), default=None,
+                        help="the full syncs' table format (the destination's table_format; default: the runtime's)")
     parser.add_argument("--writer", choices=("auto", "arrow", "spark"), default="auto",
                         help="who writes the full syncs' commits (the destination's writer setting; default auto)")
     parser.add_argument("--json", help="results file (default bench/results/bench-<records>.json)")
@@ -115,7 +117,7 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
     measurements: dict[str, list[Measurement]] = {c.name: [] for c in cases}
     log(f"starting the demo API with {records:,} records")
     with DemoApiProcess(records=records, api_key=API_KEY, delay_ms=args.latency_ms, cache_pages=not args.generate_pages) as api:
-        env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size, args.writer),
+        env = BenchEnv(root=ROOT, workdir=workdir, base_config=base_config(api.url, args.page_size, args.writer, args.table_format),
                        catalog_path=write_catalog(workdir, streams), streams=streams, warehouses=warehouses)
         log("warm-up: one bare pass over the pages (not counted)")
         next(c for c in all_cases() if c.name == "bare-requests").run(env)
@@ -133,13 +135,14 @@ def run_benchmark(records: int, cases: list[Case], streams: list[str], args: arg
                     f"({measurement.records:,} records, {measurement.seconds:.2f}s; process {time.perf_counter() - started:.1f}s)")
     settings = {"streams": streams, "page_size": args.page_size, "repeat": args.repeat, "cpus": os.cpu_count(),
                 "latency_ms": args.latency_ms, "pages_cached": not args.generate_pages,
-                "spark_master": args.spark_master or "local[*]", "writer": args.writer, "workdir": workdir}
+                "spark_master": args.spark_master or "local[*]", "writer": args.writer,
+                "table_format": args.table_format, "workdir": workdir}
     return BenchReport(records, measurements, {c.name: c.label for c in cases}, settings)
 
 
-def base_config(api_url: str, page_size: int, writer: str = "auto") -> dict:
+def base_config(api_url: str, page_size: int, writer: str = "auto", table_format: str | None = None) -> dict:
     return {"api_key": API_KEY, "api_url": api_url, "start_date": "2025-01-01T00:00:00Z", "page_size": page_size,
-            "destination": {"type": "spark", "writer": writer}}
+            "destination": {"type": "spark", "writer": writer, **({"table_format": table_format} if table_format else {})}}
 
 
 def write_catalog(workdir: str, streams: list[str]) -> str:
