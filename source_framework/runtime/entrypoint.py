@@ -84,6 +84,8 @@ from source_framework.runtime.stream_adapters import (
     supports_incremental,
 )
 from source_framework.runtime.summary import format_summary
+from source_framework.runtime.table_maintenance import COMMANDS as MAINTENANCE_COMMANDS
+from source_framework.runtime.table_maintenance import add_maintenance_commands, run_maintenance_command
 from source_framework.streams.cursor import CursorValueError
 
 if TYPE_CHECKING:
@@ -149,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_table_flags(read)
     _add_cdk_manifest_flags(read)
     add_state_commands(commands, add_table_flags)
+    add_maintenance_commands(commands, common, add_table_flags)
     return parser
 
 
@@ -206,7 +209,7 @@ def launch(source: Any, args: list[str]) -> None:
         _launch_handler(source, list(args))
         return
     parsed = build_parser().parse_args(args)
-    if parsed.command in ("state", "catalog"):
+    if parsed.command in ("state", "catalog", *MAINTENANCE_COMMANDS):
         log_to_stderr()  # read sets up its own; spec/check/discover are airbyte-cdk's
     sys.exit(run_command(source, parsed))
 
@@ -241,6 +244,8 @@ def run_command(source: Any, parsed: argparse.Namespace) -> int:
         return run_state_command(source, parsed, spark_destination)
     if parsed.command == "catalog":
         return run_catalog(source, parsed)
+    if parsed.command in MAINTENANCE_COMMANDS:
+        return run_maintenance_command(source, parsed, spark_destination)
     return run_cdk_command(source, parsed)
 
 

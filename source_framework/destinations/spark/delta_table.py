@@ -355,6 +355,11 @@ class DeltaLakeTable:
         dataset = ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)
         return dataset.to_table(columns=columns, filter=where)
 
+    def live_rows(self) -> int:
+        """The rows of the table's current version, counted without reading them."""
+        table = self._open()
+        return table.to_pyarrow_dataset().count_rows() if table is not None else 0
+
     def recorded_schema(self) -> pa.Schema | None:
         """The schema our newest commit recorded; for a Delta table of someone else's, Delta's."""
         last = self.last_checkpoint()
@@ -412,6 +417,21 @@ class DeltaLakeTable:
         leftovers = [os.path.join(staging, name) for name in os.listdir(staging)] if os.path.isdir(staging) else []
         shutil.rmtree(staging, ignore_errors=True)
         return leftovers
+
+    def optimize(self) -> dict[str, Any]:
+        """Compaction (``main.py optimize``): small files, one per commit at a small interval, are
+        rewritten into few, in a Delta transaction that changes no row (readers see the same rows,
+        resumes the same records); then VACUUM. Returns delta-rs's metrics."""
+        from deltalake import PostCommitHookProperties
+
+        table = self._open()
+        if table is None:
+            return {}
+        metrics = dict(table.optimize.compact())
+        metrics["filesVacuumed"] = len(table.vacuum(retention_hours=VACUUM_RETENTION_HOURS, dry_run=False,
+                                                    post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=False)))
+        self._delta = None
+        return metrics
 
     def reclaim(self, retention_seconds: float = 0, now: float | None = None) -> list[str]:
         """Delta's VACUUM: data files no version younger than ``VACUUM_RETENTION_HOURS`` reads

@@ -323,6 +323,21 @@ class SparkDestination(Destination):
         _remove_tree(aside)
         return True
 
+    def convert_table(self, namespace: str | None, stream: str) -> int:
+        """Make the stream's Parquet table folder a Delta table in place (``table_conversion.py``);
+        its rows."""
+        from source_framework.destinations.spark.table_conversion import convert_to_delta
+
+        return convert_to_delta(self.lock(namespace, stream, purpose="convert"))
+
+    def optimize_table(self, namespace: str | None, stream: str) -> dict[str, Any]:
+        """Compact the stream's Delta table (``DeltaLakeTable.optimize``); its metrics."""
+        table = self._table_at(self.lock(namespace, stream, purpose="optimize"), lambda: self.spark)
+        if not isinstance(table, DeltaLakeTable):
+            raise NotDelta(f"{table.path} is a Parquet table folder: optimize compacts Delta tables (convert it first: "
+                           "main.py convert)")
+        return table.optimize()
+
     def truncate_from(
         self,
         namespace: str | None,
@@ -354,6 +369,10 @@ class SparkDestination(Destination):
         fault_point("state.set.committed")
         table.clear_reset()
         return info.rows
+
+
+class NotDelta(ValueError):
+    """A command for Delta tables met a table in another format."""
 
 
 def _unreachable(error: BaseException) -> bool:

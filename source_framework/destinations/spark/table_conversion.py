@@ -1,0 +1,88 @@
+"""Convert a Parquet table folder (``table_format: parquet``) to a Delta table in place, in one
+Delta transaction that carries the folder's newest checkpoint record: the stream's next sync
+resumes from the same state, and nothing is read or written twice.
+
+Why not Delta's own ``CONVERT TO DELTA``: it lists the folder, and a Parquet folder of ours holds
+files its log does not list (replaced by ``overwrite`` or ``append_dedup``, kept for readers until
+reclaimed); only our log says which rows are live. So the live files' rows are written again as
+the Delta table's first version, with the record as its ``userMetadata`` and app transaction.
+
+In order, each step safe to be killed after (the table's lock held, as by ``read``):
+
+1. The states of the older checkpoint records go to ``_sf_passed_states`` (``passed_states.py``),
+   so a state any of them covered still means "the table is ahead" after they are gone.
+2. One Delta transaction: the live rows, the newest record. From here the folder is a Delta table
+   (``_delta_log/`` wins over ``_spark_metadata/``: ``DeltaLakeTable``), with the same rows.
+3. The Parquet folder's own files go: its log, its records, its data files. Killed before they
+   are gone, the next ``convert`` finishes this step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+import pyarrow.dataset as ds
+
+from source_framework.destinations.spark.delta_table import APP_ID, RECORD_KEY, DeltaLakeTable, is_delta_table
+from source_framework.destinations.spark.file_sink_log import local_path
+from source_framework.destinations.spark.passed_states import PassedStates
+from source_framework.destinations.spark.table import SparkTable
+from source_framework.destinations.spark.table_recovery import STAGING_DIR
+from source_framework.helpers.faults import fault_point
+
+#: the Parquet folder's own folders (its log, its records, rows staged ahead of a commit)
+PARQUET_FOLDERS = ("_spark_metadata", "_checkpoints", STAGING_DIR)
+
+
+class NothingToConvert(ValueError):
+    """The folder holds no committed Parquet table."""
+
+
+def convert_to_delta(path: str) -> int:
+    """Make the Parquet table folder at ``path`` a Delta table; return its rows. A folder already
+    converted (killed in step 3) only loses its leftovers."""
+    if is_delta_table(path):
+        _remove_parquet_files(path)
+        return 0
+    table = SparkTable(_no_spark, path)  # (its records, log and files are read as files)
+    records = list(table.committed_checkpoints())
+    if not records:
+        raise NothingToConvert(f"{path}: no committed Parquet table to convert")
+    if table.pending_reset() is not None:
+        raise NothingToConvert(f"{path}: a state reset is pending; let the next sync apply it, then convert")
+    newest, older = records[0], records[1:]
+    PassedStates(table.path).add(older)
+    schema = table.recorded_schema()
+    files = [local_path(uri) for uri in table.live_files()]
+    rows = ds.dataset(files, schema=schema, format="parquet").scanner().to_reader()
+    _write_first_version(table.path, rows, newest.seq, json.loads(newest.to_json()))
+    fault_point("convert.committed")
+    _remove_parquet_files(table.path)
+    return int(DeltaLakeTable(_no_spark, table.path).live_rows())
+
+
+def _no_spark() -> Any:
+    raise RuntimeError("a table's conversion reads and writes files only: Spark is not started for it")
+
+
+def _write_first_version(path: str, rows: Any, seq: int, record: dict[str, Any]) -> None:
+    from deltalake import CommitProperties, Transaction, write_deltalake
+
+    metadata = json.dumps({RECORD_KEY: record}, separators=(",", ":"))
+    write_deltalake(path, rows, mode="error",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(APP_ID, seq)],
+                                                       custom_metadata={"userMetadata": metadata}))
+
+
+def _remove_parquet_files(path: str) -> None:
+    """The Parquet folder's log, records and data files: every ``.parquet`` file the Delta log does
+    not name (those Delta wrote are ``part-...``; ours ``c<seq>-...`` and ``a<seq>-...``)."""
+    delta_files = {os.path.basename(local_path(uri)) for uri in DeltaLakeTable(_no_spark, path).live_files()}
+    for name in os.listdir(path):
+        if name.endswith(".parquet") and name not in delta_files:
+            os.remove(os.path.join(path, name))
+    for folder in PARQUET_FOLDERS:
+        shutil.rmtree(os.path.join(path, folder), ignore_errors=True)
