@@ -116,3 +116,38 @@ def test_a_parquet_table_on_s3_is_refused_naming_delta(demo_api, tmp_path, s3_wa
                          "--catalog", write_json(tmp_path / "catalog.json", catalog("users")))
     assert run.returncode == 2
     assert "table_format: delta" in run.stderr and not run.of_type("STATE")
+
+
+def test_two_runs_on_one_s3_table_the_second_commit_of_the_same_version_loses_and_nothing_is_doubled(
+        spark, tmp_path, s3_warehouse):
+    """No lock on a store: Delta's conflict check refuses the commit of a run whose table another
+    run of the same sync committed to meanwhile (both carry the table's app transaction)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from integration_tests.conftest import API_KEY, MAIN
+    from source_framework.demo.api import DemoApi, Faults
+
+    with DemoApi(records=3000, api_key=API_KEY, seed=5, faults=Faults(delay_ms=20)).start() as api:
+        config = s3_config(tmp_path, api, s3_warehouse)
+        catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+        args = [sys.executable, MAIN, "read", "--config", config, "--catalog", catalog_path, "--quiet"]
+        first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert first.stdout is not None
+        for line in first.stdout:  # its first commit is in: stop it there
+            if json.loads(line)["type"] == "STATE":
+                first.send_signal(signal.SIGSTOP)
+                break
+        try:
+            second = run_main("read", "--config", config, "--catalog", catalog_path)
+            assert second.returncode == 0, second.stderr[-3000:]
+        finally:
+            first.send_signal(signal.SIGCONT)
+        _, err = first.communicate(timeout=300)
+        expected = sorted(r["id"] for r in all_records(api, "users"))
+    assert first.returncode != 0
+    assert b"another writer committed to this table" in err and b"Is another run of this sync going on?" in err, err[-3000:]
+    by_rs, by_spark = ids_in(spark, f"{s3_warehouse}/demo/users")
+    assert by_rs == by_spark == expected
