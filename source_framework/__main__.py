@@ -10,7 +10,7 @@
 The first argument names the connector: a declarative manifest (``.yaml``/``.yml``, built as
 airbyte-cdk's manifest-only connectors build it: ``YamlDeclarativeSource``), or a source class as
 ``module:Class`` (importable from the current folder or the environment). The rest is the command
-line of ``main.py`` (``spec | check | discover | read | state``, every flag included). A class
+line of ``main.py`` (``spec | check | discover | catalog | read | state | tables``, every flag included). A class
 whose constructor takes ``config``, ``catalog`` or ``state`` gets them as the ``run.py`` of
 published Airbyte connectors passes them (source-stripe's ``SourceStripe(catalog, config,
 state)``, which has no defaults): read from the files the command line names, None where it
@@ -35,7 +35,7 @@ from source_framework.runtime.inputs import InputError, load_catalog, load_confi
 from source_framework.runtime.process import EXIT_BAD_INPUT
 
 USAGE = (
-    "usage: python -m source_framework <manifest.yaml | module:SourceClass> <spec|check|discover|catalog|read|state> [flags]\n"
+    "usage: python -m source_framework <manifest.yaml | module:SourceClass> <spec|check|discover|catalog|read|state|tables> [flags]\n"
     "       python -m source_framework init NAME"
 )
 

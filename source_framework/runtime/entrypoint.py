@@ -1,4 +1,4 @@
-"""The command line: ``spec``, ``check``, ``discover`` and ``read``, Airbyte style (and ``catalog``, ``state``).
+"""The command line: ``spec``, ``check``, ``discover``, ``read``, Airbyte style (and ``catalog``, ``state``, ``tables``).
 
 ::
 
@@ -11,7 +11,8 @@ and any other ``Stream``), or on the concurrent framework (declarative YAML mani
 it lands records in Spark tables (or prints them with ``--destination stdout``) and prints each
 STATE only after the records before it are committed. Every flag airbyte-cdk's entrypoint takes
 (``--debug``, ``--manifest-path``, ``--components-path``) is taken here too. ``catalog`` prints
-the configured catalog ``read`` takes, made from ``discover`` (``runtime.catalog_command``).
+the configured catalog ``read`` takes, made from ``discover`` (``runtime.catalog_command``);
+``tables`` shows each stream's table without a JVM (``runtime.tables_command``).
 
 stdout carries protocol messages and nothing else (``runtime.process``; ``catalog``: the catalog). stderr gets the logs,
 the progress of ``read`` (``runtime.progress``) and its end-of-run summary (``runtime.summary``).
@@ -86,6 +87,7 @@ from source_framework.runtime.stream_adapters import (
 from source_framework.runtime.summary import format_summary
 from source_framework.runtime.table_maintenance import COMMANDS as MAINTENANCE_COMMANDS
 from source_framework.runtime.table_maintenance import add_maintenance_commands, run_maintenance_command
+from source_framework.runtime.tables_command import add_tables_command, run_tables
 from source_framework.streams.cursor import CursorValueError
 
 if TYPE_CHECKING:
@@ -152,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cdk_manifest_flags(read)
     add_state_commands(commands, add_table_flags)
     add_maintenance_commands(commands, common, add_table_flags)
+    add_tables_command(commands)
     return parser
 
 
@@ -209,7 +212,7 @@ def launch(source: Any, args: list[str]) -> None:
         _launch_handler(source, list(args))
         return
     parsed = build_parser().parse_args(args)
-    if parsed.command in ("state", "catalog", *MAINTENANCE_COMMANDS):
+    if parsed.command in ("state", "catalog", "tables", *MAINTENANCE_COMMANDS):
         log_to_stderr()  # read sets up its own; spec/check/discover are airbyte-cdk's
     sys.exit(run_command(source, parsed))
 
@@ -246,6 +249,8 @@ def run_command(source: Any, parsed: argparse.Namespace) -> int:
         return run_catalog(source, parsed)
     if parsed.command in MAINTENANCE_COMMANDS:
         return run_maintenance_command(source, parsed, spark_destination)
+    if parsed.command == "tables":
+        return run_tables(source, parsed, spark_destination)
     return run_cdk_command(source, parsed)
 
 
@@ -600,7 +605,7 @@ def spark_destination(
         return SparkDestination(
             warehouse=warehouse,
             default_namespace=source.name,
-            master=parsed.spark_master or settings.get("spark_master", "local[*]"),
+            master=getattr(parsed, "spark_master", None) or settings.get("spark_master", "local[*]"),
             spark_conf=settings.get("spark_conf") or {},
             max_pending_records=int(settings.get("max_pending_records", 200_000)),
             max_pending_bytes=int(settings.get("max_pending_mb", 256)) * 1024 * 1024,

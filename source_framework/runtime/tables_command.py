@@ -1,0 +1,200 @@
+"""``main.py tables``: each stream's table as it is now, without starting a JVM.
+
+::
+
+    python main.py tables --config config.json [--warehouse W] [--stream users] [--json]
+
+Per stream of the connector (or the one named): where its table is, its format (a Delta table or
+a Spark Parquet folder), its rows, its last commit (sequence number, when, its Delta version or
+its ``_spark_metadata`` batch), the state that commit covers, and the schema the commit recorded.
+A stream without a table says so. Readable text on stdout, or one JSON document with ``--json``.
+
+The tables are found as ``read`` finds them (the config's ``destination`` section, ``--warehouse``:
+``entrypoint.spark_destination``) and read through their own logs with pure file reads: the
+checkpoint records (``SparkTable``/``DeltaLakeTable``), row counts from the Delta log with
+``deltalake`` or from the Parquet footers of the files the folder's log lists. Nothing is locked
+or changed, so it also looks at a table a sync is writing (it shows the last finished commit).
+No Spark session is made, and pyspark is not even imported (``integration_tests/test_tables_command.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from source_framework.runtime.inputs import InputError, check_config, load_config
+from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from source_framework.runtime.secrets import SecretFilter, find_secrets
+
+logger = logging.getLogger("source_framework.tables")
+
+#: a state longer than this (compact JSON) is cut in the text view; ``--json`` has it whole
+STATE_SHOWN = 300
+
+
+def add_tables_command(commands: Any) -> argparse.ArgumentParser:
+    tables = commands.add_parser("tables", help="show each stream's table: rows, last commit, its state, schema (no JVM)")
+    tables.add_argument("--config", required=True, help="the connector config (where the tables are)")
+    tables.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
+    tables.add_argument("--stream", help="only this stream's table (default: every stream's)")
+    tables.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    return tables
+
+
+def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) -> int:
+    """Show the tables; exit 0, or 1 when a table could not be read (the others are still shown),
+    2 on bad input (config, ``--warehouse``, ``--stream``). The connector's API is never called."""
+    secrets = SecretFilter(())
+    try:
+        config = load_config(parsed.config)
+        secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
+        spec = source.spec(logger)
+        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
+        check_config(source, config, spec, parsed.config)
+        try:
+            streams = list(source.streams(config))
+        except Exception as error:
+            raise InputError(f"the source's streams() raised {type(error).__name__}: {error}") from None
+        if parsed.stream:
+            names = [stream.name for stream in streams]
+            if parsed.stream not in names:
+                raise InputError(f"--stream: the source has no stream '{parsed.stream}' (it has: {', '.join(sorted(names))})")
+            streams = [stream for stream in streams if stream.name == parsed.stream]
+        destination = spark_destination(source, config, parsed)
+    except InputError as error:
+        sys.stderr.write(f"error: {secrets.mask(str(error))}\n")
+        return EXIT_BAD_INPUT
+    try:
+        found = [describe(destination, stream.namespace, stream.name) for stream in streams]
+    finally:
+        destination.close()
+    document = {"warehouse": destination.warehouse, "source": destination.default_namespace, "tables": found}
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str) + "\n" if parsed.json else as_text(document)
+    sys.stdout.write(secrets.mask(text))
+    sys.stdout.flush()
+    return EXIT_FAILED if any("error" in table for table in found) else EXIT_OK
+
+
+def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, Any]:
+    """One stream's table as the JSON document shows it; ``error`` where it cannot be read."""
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable, is_delta_table
+
+    entry: dict[str, Any] = {"stream": stream, "namespace": namespace or destination.default_namespace}
+    try:
+        entry["path"] = destination.table_path(namespace, stream)
+        entry["exists"] = destination.has_table(namespace, stream)
+        if not entry["exists"]:
+            return entry
+        table = destination.committed_table(namespace, stream)  # Spark only for .read(), never called here
+        delta = isinstance(table, DeltaLakeTable)
+        entry["format"] = "delta" if delta else "parquet"
+        last = table.last_checkpoint()
+        if delta:  # (a folder whose first commit did not happen yet has no Delta log)
+            entry["rows"], added = _delta_rows(table.path, last) if is_delta_table(table.path) else (0, None)
+        else:
+            entry["rows"], added = _parquet_rows(table), last and last.rows
+        entry["last_commit"] = None if last is None else {
+            "seq": last.seq,
+            "committed_at": last.committed_at,
+            "delta_version" if delta else "log_batch": last.batch_id,
+            "rows": added,
+            "replace": last.replace,
+        }
+        entry["state"] = last.state if last is not None else None
+        entry["pending_reset"] = table.pending_reset() is not None
+        schema = table.recorded_schema()
+        entry["schema"] = [{"name": column.name, "type": _type_of(column)} for column in schema] if schema is not None else []
+    except Exception as error:  # a damaged or unreadable table: said in its entry, the others still shown
+        entry["error"] = f"{type(error).__name__}: {' '.join(str(error).split())}"
+    return entry
+
+
+def _delta_rows(path: str, last: Any) -> tuple[int, int | None]:
+    """The table's rows, counted through the Delta log's current version (``count_rows`` reads only
+    the footers), and the rows commit ``last`` wrote. Those are in the commit's metrics, not in our
+    record: the record goes into the transaction before Delta counts its rows (``DeltaLakeTable``
+    keeps the count of its own last commit only)."""
+    from deltalake import DeltaTable
+
+    delta = DeltaTable(path)
+    rows = int(delta.to_pyarrow_dataset().count_rows())
+    if last is None:
+        return rows, None
+    for limit in (20, None):  # the last commit of ours is mostly among the newest
+        for info in delta.history(limit):
+            if info.get("version") == last.batch_id:
+                metrics = info.get("operationMetrics") or {}
+                added = metrics.get("num_added_rows", metrics.get("numOutputRows"))
+                return rows, int(added) if added is not None else None
+    return rows, None
+
+
+def _parquet_rows(table: Any) -> int:
+    """The rows in the Parquet footers of the files the folder's ``_spark_metadata`` log lists (what a
+    Spark reader sees). A file the log names elsewhere (a moved warehouse, whose next sync points the
+    log here) is looked for in the table's folder by its name."""
+    import pyarrow.parquet as pq
+
+    from source_framework.destinations.checkpoint_record import file_name
+    from source_framework.destinations.spark.file_sink_log import local_path
+
+    rows = 0
+    for uri in table.live_files():
+        path = local_path(uri)
+        if not os.path.exists(path):
+            path = os.path.join(table.path, file_name(uri))
+        rows += pq.read_metadata(path).num_rows
+    return rows
+
+
+def _type_of(column: Any) -> str:
+    """The column's type as Spark readers see it, and whether its text is JSON (a nested value)."""
+    from source_framework.destinations.spark.table_schema import is_json_text, spark_type_name
+
+    return spark_type_name(column.type) + (" (JSON text)" if is_json_text(column) else "")
+
+
+def as_text(document: dict[str, Any]) -> str:
+    lines = [f"warehouse {document['warehouse']} (source {document['source']})", ""]
+    for table in document["tables"]:
+        name = table["stream"] if table["namespace"] == document["source"] else f"{table['namespace']}/{table['stream']}"
+        if "error" in table and "format" not in table:
+            lines += [f"{name}: cannot be looked at: {table['error']}", ""]
+            continue
+        if not table["exists"]:
+            lines += [f"{name}: no table (read would write it at {table['path']})", ""]
+            continue
+        kind = "Delta table" if table["format"] == "delta" else "Parquet folder (Spark file sink)"
+        lines.append(f"{name}: {kind} {table['path']}")
+        if "error" in table:
+            lines += [f"  {'error':<13}{table['error']}", ""]
+            continue
+        lines.append(f"  {'rows':<13}{table['rows']}")
+        lines += _commit_lines(table)
+        columns = table["schema"]
+        if columns:
+            lines.append(f"  {'schema':<13}{len(columns)} columns")
+        width = max((len(column["name"]) for column in columns), default=0) + 2
+        lines += [f"    {column['name']:<{width}}{column['type']}" for column in columns]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _commit_lines(table: dict[str, Any]) -> list[str]:
+    commit = table["last_commit"]
+    if commit is None:
+        return [f"  {'last commit':<13}none yet (no sync has committed to it)"]
+    where = f"Delta version {commit['delta_version']}" if "delta_version" in commit else f"log batch {commit['log_batch']}"
+    written = "? rows" if commit["rows"] is None else f"{commit['rows']} rows"
+    added = f"{written}, replacing the table's rows" if commit["replace"] else f"{written} added"
+    state = json.dumps(table["state"], ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(state) > STATE_SHOWN:
+        state = f"{state[:STATE_SHOWN]}... ({len(state)} characters; --json shows it whole)"
+    lines = [f"  {'last commit':<13}#{commit['seq']} at {commit['committed_at']} ({where}): {added}", f"  {'state':<13}{state}"]
+    if table["pending_reset"]:
+        lines.append(f"  {'reset':<13}pending: the stream's next sync from an empty state replaces this table")
+    return lines
