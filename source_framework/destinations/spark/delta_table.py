@@ -266,9 +266,7 @@ class DeltaLakeTable:
         for info in table.history(10):
             record = _record_of(info)
             if record is not None and record.get("seq") == seq:
-                metrics = info.get("operationMetrics") or {}
-                rows = next((metrics[key] for key in ("num_added_rows", "numOutputRows", "num_source_rows") if key in metrics), 0)
-                return int(rows or 0), int(info["version"])
+                return _rows_of(info), int(info["version"])
         raise RuntimeError(f"{self.path}: commit {seq} is not in the table's newest Delta log entries")
 
     def stage(self, data: pa.Table) -> StagedFiles:
@@ -319,7 +317,8 @@ class DeltaLakeTable:
             raw = _record_of(info)
             if raw is None:
                 continue
-            record = CheckpointRecord.from_json({**raw, "batch_id": info["version"]})
+            # (the rows and the version are known once the transaction is in: its metrics say them)
+            record = CheckpointRecord.from_json({**raw, "batch_id": info["version"], "rows": _rows_of(info)})
             if first and done is not None and record.seq < done:
                 raise RecordLost(
                     f"{self.path}: the Delta table holds commit {done} of source_framework, but its newest checkpoint "
@@ -468,6 +467,12 @@ def _record_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     record = content.get(RECORD_KEY) if isinstance(content, dict) else None
     return record if isinstance(record, dict) else None
+
+
+def _rows_of(info: Mapping[str, Any]) -> int:
+    """The rows a commit wrote, as its writer counted them (delta-rs's and Spark's own names)."""
+    metrics = info.get("operationMetrics") or {}
+    return int(next((metrics[key] for key in ("num_added_rows", "numOutputRows", "num_source_rows") if key in metrics), 0) or 0)
 
 
 def _reset_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
