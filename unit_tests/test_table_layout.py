@@ -93,3 +93,30 @@ def test_a_name_is_refused_with_a_clear_error_unless_every_file_beside_its_folde
     for name in ("n" * 214, "n" * 250, "a\ud800"):
         with pytest.raises(UnsafeTableName):
             encode_name(name)
+
+
+# -- object stores (issue 50) ---------------------------------------------------------------------
+
+
+def test_an_s3_warehouse_is_a_uri_and_its_tables_are_keys_under_it():
+    from source_framework.destinations.spark.layout import is_object_store, table_path, warehouse_for
+
+    for given in ("s3://bucket/wh", "s3://bucket/wh/", "S3://bucket/wh"):
+        location = warehouse_for(given, "delta")
+        assert location == "s3://bucket/wh" and is_object_store(location)
+    assert warehouse_for("s3a://bucket", "delta") == "s3a://bucket"
+    assert table_path("s3://bucket/wh", "demo", "a/b") == "s3://bucket/wh/demo/a~2Fb"
+    assert table_path("s3://bucket/wh", "demo", "..") == "s3://bucket/wh/demo/~2E."
+
+
+@pytest.mark.parametrize(("warehouse", "table_format", "says"), [
+    ("s3://bucket/wh", "parquet", "table_format: delta"),
+    ("s3://", "delta", "names no bucket"),
+    ("gs://bucket/wh", "delta", "not installed"),
+    ("hdfs://namenode/wh", "delta", "local or mounted folder"),
+])  # fmt: skip
+def test_a_warehouse_no_writer_reaches_is_refused_saying_what_would(warehouse, table_format, says):
+    from source_framework.destinations.spark.layout import warehouse_for
+
+    with pytest.raises(ValueError, match=says):
+        warehouse_for(warehouse, table_format)
