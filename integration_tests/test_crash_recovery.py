@@ -103,6 +103,7 @@ class Orchestrator:
             outcome = process.kill_when_paused() if pause else process.finish()
         if outcome == "completed":
             self.run_seconds = min(self.run_seconds, time.monotonic() - started)
+        self.last_stderr = process.stderr.decode(errors="replace")[-4000:]  # (for a failing run's message)
         return process.code if outcome == "completed" else None, outcome
 
     def saw_state(self, message: dict) -> None:
@@ -244,9 +245,9 @@ def test_killed_and_resumed_syncs_equal_one_uninterrupted_sync(spark, tmp_path, 
             code, outcome = orchestrator.run(kill)
             outcomes.append(outcome)
             if code is not None:
-                assert code == 0, outcome
+                assert code == 0, f"{outcome}\n{orchestrator.last_stderr}"
         final_code, _ = orchestrator.run(None)
-        assert final_code == 0
+        assert final_code == 0, f"{outcomes}\n{orchestrator.last_stderr}"
 
     kills = [o for o in outcomes if "killed" in o]
     assert len(kills) >= (32 if table_format == "parquet" else 17), f"only {len(kills)} kills landed: {outcomes}"

@@ -60,3 +60,15 @@ def test_a_delta_merge_keeps_the_rows_the_spark_rewrite_keeps(spark, tmp_path, s
     assert operations.count("MERGE") == len(commits) - 1  # the first commit creates the table
     null_keys = sum(1 for records in commits for r in records if any(r[k] is None for k in keys))
     assert sum(1 for row in reference if row[0] is None or (len(keys) > 1 and row[1] is None)) == null_keys
+
+
+def test_a_merge_that_changes_no_row_still_commits_its_checkpoint(spark, tmp_path):
+    """Records read again, none newer than the table's: delta-rs's MERGE then commits nothing, and
+    the checkpoint's state must still be committed (found by the SIGKILL test)."""
+    table = DeltaLakeTable(spark, str(tmp_path / "delta"), arrow_writes=True)
+    records = [{"Id": 1, "a.b": "x", "updatedAt": "2025-01-02T00:00:00Z", "v": 1}]
+    older = [{"Id": 1, "a.b": "x", "updatedAt": "2025-01-01T00:00:00Z", "v": 2}]
+    rows = merged_rows(table, [records, older, []], ["Id"], ["updatedAt"])
+    assert [row[3] for row in rows] == [1]
+    newest = table.last_checkpoint()
+    assert newest is not None and newest.seq == 2 and newest.state == {"n": 2}

@@ -226,7 +226,13 @@ class DeltaLakeTable:
             rows = rows if table is not None and not replace else merge.latest_per_key(rows)
         try:
             if merge is not None and table is not None and not replace:
+                before = table.version()
                 merge.apply(table, rows, properties, hooks)
+                if table.version() == before:
+                    # A MERGE that changes no row commits nothing, but the checkpoint needs its commit:
+                    # one that adds no row carries it.
+                    write_deltalake(table, rows.slice(0, 0), mode="append", schema_mode="merge",
+                                    commit_properties=properties, post_commithook_properties=hooks)
             elif table is None:
                 write_deltalake(self.path, rows, mode="error", commit_properties=properties, post_commithook_properties=hooks)
             else:
