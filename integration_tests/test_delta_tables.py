@@ -84,3 +84,12 @@ def test_a_second_sync_resumes_from_the_delta_log_and_writes_nothing_twice(spark
         assert [r["id"] for r in by_spark] == sorted(r["id"] for r in expected), name
         assert len(by_rs) == len(by_spark)
     assert "resum" in second.stderr.lower()
+    # products (overwrite) was replaced in one Delta transaction; the first sync's version stays
+    # readable by time travel (until VACUUM, 7 days later)
+    from deltalake import DeltaTable
+
+    products = DeltaTable(os.path.join(str(warehouse), "demo", "products"))
+    writes = [entry for entry in products.history() if entry["operation"] == "WRITE"]
+    assert [entry["operationParameters"]["mode"] for entry in writes] == ["Overwrite", "ErrorIfExists"]  # (the first made it)
+    products.load_as_version(writes[-1]["version"])
+    assert products.to_pyarrow_dataset().count_rows() == len(all_records(demo_api, "products", {"limit": 1000}))
