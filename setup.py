@@ -51,6 +51,8 @@ setup(
             # A connector other people wrote, published by Airbyte, that runs without a network: the
             # conformance suite runs it unchanged under both entrypoints (tests only, not the product).
             "airbyte-source-hardcoded-records==0.0.48",
+            # A reader of Delta tables through their log, for the reader matrix (test_delta_readers.py).
+            "polars==2.1.0",
         ],
     },
     entry_points={"console_scripts": ["source-framework-demo-api=source_framework.demo.api.__main__:main"]},
