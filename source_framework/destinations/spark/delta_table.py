@@ -55,8 +55,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
@@ -112,6 +110,8 @@ def is_delta_table(path: str) -> bool:
 def delete_delta_table(uri: str) -> bool:
     """Delete a table on an object store (``state reset --tables``): its log first, so from then on
     readers and the next sync find no table, then its data files."""
+    import pyarrow.fs as pafs
+
     if not is_delta_table(uri):
         return False
     filesystem, path = pafs.FileSystem.from_uri(uri)
@@ -206,6 +206,7 @@ class DeltaLakeTable:
                      merge: DedupMerge | None = None) -> None:
         """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction (or
         merged into the table by key: MERGE needs them all at once, one per key)."""
+        import pyarrow.dataset as ds  # (here: it imports pandas, which a sync into Parquet folders never needs)
         from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
         files = [os.path.join(item.folder, name) for item in staged
@@ -349,6 +350,8 @@ class DeltaLakeTable:
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
         """The ``columns`` of the committed rows that match the Arrow filter ``where``, read by
         this process through the Delta log (no Spark)."""
+        import pyarrow.dataset as ds
+        import pyarrow.fs as pafs
         table = self._open()
         files = table.file_uris() if table is not None else []
         if not files:
