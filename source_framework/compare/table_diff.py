@@ -1,8 +1,9 @@
 """Rows of a table after a crash and a resume, against the same table written without a crash.
 
-Read with a plain ``spark.read.parquet`` (what any reader sees): rows, duplicate rows (a key more
-often than in the reference) and missing rows (less often). The key is the stream's primary key,
-or every data column when it has none.
+Read as any reader of the table's format sees it (``CommittedTable.read``: Spark with Delta for a
+Delta table, Spark's file-sink reader for a ``parquet`` one): rows, duplicate rows (a key more often
+than in the reference) and missing rows (less often). The key is the stream's primary key, or every
+data column when it has none.
 
 ::
 
