@@ -616,7 +616,7 @@ def spark_destination(
             connect_retry_seconds=float(settings.get("connect_retry_seconds", CONNECT_RETRY_SECONDS)),
             converters=converters,
             on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
-            table_format=str(settings.get("table_format", "parquet")),
+            table_format=str(settings.get("table_format", "delta")),
         )
     except (TypeError, ValueError) as error:
         if converters is not None:

@@ -99,7 +99,7 @@ class SparkDestination(Destination):
         connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
         converters: ConverterPool | None = None,
         on_type_mismatch: str = "null",
-        table_format: str = "parquet",
+        table_format: str = "delta",
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
         destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
