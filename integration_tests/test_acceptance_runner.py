@@ -207,13 +207,14 @@ def test_the_spark_checks_read_the_table_the_destination_names_not_a_namesake(sp
     import pyarrow as pa
 
     from source_framework.destinations.spark.destination import SparkDestination
-    from source_framework.destinations.spark.table import SparkTable
 
     streams = stream_infos(_catalog("items", "id", {"properties": {"id": {"type": "integer"}}}))
     theirs = SparkDestination(str(tmp_path), default_namespace="another_source")
     ours = SparkDestination(str(tmp_path), default_namespace="our_source")
     try:
-        SparkTable(spark, theirs.table_path(None, "items")).commit(pa.table({"id": pa.array([1, 2], pa.int64())}), {}, 1)
+        # a new table in the destination's (default) format, as a sync makes it
+        items = theirs._table_at(theirs.table_path(None, "items"), spark, arrow_writes=True)
+        items.commit(pa.table({"id": pa.array([1, 2], pa.int64())}), {}, 1)
         assert read_tables(spark, ours, streams) == {"items": None}
         assert read_tables(spark, theirs, streams) == {"items": Counter([(("id", 1),), (("id", 2),)])}
     finally:
@@ -325,12 +326,13 @@ def test_a_table_of_a_stream_whose_schema_declares_no_column_counts_its_rows(spa
     import pyarrow as pa
 
     from source_framework.destinations.spark.destination import SparkDestination
-    from source_framework.destinations.spark.table import SparkTable
 
     streams = stream_infos(_catalog("bare", "id", {"type": "object"}))
     destination = SparkDestination(str(tmp_path), default_namespace="src")
     try:
-        SparkTable(spark, destination.table_path(None, "bare")).commit(pa.table({"_sf_meta": pa.array(["a", "b", "c"])}), {}, 1)
+        # a new table in the destination's (default) format, as a sync makes it
+        bare = destination._table_at(destination.table_path(None, "bare"), spark, arrow_writes=True)
+        bare.commit(pa.table({"_sf_meta": pa.array(["a", "b", "c"])}), {}, 1)
         tables = read_tables(spark, destination, streams)
     finally:
         destination.close()

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from integration_tests.conftest import API_KEY, catalog, config_for, run_in_process, stream_states, write_json
+from integration_tests.conftest import API_KEY, catalog, config_for, read_table, run_in_process, stream_states, write_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.api.faults import Faults
 
@@ -23,7 +23,7 @@ RUN_COLUMNS = {"_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint"}
 
 
 def table_rows(spark, warehouse, name):
-    frame = spark.read.parquet(os.path.join(str(warehouse), "demo", name))
+    frame = read_table(spark, os.path.join(str(warehouse), "demo", name))
     columns = sorted(c for c in frame.columns if c not in RUN_COLUMNS)
     return sorted(json.dumps(row.asDict(), sort_keys=True, default=str) for row in frame.select(*columns).collect())
 
@@ -200,7 +200,7 @@ def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_perm
     assert "CursorWentBackwards" in run.stderr or "declared sorted" in run.stderr
     assert "has no 'updatedAt' field" in run.stderr
     assert stream_states(run, "users"), "the sixth stream printed no STATE"
-    assert spark.read.parquet(str(tmp_path / "warehouse" / "demo" / "users")).count() == 3000
+    assert read_table(spark, str(tmp_path / "warehouse" / "demo" / "users")).count() == 3000
 
 
 def test_a_cdk_stream_that_moves_its_own_state_and_declares_concurrency_safe_prints_no_state_ahead_of_its_records(tmp_path):

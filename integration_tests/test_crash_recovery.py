@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from integration_tests.conftest import API_KEY, MAIN, catalog, config_for, write_json
+from integration_tests.conftest import API_KEY, MAIN, catalog, config_for, read_table, write_json
 from source_framework.demo.api import DemoApi, Faults
 
 pytestmark = pytest.mark.slow  # 36 real processes killed and resumed: bash scripts/test.sh -m "not slow" leaves it out
@@ -201,13 +201,6 @@ class Run:
         return self.finish()
 
 
-def read_table(spark, path: str):
-    """A table as a reader of its format sees it: through its Delta log, or Spark's file-sink log."""
-    if os.path.isdir(os.path.join(path, "_delta_log")):
-        return spark.read.format("delta").load(path)
-    return spark.read.parquet(path)
-
-
 def table_rows(spark, warehouse: str, name: str) -> list[tuple]:
     frame = read_table(spark, os.path.join(warehouse, "demo", name))
     columns = sorted(c for c in frame.columns if not c.startswith("_sf_"))
@@ -285,5 +278,5 @@ def test_a_full_refresh_killed_after_its_commit_and_retried_appends_a_snapshot_p
         retried = run_in_process("read", "--config", config, "--catalog", catalog_path)  # the same (no) state
         assert retried.returncode == 0, retried.stderr[-2000:]
         products = sorted(record["id"] for record in all_records(api, "products"))
-    table = sorted(row.id for row in spark.read.parquet(str(tmp_path / "warehouse" / "demo" / "products")).select("id").collect())
+    table = sorted(row.id for row in read_table(spark, str(tmp_path / "warehouse" / "demo" / "products")).select("id").collect())
     assert products and table == sorted(products * snapshots)

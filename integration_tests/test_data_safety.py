@@ -25,15 +25,16 @@ from integration_tests.conftest import (
     catalog,
     config_for,
     kill_at,
+    read_table,
     run_in_process,
     run_main,
+    table_at,
     write_json,
 )
 from source_framework import IncrementalHttpStream, Source
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import SCHEMAS, DemoSource, Orders, Users
 from source_framework.destinations.spark.layout import table_path
-from source_framework.destinations.spark.table import SparkTable
 from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.testing import read
 
@@ -61,11 +62,11 @@ def state_command(config_path, *args, source=None):
 
 def rows(spark, path):
     """(id, updatedAt) of every row of a table, duplicates kept."""
-    return sorted((r["id"], r["updatedAt"].isoformat()) for r in spark.read.parquet(str(path)).select("id", "updatedAt").collect())
+    return sorted((r["id"], r["updatedAt"].isoformat()) for r in read_table(spark, str(path)).select("id", "updatedAt").collect())
 
 
 def ids(spark, path):
-    return sorted(r["id"] for r in spark.read.parquet(str(path)).select("id").collect())
+    return sorted(r["id"] for r in read_table(spark, str(path)).select("id").collect())
 
 
 def api_rows(api, path="users", params=None):
@@ -142,15 +143,16 @@ def test_item_1_a_moved_warehouse_keeps_its_data(spark, api, tmp_path):
 
 
 def test_item_1_a_table_copied_without_its_data_files_is_refused_not_emptied(spark, api, tmp_path):
+    """The Parquet folder's logs copied without the files they name (``table_format: parquet``)."""
     original = tmp_path / "original"
-    assert sync(settings(api, original)).returncode == 0
+    assert sync(settings(api, original, table_format="parquet")).returncode == 0
     broken = tmp_path / "broken"
     source_table, broken_table = users_table(original), os.path.join(str(broken), "demo", "users")
     for folder in ("_spark_metadata", "_checkpoints"):
         shutil.copytree(os.path.join(source_table, folder), os.path.join(broken_table, folder))
     shutil.rmtree(original)  # the files the log names are gone for good
     before = sorted(os.listdir(broken_table))
-    output = sync(settings(api, broken))
+    output = sync(settings(api, broken, table_format="parquet"))
     assert output.returncode == 1
     (error,) = [m["trace"]["error"]["message"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
     assert "moved or copied without them" in error and "state reset --tables" in error
@@ -159,15 +161,17 @@ def test_item_1_a_table_copied_without_its_data_files_is_refused_not_emptied(spa
 
 def test_item_1_a_table_whose_log_is_gone_is_refused_not_emptied(spark, api, tmp_path):
     """Checkpoint records without the log they belong to are no interrupted commit: clean-up used
-    to take every record for one and delete every data file."""
+    to take every record for one and delete every data file (the Parquet folder's ``_checkpoints/``
+    and ``_spark_metadata/``: ``table_format: parquet``)."""
     warehouse = tmp_path / "warehouse"
     for _ in range(2):  # two syncs: two commits at least
-        assert sync(settings(api, warehouse), args=["--state-file", str(tmp_path / "state.json")]).returncode == 0
+        assert sync(settings(api, warehouse, table_format="parquet"),
+                    args=["--state-file", str(tmp_path / "state.json")]).returncode == 0
         api.touch("users", 3)
     table = users_table(warehouse)
     shutil.rmtree(os.path.join(table, "_spark_metadata"))  # copied without it, say
     before = sorted(os.listdir(table))
-    output = sync(settings(api, warehouse), args=["--state-file", str(tmp_path / "state.json")])
+    output = sync(settings(api, warehouse, table_format="parquet"), args=["--state-file", str(tmp_path / "state.json")])
     assert output.returncode == 1
     (error,) = [m["trace"]["error"]["message"] for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "ERROR"]
     assert table in error and "are newer than its last committed one" in error and "nothing was deleted" in error
@@ -226,8 +230,8 @@ class StateCommandCase:
     """A synced users table and its state file, then 5 users updated in the API: what a state
     command is run on. ``as_was`` and ``after_*`` are the tables the next read must end with."""
 
-    def __init__(self, spark, api, folder):
-        self.api, self.config = api, settings(api, folder / "warehouse")
+    def __init__(self, spark, api, folder, table_format="delta"):
+        self.api, self.config = api, settings(api, folder / "warehouse", table_format=table_format)
         self.config_path = write_json(folder / "config.json", self.config)
         self.state_file = str(folder / "state.json")
         self.table = users_table(folder / "warehouse")
@@ -258,26 +262,28 @@ class StateCommandCase:
         return sorted([r for r in self.synced if r[1] < cut] + [r for r in api_rows(self.api) if r[1] >= cut])
 
 
-# (command, fault point, count, which table the next read must end with)
+# (command, fault point, count, which table the next read must end with, table format): on the default
+# (Delta) tables, but for the Parquet folder's own recovery step, which a Delta table does not have
 STATE_COMMAND_KILLS = [
-    ("reset", "state.reset.saved", 1, "promised"),
-    ("reset --tables", "state.reset.marked", 1, "as was"),
-    ("reset --tables", "state.reset.saved", 1, "promised"),
-    ("reset --tables", "state.reset.deleting", 1, "promised"),  # moved aside, nothing deleted yet
-    ("reset --tables", "state.reset.deleting", 4, "promised"),  # some of its files deleted
-    ("set", "recovery.start", 1, "as was"),
-    ("set", "commit.files_written", 1, "as was"),
-    ("set", "commit.done", 1, "promised"),  # (state.set.committed: the test of item 2 above kills it there)
-    ("set", "state.set.truncated", 1, "promised"),
+    ("reset", "state.reset.saved", 1, "promised", "delta"),
+    ("reset --tables", "state.reset.marked", 1, "as was", "delta"),
+    ("reset --tables", "state.reset.saved", 1, "promised", "delta"),
+    ("reset --tables", "state.reset.deleting", 1, "promised", "delta"),  # moved aside, nothing deleted yet
+    ("reset --tables", "state.reset.deleting", 4, "promised", "delta"),  # some of its files deleted
+    ("set", "recovery.start", 1, "as was", "parquet"),
+    ("set", "commit.files_written", 1, "as was", "delta"),
+    ("set", "commit.done", 1, "promised", "delta"),  # (state.set.committed: the test of item 2 above kills it there)
+    ("set", "state.set.truncated", 1, "promised", "delta"),
 ]
 
 
 @pytest.mark.slow  # real processes, killed
-@pytest.mark.parametrize("command, point, count, outcome", STATE_COMMAND_KILLS, ids=[f"{c}:{p}:{n}" for c, p, n, _ in STATE_COMMAND_KILLS])
+@pytest.mark.parametrize("command, point, count, outcome, table_format", STATE_COMMAND_KILLS,
+                         ids=[f"{c}:{p}:{n}:{f}" for c, p, n, _, f in STATE_COMMAND_KILLS])
 def test_item_3_a_state_command_killed_at_any_step_leaves_the_promised_table_or_the_old_one(
-    spark, api, tmp_path, command, point, count, outcome
+    spark, api, tmp_path, command, point, count, outcome, table_format
 ):
-    case = StateCommandCase(spark, api, tmp_path)
+    case = StateCommandCase(spark, api, tmp_path, table_format)
     args = ["state", *command.split(), "--state-file", case.state_file, "--config", case.config_path, "--stream", "users"]
     if command == "set":
         cursor = case.cursor()
@@ -438,9 +444,10 @@ def test_item_9_a_stream_named_dot_dot_gets_its_own_folder_and_reset_tables_dele
 
 
 def test_item_10_replaced_files_are_deleted_once_the_retention_period_is_over(spark, api, tmp_path):
+    """The Parquet folder's reclaim (``retention_hours``; a Delta table's VACUUM keeps Delta's 7 days)."""
     dedup = catalog("users", overrides={"users": {"destination_sync_mode": "append_dedup"}})
     warehouse = tmp_path / "warehouse"
-    keep = settings(api, warehouse)  # the default retention: hours
+    keep = settings(api, warehouse, table_format="parquet")  # the default retention: hours
     state = None
     for _ in range(3):
         api.touch("users", 5)
@@ -449,13 +456,13 @@ def test_item_10_replaced_files_are_deleted_once_the_retention_period_is_over(sp
         state = output.final_state_list()
     table = users_table(warehouse)
     parquet = [name for name in os.listdir(table) if name.endswith(".parquet")]
-    commits = len(list(SparkTable(None, table).committed_checkpoints()))
+    commits = len(list(table_at(None, table).committed_checkpoints()))
     # Each run committed at least once (checkpoints waiting together for the committer are one
     # commit); each dedup commit replaced the table, and every replaced file is kept for now.
     assert commits >= 3 and len(parquet) == commits
 
     api.touch("users", 5)
-    output = read(DemoSource(), settings(api, warehouse, retention_hours=0), dedup, state=state)
+    output = read(DemoSource(), settings(api, warehouse, retention_hours=0, table_format="parquet"), dedup, state=state)
     assert output.returncode == 0
     # The files replaced before this run are gone; the one this run's commit replaced stays for
     # the next run to reclaim (a reader may be reading it right now).
@@ -465,7 +472,7 @@ def test_item_10_replaced_files_are_deleted_once_the_retention_period_is_over(sp
 
 
 def _live_files(table):
-    return SparkTable(None, table).live_files()
+    return table_at(None, table).live_files()
 
 
 
@@ -564,7 +571,7 @@ def test_item_6_an_update_that_kept_its_cursor_second_ends_in_an_append_dedup_ta
         assert resumed.returncode == 0
     finally:
         api.close()
-    table = spark.read.parquet(table_path(str(tmp_path / "warehouse"), ItemsSource().name, "items"))
+    table = read_table(spark, table_path(str(tmp_path / "warehouse"), ItemsSource().name, "items"))
     assert sorted((r["id"], r["name"]) for r in table.collect()) == sorted((i["id"], i["name"]) for i in api.items)
     # the unchanged items at that second were skipped, not written again: one record in the resumed sync
     assert sum(int(s["sourceStats"]["recordCount"]) for s in resumed.states()) == 1
@@ -581,7 +588,7 @@ def test_read_from_state_as_given_reads_again_from_the_given_state_and_otherwise
     assert first.returncode == 0
     oldest = [m["state"] for m in first.of_type("STATE")][0]  # a STATE the table has committed past
     given = write_json(tmp_path / "old_state.json", [oldest])
-    newest = SparkTable(None, users_table(tmp_path / "warehouse")).last_checkpoint()
+    newest = table_at(None, users_table(tmp_path / "warehouse")).last_checkpoint()
 
     resumed = run_in_process("read", "--config", config_path, "--catalog", catalog_path, "--state", given)
     assert resumed.returncode == 0
@@ -602,12 +609,13 @@ def test_read_from_state_as_given_reads_again_from_the_given_state_and_otherwise
 
 
 def test_item_11_a_stream_whose_table_cannot_be_opened_fails_alone(spark, api, tmp_path):
+    """A Parquet folder copied without its data files (``table_format: parquet``) cannot be opened."""
     original, broken = tmp_path / "original", tmp_path / "broken"
-    assert sync(settings(api, original), "users").returncode == 0
+    assert sync(settings(api, original, table_format="parquet"), "users").returncode == 0
     for folder in ("_spark_metadata", "_checkpoints"):  # the users table copied without its data files
         shutil.copytree(os.path.join(users_table(original), folder), os.path.join(users_table(broken), folder))
     shutil.rmtree(original)
-    output = sync(settings(api, broken), "users", "stores", "products")
+    output = sync(settings(api, broken, table_format="parquet"), "users", "stores", "products")
     assert output.returncode == 1
     statuses = {m["trace"]["stream_status"]["stream_descriptor"]["name"]: m["trace"]["stream_status"]["status"]
                 for m in output.messages if m["type"] == "TRACE" and m["trace"]["type"] == "STREAM_STATUS"}

@@ -93,3 +93,42 @@ def test_a_second_sync_resumes_from_the_delta_log_and_writes_nothing_twice(spark
     assert [entry["operationParameters"]["mode"] for entry in writes] == ["Overwrite", "ErrorIfExists"]  # (the first made it)
     products.load_as_version(writes[-1]["version"])
     assert products.to_pyarrow_dataset().count_rows() == len(all_records(demo_api, "products", {"limit": 1000}))
+
+
+def test_a_parquet_table_made_before_delta_became_the_default_stays_a_parquet_table(spark, demo_api, tmp_path):
+    """A table keeps the format it was made in: a sync with the default (Delta) goes on appending to a
+    ``parquet`` table an earlier sync made (no conversion, no re-sync from scratch, nothing orphaned),
+    while a stream's new table in the same warehouse is made as a Delta table."""
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable
+    from source_framework.destinations.spark.destination import SparkDestination
+    from source_framework.destinations.spark.table import SparkTable
+
+    warehouse = tmp_path / "warehouse"
+    users = os.path.join(str(warehouse), "demo", "users")
+    before = config_for(demo_api, warehouse)
+    before["destination"]["table_format"] = "parquet"  # the default of the version before
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "stores"))
+    first = run_in_process("read", "--config", write_json(tmp_path / "before.json", before), "--catalog",
+                           write_json(tmp_path / "users.json", catalog("users")))
+    assert first.returncode == 0, first.stderr
+    assert os.path.isdir(os.path.join(users, "_spark_metadata"))
+    touched = demo_api.touch("users", 5)
+
+    now = config_for(demo_api, warehouse)  # no table_format: the default
+    assert "table_format" not in now["destination"]
+    second = run_in_process("read", "--config", write_json(tmp_path / "now.json", now), "--catalog", catalog_path,
+                            "--state", first.state_file(str(tmp_path / "state.json")))
+    assert second.returncode == 0, second.stderr
+    assert not os.path.exists(os.path.join(users, "_delta_log")) and os.path.isdir(os.path.join(users, "_spark_metadata"))
+    rows = [row["id"] for row in spark.read.parquet(users).select("id").collect()]
+    # every user once, and the touched ones a second time: the sync went on from its state
+    assert sorted(rows) == sorted([r["id"] for r in all_records(demo_api, "users")] + list(touched))
+    stores = os.path.join(str(warehouse), "demo", "stores")
+    assert os.path.isdir(os.path.join(stores, "_delta_log")) and not os.path.exists(os.path.join(stores, "_spark_metadata"))
+    destination = SparkDestination(str(warehouse), default_namespace="demo")
+    try:
+        assert isinstance(destination.committed_table(None, "users", spark), SparkTable)
+        assert isinstance(destination.committed_table(None, "stores", spark), DeltaLakeTable)
+        assert destination.committed_table(None, "users", spark).last_checkpoint().state == second.states["users"]["stream"]["stream_state"]
+    finally:
+        destination.close()

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 import source_framework
-from integration_tests.conftest import ROOT
+from integration_tests.conftest import ROOT, read_table
 from source_framework.demo.api import DemoApi
 from source_framework.testing import read
 
@@ -95,7 +95,7 @@ def test_the_example_lands_its_table_where_the_readme_says(spark, api_on_8000, u
     monkeypatch.chdir(tmp_path)  # the default warehouse is ./warehouse
     output = read(module.DemoUsers(), {"api_key": API_KEY}, CATALOG)
     assert output.returncode == 0, output.messages
-    table = spark.read.parquet(str(tmp_path / "warehouse" / "demo_users" / "users"))
+    table = read_table(spark, str(tmp_path / "warehouse" / "demo_users" / "users"))
     assert sorted(row.id for row in table.select("id").collect()) == list(range(1, 301))
 
 

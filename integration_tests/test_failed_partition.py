@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, write_json
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, read_table, run_in_process, write_json
 from source_framework.demo.api import DemoApi
 
 STORE, PAGE = 3, 100
@@ -37,7 +37,7 @@ class StoreGone(DemoApi):
 
 
 def _ids(spark, warehouse):
-    rows = spark.read.parquet(os.path.join(str(warehouse), "demo", "store_orders")).select("storeId", "id").collect()
+    rows = read_table(spark, os.path.join(str(warehouse), "demo", "store_orders")).select("storeId", "id").collect()
     return Counter((row.storeId, row.id) for row in rows)
 
 

@@ -33,7 +33,10 @@ def api():
 
 
 def settings(api, warehouse, **overrides):
-    return config_for(api, warehouse, **overrides)
+    """The Parquet folder's tests: ``table_format: parquet`` (Delta, the default, has none of this folder's logs)."""
+    config = config_for(api, warehouse, **overrides)
+    config["destination"]["table_format"] = "parquet"
+    return config
 
 
 def users_table(warehouse) -> str:

@@ -14,12 +14,11 @@ import shutil
 
 import pytest
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, read_table, table_at
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import DemoSource
 from source_framework.destinations.spark import table as table_module
 from source_framework.destinations.spark.layout import table_path
-from source_framework.destinations.spark.table import SparkTable
 from source_framework.testing import read
 
 USERS = 300
@@ -41,7 +40,7 @@ def sync(config, stream, state=None, args=()):
 
 
 def ids(spark, warehouse, stream):
-    return sorted(r["id"] for r in spark.read.parquet(table_path(str(warehouse), "demo", stream)).select("id").collect())
+    return sorted(r["id"] for r in read_table(spark, table_path(str(warehouse), "demo", stream)).select("id").collect())
 
 
 def resume_log(caplog):
@@ -54,10 +53,12 @@ def resume_log(caplog):
 def test_item_5_a_state_the_table_passed_long_ago_still_resumes_from_the_table(spark, api, tmp_path, monkeypatch, caplog):
     """Reclaim keeps the newest checkpoint records only; a state of a record it dropped (the first
     run's start state ``{}``, a deleted state file; an early STATE) was then taken for an edited one,
-    and the stream read again from it: every user twice in the append table."""
+    and the stream read again from it: every user twice in the append table. (The Parquet folder's
+    reclaim, ``table_format: parquet``: a Delta table's log keeps every record of Delta's log retention.)"""
     monkeypatch.setattr(table_module, "KEEP_RECORDS", 2)
     warehouse = tmp_path / "warehouse"
     config = settings(api, warehouse, state_checkpoint_interval=50, page_size=50)
+    config["destination"]["table_format"] = "parquet"
     first = sync(config, "users")
     assert first.returncode == 0
     early = first.states()[0]
@@ -67,7 +68,7 @@ def test_item_5_a_state_the_table_passed_long_ago_still_resumes_from_the_table(s
     api.touch("users", 5)
     third = sync(config, "users", state=second.final_state_list())
     assert third.returncode == 0
-    table = SparkTable(spark, table_path(str(warehouse), "demo", "users"))
+    table = table_at(spark, table_path(str(warehouse), "demo", "users"))
     table.reclaim(retention_seconds=0)  # as the next sync's start does
     assert all(record.start_state != {} for record in table.committed_checkpoints())  # the first run's records are gone
     expected = ids(spark, warehouse, "users")

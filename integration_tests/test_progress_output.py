@@ -23,6 +23,7 @@ from integration_tests.conftest import (
     ROOT,
     catalog,
     config_for,
+    read_table,
     run_in_process,
     write_json,
 )
@@ -107,7 +108,7 @@ def test_stderr_follows_the_run_and_ends_with_the_summary(spark, demo_api, tmp_p
         row = rows[name]
         assert row["status"] == "ok"
         assert row["where"] == path
-        assert int(row["committed"].replace(",", "")) == spark.read.parquet(path).count(), name
+        assert int(row["committed"].replace(",", "")) == read_table(spark, path).count(), name
         assert row["read"] == row["committed"] and row["skipped"] == "0", name
         assert int(row["checkpoints"]) == len(states.get(name, []))
         assert int(row["commits"]) >= 1

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from airbyte_cdk.sources.streams import IncrementalMixin
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, page_converters_of
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, page_converters_of, read_table
 from source_framework import HttpStream, RecordsAtPath, TokenAuthenticator, page_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import SCHEMAS, DemoSource, Orders, Products, StoreOrders, Stores
@@ -122,7 +122,7 @@ class DemoDoubled(DemoSource):
 
 def table_rows(spark, warehouse, stream, drop=("_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint")):
     # (which commit a row came with depends on how checkpoints queued up: timing, not data)
-    frame = spark.read.parquet(table_path(str(warehouse), "demo", stream)).drop(*drop)
+    frame = read_table(spark, table_path(str(warehouse), "demo", stream)).drop(*drop)
     return sorted(tuple(row) for row in frame.collect())
 
 
@@ -183,11 +183,11 @@ def test_a_stream_that_changes_its_records_lands_them_changed(spark, api, tmp_pa
     orders["streams"].append({**copy, "stream": {**copy["stream"], "name": "store_orders"}})
     assert read(DemoDoubled(), config, orders).returncode == 0
     warehouse = str(tmp_path / "warehouse")
-    amounts = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(warehouse, "demo", "orders")).collect()}
+    amounts = {row["id"]: row["amount"] for row in read_table(spark, table_path(warehouse, "demo", "orders")).collect()}
     api_amounts = {record["id"]: record["amount"] for record in all_records(api, "orders", {"start": "2025-01-01T00:00:00Z"})}
     assert amounts and amounts == {key: value * 2 for key, value in api_amounts.items() if key in amounts}
     assert len(amounts) == len(api_amounts)
-    cents = {row["id"]: row["amount"] for row in spark.read.parquet(table_path(warehouse, "demo", "store_orders")).collect()}
+    cents = {row["id"]: row["amount"] for row in read_table(spark, table_path(warehouse, "demo", "store_orders")).collect()}
     assert cents == {key: round(value * 100) for key, value in api_amounts.items()}
 
 
@@ -236,11 +236,11 @@ def test_a_converter_killed_in_a_sync_fails_the_stream_and_the_next_sync_lands_e
               if m["type"] == "TRACE" and m["trace"].get("type") == "ERROR"]
     assert len(errors) == 1 and "page converter process ended with exit code -9" in errors[0], errors
     orders = table_path(str(tmp_path / "warehouse"), "demo", "orders")
-    committed = spark.read.parquet(orders).count() if first.states() else 0
+    committed = read_table(spark, orders).count() if first.states() else 0
     assert committed < 1_500  # the pages sent after the kill were committed under no STATE
 
     monkeypatch.setattr(page_conversion.PageConverter, "page", original)
     second = read(DemoSource(), config, catalog("orders"), state=first.final_state_list() or None)
     assert second.returncode == 0
-    ids = [row["id"] for row in spark.read.parquet(table_path(str(tmp_path / "warehouse"), "demo", "orders")).select("id").collect()]
+    ids = [row["id"] for row in read_table(spark, table_path(str(tmp_path / "warehouse"), "demo", "orders")).select("id").collect()]
     assert sorted(ids) == sorted(record["id"] for record in all_records(api, "orders", {"start": "2025-01-01T00:00:00Z"}))

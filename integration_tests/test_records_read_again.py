@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from integration_tests.conftest import read_table
 from source_framework import IncrementalHttpStream, Source
 from source_framework.destinations.spark import buffer as buffer_module
 from source_framework.destinations.spark.layout import table_path
@@ -123,7 +124,7 @@ def config_of(api, tmp_path):
 
 
 def table_rows(spark, tmp_path, source=ItemsSource):
-    frame = spark.read.parquet(table_path(str(tmp_path / "warehouse"), source().name, "items"))
+    frame = read_table(spark, table_path(str(tmp_path / "warehouse"), source().name, "items"))
     return sorted((r["id"], r["name"]) for r in frame.collect())
 
 

@@ -3,7 +3,8 @@
 One source with one small stream per case is synced twice in this process (on the test run's one
 Spark session): the first sync with each stream's first schema, the second with its changed one.
 Every table is then read once by a separate Spark application (conftest's ``new_application``:
-plain ``spark.read.parquet``, default options), which is what a user's reader sees. A stream whose
+plain ``spark.read.parquet``, or Spark with Delta's jars for a Delta table, default options), which
+is what a user's reader sees. A stream whose
 change the table cannot take fails alone: the other streams of the same sync complete.
 """
 
@@ -283,12 +284,14 @@ def test_item_8_the_sink_counts_undeclared_fields_for_the_summary(spark, tmp_pat
     assert sink.records_with_undeclared_fields() == 2
 
 
+@pytest.mark.parametrize("table_format", ["delta", "parquet"])
 @pytest.mark.parametrize("declared, older, newer", [
     ({"type": "integer"}, 9, 10),
     ({"type": "number"}, 9.5, 10.25),
     ({"type": "string", "format": "date-time"}, "2025-01-01T10:00:00+02:00", "2025-01-01T09:00:00Z"),
 ])
-def test_append_dedup_keeps_the_latest_cursor_by_its_declared_type_also_inside_an_object(spark, tmp_path, declared, older, newer):
+def test_append_dedup_keeps_the_latest_cursor_by_its_declared_type_also_inside_an_object(
+        spark, tmp_path, declared, older, newer, table_format):
     """A cursor inside an object column (``["meta", "version"]``) was read out of its JSON as text,
     where 9 comes after 10 and 10:00+02:00 after 09:00Z: the merge kept the older record and dropped
     the newer one (found in review)."""
@@ -300,7 +303,9 @@ def test_append_dedup_keeps_the_latest_cursor_by_its_declared_type_also_inside_a
     schema = {"properties": {"id": {"type": "integer"}, "meta": {"type": "object", "properties": {"version": declared}}}}
     target = StreamTarget("versions", None, schema, incremental=True, destination_sync_mode=APPEND_DEDUP,
                           primary_key=[["id"]], cursor_field=["meta", "version"])
-    table = SparkTable(spark, str(tmp_path / "versions"), arrow_writes=True)
+    destination = SparkDestination(str(tmp_path), "x", table_format=table_format)  # (only asked for a new table)
+    table = destination._table_at(str(tmp_path / "versions"), spark, arrow_writes=True)
+    destination.close()
     table.recover()
     writer = TableWriter(table, target, arrow_schema(schema), recorded_schema=table.recorded_schema())
 

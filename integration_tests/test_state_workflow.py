@@ -11,14 +11,24 @@ import os
 
 import pytest
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, stream_states, write_json
+from integration_tests.conftest import (
+    API_KEY,
+    all_records,
+    catalog,
+    config_for,
+    read_table,
+    run_in_process,
+    stream_states,
+    table_at,
+    write_json,
+)
 from integration_tests.test_records_read_again import Items, ItemsApi, ItemsSource, items_catalog
 from source_framework.demo.api import DemoApi, Faults
 from source_framework.demo.source import DemoSource
 
 
 def ids(spark, warehouse, name):
-    return sorted(r["id"] for r in spark.read.parquet(os.path.join(str(warehouse), "demo", name)).select("id").collect())
+    return sorted(r["id"] for r in read_table(spark, os.path.join(str(warehouse), "demo", name)).select("id").collect())
 
 
 def test_state_file_reset_and_set_keep_tables_consistent(spark, demo_api, tmp_path):
@@ -73,7 +83,6 @@ def test_state_set_after_a_crash_moves_the_partitions_the_table_committed_beyond
     stores 3-10 at once). ``state set`` kept those stores' rows before the cursor but left them out
     of the new state, so the next sync read them from the start and wrote 600 of 1,500 orders twice
     (found in review)."""
-    from source_framework.destinations.spark.table import SparkTable
     from source_framework.helpers.faults import SimulatedCrash, crash_at
 
     warehouse = tmp_path / "warehouse"
@@ -90,7 +99,7 @@ def test_state_set_after_a_crash_moves_the_partitions_the_table_committed_beyond
         with open(state_file) as handle:
             in_file = [p["partition"] for m in json.load(handle) for p in m["stream"]["stream_state"]["states"]]
         table = os.path.join(str(warehouse), "demo", "store_orders")
-        in_table = [p["partition"] for p in SparkTable(spark, table).last_checkpoint().state["states"]]
+        in_table = [p["partition"] for p in table_at(spark, table).last_checkpoint().state["states"]]
         assert len(in_table) > len(in_file)  # the crash this test is about
 
         cursors = sorted(r["updatedAt"] for r in all_records(api, "orders"))
@@ -316,12 +325,12 @@ def test_item_6_state_set_on_a_text_cursor_with_offsets_keeps_the_rows_before_th
                                "--cursor", cursor, source=TextItemsSource())
         assert moved.returncode == 0, moved.stderr
         path = os.path.join(str(warehouse), TextItemsSource().name, "items")
-        assert sorted(r["id"] for r in spark.read.parquet(path).collect()) == [1, 2, 3, 4, 8]
+        assert sorted(r["id"] for r in read_table(spark, path).collect()) == [1, 2, 3, 4, 8]
         again = run_in_process(*read, source=TextItemsSource())
         assert again.returncode == 0, again.stderr
     finally:
         api.close()
-    assert sorted(r["id"] for r in spark.read.parquet(path).collect()) == list(range(1, 9))
+    assert sorted(r["id"] for r in read_table(spark, path).collect()) == list(range(1, 9))
 
 
 def test_item_6_state_set_on_a_timestamp_cursor_takes_an_offset_without_seconds(spark, demo_api, tmp_path):

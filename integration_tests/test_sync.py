@@ -14,8 +14,10 @@ from integration_tests.conftest import (
     all_records,
     catalog,
     config_for,
+    read_table,
     run_in_process,
     stream_states,
+    table_at,
     write_json,
 )
 
@@ -23,7 +25,7 @@ STREAMS = ["users", "orders", "stores", "store_orders", "products"]
 
 
 def table(spark, warehouse, name):
-    return spark.read.parquet(os.path.join(str(warehouse), "demo", name))
+    return read_table(spark, os.path.join(str(warehouse), "demo", name))
 
 
 def ids(frame):
@@ -62,9 +64,7 @@ def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
     # so there are at most as many commits as STATEs, and the newest holds the final state.
     user_states = stream_states(run, "users")
     assert 1 <= users.select("_sf_checkpoint").distinct().count() <= len(user_states)
-    from source_framework.destinations.spark.table import SparkTable
-
-    newest = SparkTable(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
+    newest = table_at(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
     assert newest is not None
     assert newest.state == user_states[-1]["stream"]["stream_state"]
 

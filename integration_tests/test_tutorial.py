@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from integration_tests.conftest import ROOT
+from integration_tests.conftest import ROOT, read_table
 
 EXAMPLE = os.path.join(ROOT, "examples", "orders_connector")
 CONNECTOR = os.path.join(EXAMPLE, "main.py")
@@ -76,7 +76,7 @@ def test_sync_kill_resume_every_order_exactly_once(spark, demo_api_process, tmp_
         assert first.wait(timeout=30) == -signal.SIGKILL
     killed_at = json.loads(state_path.read_text())[0]["stream"]["stream_state"]["updatedAt"]
     table = str(tmp_path / "warehouse" / "shop" / "orders")
-    committed = spark.read.parquet(table).count()
+    committed = read_table(spark, table).count()
     assert 0 < committed < RECORDS, "the kill should land in the middle of the sync"
 
     # The same command again resumes from the state file and finishes.
@@ -88,7 +88,7 @@ def test_sync_kill_resume_every_order_exactly_once(spark, demo_api_process, tmp_
     assert json.loads(state_path.read_text())[0]["stream"]["stream_state"]["updatedAt"] == final
     assert b"read finished in " in resumed.stderr and table.encode() in resumed.stderr
 
-    frame = spark.read.parquet(table)
+    frame = read_table(spark, table)
     ids = [row["id"] for row in frame.select("id").collect()]
     assert len(ids) == RECORDS, f"{len(ids) - len(set(ids))} duplicate rows, {RECORDS - len(set(ids))} orders missing"
     assert set(ids) == set(range(1, RECORDS + 1))

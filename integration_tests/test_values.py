@@ -27,7 +27,7 @@ from airbyte_cdk.models import AirbyteMessage, AirbyteRecordMessage, ConnectorSp
 from airbyte_cdk.sources import AbstractSource
 from airbyte_cdk.sources.streams import Stream
 
-from integration_tests.conftest import run_in_process, write_json
+from integration_tests.conftest import read_table, run_in_process, write_json
 from source_framework.demo.source import DemoSource
 from source_framework.destinations.spark.layout import table_path
 
@@ -134,7 +134,7 @@ def sync(tmp_path, source, writer: str, names: tuple[str, ...], **destination: A
 def test_python_values_land_as_airbyte_cdk_prints_them(spark, tmp_path, writer):
     run, warehouse = sync(tmp_path, PythonValues(), writer, ("purchases", "printed"))
     assert run.returncode == 0, run.stderr
-    tables = {name: spark.read.parquet(table_path(warehouse, "PythonValues", name)) for name in ("purchases", "printed")}
+    tables = {name: read_table(spark, table_path(warehouse, "PythonValues", name)) for name in ("purchases", "printed")}
     columns = [*SCHEMA, "_sf_meta"]
     rows = {name: sorted(tuple(row) for row in frame.select(*columns).collect()) for name, frame in tables.items()}
     assert len(rows["purchases"]) == RECORDS
@@ -151,7 +151,7 @@ def test_python_values_land_as_airbyte_cdk_prints_them(spark, tmp_path, writer):
 def test_values_that_do_not_fit_are_counted_logged_and_summed_up(spark, tmp_path):
     run, warehouse = sync(tmp_path, PythonValues(), "arrow", ("purchases",))
     assert run.returncode == 0, run.stderr
-    frame = spark.read.parquet(table_path(warehouse, "PythonValues", "purchases"))
+    frame = read_table(spark, table_path(warehouse, "PythonValues", "purchases"))
     assert frame.where("vip IS NULL").count() == RECORDS  # booleans in an integer column: null, but not silently
     assert "field 'vip' does not fit its column (expected integer, got boolean" in run.stderr
     summary = [line for line in run.stderr.splitlines() if line.startswith("purchases: ")]
@@ -167,7 +167,8 @@ def test_on_type_mismatch_fail_stops_the_stream_before_its_rows_are_committed(sp
     errors = [m["trace"]["error"] for m in run.of_type("TRACE") if m["trace"]["type"] == "ERROR"]
     assert len(errors) == 1 and "field 'vip'" in errors[0]["message"] and "expected integer, got boolean" in errors[0]["message"]
     assert not run.of_type("STATE")
-    assert not os.path.exists(os.path.join(table_path(warehouse, "PythonValues", "purchases"), "_spark_metadata"))
+    for log in ("_delta_log", "_spark_metadata"):  # no commit, in either table format
+        assert not os.path.exists(os.path.join(table_path(warehouse, "PythonValues", "purchases"), log))
 
 
 def test_a_value_airbyte_cdk_cannot_print_stops_its_stream_and_no_other(spark, tmp_path):
@@ -217,8 +218,8 @@ def test_the_page_converter_counts_and_fails_as_this_process_does(spark, tmp_pat
         assert errors and "field 'name'" in errors[0]["message"] + errors[0].get("internal_message", "")
         return
     assert run.returncode == 0, run.stderr
-    rows = spark.read.parquet(frame_path).count()
-    assert rows > 0 and spark.read.parquet(frame_path).where("name IS NOT NULL").count() == 0
+    rows = read_table(spark, frame_path).count()
+    assert rows > 0 and read_table(spark, frame_path).where("name IS NOT NULL").count() == 0
     assert f"users: {rows:,} values did not fit their column" in run.stderr  # every name: text, not an integer
     assert "field 'name' does not fit its column (expected integer, got string" in run.stderr
 

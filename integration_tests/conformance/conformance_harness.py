@@ -559,8 +559,9 @@ class KilledRun:
     """``run_connector.py STYLE ours read ...`` killed with SIGKILL in the middle of its sync.
 
     The API holds the connector's requests after the first half (``ShopApi``) until the process
-    has committed a first checkpoint (a file under ``_spark_metadata/`` or ``_checkpoints/`` of a
-    table), or ``open_after`` seconds, then answers them one every ``drip`` seconds. With
+    has committed a first checkpoint (an entry of a table's ``_delta_log/``, or a file under
+    ``_spark_metadata/`` or ``_checkpoints/`` of a ``parquet`` table), or ``open_after`` seconds,
+    then answers them one every ``drip`` seconds. With
     ``SOURCE_FRAMEWORK_PAUSE_AT=state.printed:1`` the process pauses right after printing its
     first STATE (other threads, such as background commits, go on) and is killed there with
     SIGKILL, together with whatever it started (pool workers, the Spark JVM); one that has printed
@@ -660,7 +661,7 @@ class KilledRun:
         return self
 
     def _committed(self) -> bool:
-        for log in ("_spark_metadata", "_checkpoints"):
+        for log in ("_delta_log", "_spark_metadata", "_checkpoints"):
             if glob.glob(os.path.join(self.warehouse, "*", "*", log, "[0-9]*")):
                 return True
         return False
