@@ -51,14 +51,6 @@ def _root_logging_left_as_found():
     root.setLevel(level)
 
 
-def read_table(spark, path: str):
-    """A sync's table as a reader of its format sees it: through its Delta log (the default
-    format), or through Spark's file-sink log (``table_format: parquet``)."""
-    if os.path.isdir(os.path.join(path, "_delta_log")):
-        return spark.read.format("delta").load(path)
-    return spark.read.parquet(path)
-
-
 def table_at(spark, path: str):
     """The table at ``path`` in its own format, for its checkpoint records (``last_checkpoint``,
     ``committed_checkpoints``, ``live_files``): a ``DeltaLakeTable`` or a ``SparkTable``."""

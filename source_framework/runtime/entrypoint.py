@@ -594,8 +594,9 @@ def spark_destination(
 
     settings = dict(config.get("destination") or {})
     warehouse = parsed.warehouse or settings.get("warehouse", "./warehouse")
+    table_format = str(settings.get("table_format", "delta"))
     try:
-        warehouse_for(str(warehouse), str(settings.get("table_format", "parquet")))
+        warehouse_for(str(warehouse), table_format)
     except ValueError as error:
         if converters is not None:
             converters.close()
@@ -616,7 +617,7 @@ def spark_destination(
             connect_retry_seconds=float(settings.get("connect_retry_seconds", CONNECT_RETRY_SECONDS)),
             converters=converters,
             on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
-            table_format=str(settings.get("table_format", "delta")),
+            table_format=table_format,
         )
     except (TypeError, ValueError) as error:
         if converters is not None:
