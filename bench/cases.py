@@ -62,10 +62,14 @@ class BenchEnv:
         self.warehouses.append(path)
         return path
 
-    def config_path(self, interval: int | None, tag: str, concurrency: int) -> str:
+    def config_path(self, interval: int | None, tag: str, concurrency: int, destination: dict[str, Any] | None = None) -> str:
+        """The base config at ``interval`` and ``concurrency``; ``destination``: keys of its
+        ``destination`` section this case sets (its table format or writer)."""
         path = os.path.join(self.workdir, f"config-{tag}.json")
+        config = {**self.base_config, "state_checkpoint_interval": interval, "concurrency_level": concurrency}
+        config["destination"] = {**config.get("destination", {}), **(destination or {})}
         with open(path, "w") as handle:
-            json.dump({**self.base_config, "state_checkpoint_interval": interval, "concurrency_level": concurrency}, handle)
+            json.dump(config, handle)
         return path
 
     def child_env(self) -> dict[str, str]:
@@ -146,15 +150,17 @@ class WorkerCase(Case):
 
 
 class FullSyncCase(Case):
-    """(4) ``main.py read`` into a fresh Spark warehouse at one checkpoint interval."""
+    """(4) ``main.py read`` into a fresh Spark warehouse at one checkpoint interval; ``destination``:
+    the destination settings this case sets (``table_format``, ``writer``) over the run's."""
 
-    def __init__(self, name: str, label: str, interval: int | None, spark_master: str | None = None, concurrency: int = 1) -> None:
+    def __init__(self, name: str, label: str, interval: int | None, spark_master: str | None = None, concurrency: int = 1,
+                 destination: dict[str, Any] | None = None) -> None:
         self.name, self.label, self.interval, self.spark_master = name, label, interval, spark_master
-        self.concurrency = concurrency
+        self.concurrency, self.destination = concurrency, destination
 
     def run(self, env: BenchEnv) -> Measurement:
         warehouse = env.new_warehouse(self.name)
-        config = env.config_path(self.interval, self.name, self.concurrency)
+        config = env.config_path(self.interval, self.name, self.concurrency, self.destination)
         # Through the compare probe counting no records: it only notes when the first checkpoint was
         # asked, for the "first commit" figure (no cost per record).
         counters_path = os.path.join(env.workdir, f"{self.name}.counters")
@@ -189,17 +195,28 @@ class FullSyncCase(Case):
         destination = SparkDestination(warehouse, default_namespace=env.namespace)  # only asked where tables are
         try:
             totals = [commit_stats(destination.committed_table(None, stream)) for stream in env.streams]
+            resume_open = resume_open_seconds(destination, env.streams)
         finally:
             destination.close()
         measurement = Measurement(
             case=self.name, records=sum(t.rows for t in totals), seconds=last - first, process_seconds=process_seconds,
             python_peak_mb=peaks.python_mb, jvm_peak_mb=peaks.jvm_mb, converter_peak_mb=peaks.converters_mb, states=states,
             extra={"processes": peaks.processes(), "first_state_after_start_s": round((first_state or started) - started, 2),
-                   "first_commit_s": _first_commit_seconds(counters.first_checkpoint_at(), first_state_wall)},
+                   "first_commit_s": _first_commit_seconds(counters.first_checkpoint_at(), first_state_wall),
+                   "resume_open_s": round(resume_open, 3)},
             commits=sum(t.commits for t in totals), data_files=sum(t.files for t in totals),
         )
         counters.close()
         return measurement
+
+
+def resume_open_seconds(destination: SparkDestination, streams: list[str]) -> float:
+    """How long a resume takes to open the tables and find their last committed checkpoint, as
+    ``read`` does before its first request (tables opened anew: nothing cached from the sync)."""
+    started = time.perf_counter()
+    for stream in streams:
+        destination.committed_table(None, stream).last_checkpoint()
+    return time.perf_counter() - started
 
 
 def remove_warehouses(paths: list[str]) -> None:
@@ -229,9 +246,18 @@ def all_cases(spark_master: str | None = None, concurrency: tuple[int, ...] = (1
     for n in concurrency:
         cases.append(FullSyncCase(f"full-slice-c{n}", f"(4) full sync into Spark, slice checkpoints, concurrency {n}",
                                   None, spark_master, concurrency=n))
+    parquet, spark_writer = {"table_format": "parquet"}, {"table_format": "delta", "writer": "spark"}
     cases += [
         FullSyncCase("full-10000", "(4) full sync into Spark, interval 10000", 10000, spark_master),
         FullSyncCase("full-1000", "(4) full sync into Spark, interval 1000", 1000, spark_master),
         FullSyncCase("full-100", "(4) full sync into Spark, interval 100", 100, spark_master),
+        # the table formats and writers side by side (the cases above: the run's, Delta by default)
+        FullSyncCase("parquet-slice", "(4p) full sync into Parquet folders, slice checkpoints", None, spark_master, destination=parquet),
+        FullSyncCase("parquet-100", "(4p) full sync into Parquet folders, interval 100", 100, spark_master, destination=parquet),
+        FullSyncCase("spark-writer-slice", "(4s) full sync into Delta by Spark's Delta writer, slice checkpoints", None,
+                     spark_master, destination=spark_writer),
     ]
+    from bench.dlt_case import DltDeltaCase  # (it builds on this module's Case)
+
+    cases.append(DltDeltaCase())
     return cases

@@ -13,6 +13,8 @@ applies (the API answering at once: CPU-bound; the API waiting before each page:
     any            first commit <= 1 s from the first slice's end (a running Spark Connect server);
                    peak memory of a full sync (Python + JVM + page converters) < 1.5 GB (concurrency 8 where it ran);
                    Python peak grows < 10% from the smallest to the largest --records
+    any            (table formats) Delta @ slice >= 0.9 x Parquet folders @ slice, >= 3 x dlt's Delta
+                   load; a resume opens a table of >= 1,000 commits in <= 1 s
 
 Usage::
 
@@ -35,6 +37,7 @@ READ_RATE_TARGET = 150_000  # records/s of (1) at >= LARGE records, the API answ
 LARGE = 1_000_000
 FIRST_STATE_TARGET_S = 6.0  # from the process's start, embedded Spark session
 FIRST_COMMIT_TARGET_S = 1.0  # from the first slice's end, a running Spark Connect server
+RESUME_OPEN_TARGET_S, RESUME_OPEN_COMMITS = 1.0, 1000  # a table of 1,000 commits opens for a resume within 1 s
 
 CPU, LATENCY, ANY = "cpu", "latency", "any"
 
@@ -53,6 +56,11 @@ RATIOS: list[tuple[str, str, str, float | None, str]] = [
     ("full sync @ slice / (2) airbyte-cdk read", "full-slice-c1", "cdk-devnull", None, ANY),
     ("(1) our read, dropped / (2) airbyte-cdk read", "framework-null", "cdk-devnull", None, ANY),
     ("(3) bare requests / (1) our read, dropped", "bare-requests", "framework-null", None, ANY),
+    # the table formats (issue 50's targets): full-slice-c1 and full-100 write the run's format, Delta by default
+    ("Delta @ slice / Parquet folders @ slice", "full-slice-c1", "parquet-slice", 0.9, ANY),
+    ("Delta @ 100 / Parquet folders @ 100", "full-100", "parquet-100", None, ANY),
+    ("Delta @ slice / dlt's Delta load", "full-slice-c1", "dlt-delta", 3.0, ANY),
+    ("Delta by Spark's writer @ slice / Delta by delta-rs @ slice", "spark-writer-slice", "full-slice-c1", None, ANY),
 ]
 
 
@@ -91,6 +99,8 @@ class BenchReport:
             "first_state_after_start_s": _median_rounded([m.extra.get("first_state_after_start_s") for m in runs]),
             # seconds from the first checkpoint asked (the first slice's end) to its STATE line
             "first_commit_s": _median_rounded([m.extra.get("first_commit_s") for m in runs]),
+            # seconds a resume takes to open the tables and find their last checkpoint (full syncs only)
+            "resume_open_s": _median_rounded([m.extra.get("resume_open_s") for m in runs]),
             "repetitions": len(runs),
         }
 
@@ -136,6 +146,9 @@ class BenchReport:
         connect = str(self.settings.get("spark_master") or "").startswith("sc://")
         for case in self.measurements:
             summary = self.summary(case)
+            if summary["resume_open_s"] is not None and (summary["spark_commits"] or 0) >= RESUME_OPEN_COMMITS:
+                rows.append(_check(f"{case}: resume opens {summary['spark_commits']:,} commits, s", summary["resume_open_s"],
+                                   "<=", RESUME_OPEN_TARGET_S))
             if not case.startswith("full-slice"):
                 continue
             if connect and summary["first_commit_s"] is not None:
@@ -182,14 +195,14 @@ class BenchReport:
             "",
         ]
         header = ["case", "records/s", "seconds", "first STATE s", "first commit s", "STATEs", "commits", "files",
-                  "cores", "API cores", "Python MB", "converter MB", "JVM MB"]
+                  "resume open s", "cores", "API cores", "Python MB", "converter MB", "JVM MB"]
         rows = []
         for case in self.measurements:
             summary = self.summary(case)
             rows.append([summary["label"], f"{summary['records_per_second']:,.0f}", f"{summary['seconds']:.2f}",
                          _dash(summary["first_state_after_start_s"]), _dash(summary["first_commit_s"]),
                          str(summary["states"]), _dash(summary["spark_commits"]), _dash(summary["data_files"]),
-                         _dash(summary["cores"]), _dash(summary["api_cores"]),
+                         _dash(summary["resume_open_s"]), _dash(summary["cores"]), _dash(summary["api_cores"]),
                          f"{summary['python_peak_mb']:.0f}", _dash(round(summary["converter_peak_mb"]) or None),
                          _dash(round(summary["jvm_peak_mb"]) or None)])
         lines.append(_table(header, rows))

@@ -19,7 +19,11 @@ per repetition, interleaved (the order rotates each repetition), each in a fresh
    (orders as a low-code manifest) at ``concurrency_level`` N, to /dev/null;
 5. ``full-slice-c<N>``: ``main.py read`` into Spark at slice checkpoints, N slices at once;
    ``full-10000``, ``full-1000``, ``full-100``: the same, one slice at a time, at those
-   ``state_checkpoint_interval`` values.
+   ``state_checkpoint_interval`` values (all in the run's table format, Delta by default);
+   ``parquet-slice``, ``parquet-100``: into Parquet folders; ``spark-writer-slice``: into Delta
+   by Spark's Delta writer (``writer: spark``);
+6. ``dlt-delta``: dlt's ``filesystem`` destination with ``table_format="delta"`` over the same
+   orders pages, in a virtual environment of its own (``bench/dlt_case.py``; made on first use).
 
 It prints medians of records/s, the ratios between cases against the issue's targets, Spark
 commits and data files, and the peak memory of the Python process and the Spark JVM; the same

@@ -3,7 +3,8 @@
 Runs ``main.py read`` twice as a user would (separate processes, the embedded demo API in
 each), saving the last STATE per stream in between. Before the second sync the demo API's data
 moves on one generation (some users, orders and products are updated), so the incremental sync
-has something to find. Then it prints where the tables are, their row counts and the state.
+has something to find. Then it reads the Delta tables with deltalake, Polars and Spark (each sees
+the same rows) and prints the state.
 Where a table is, and how one is deleted, only the Spark destination says: the walkthrough asks
 the one ``read`` builds from the same arguments.
 
@@ -98,24 +99,40 @@ def delete_tables(destination: Any, streams: list[str]) -> None:
 
 
 def table_summary(destination: Any, streams: list[str]) -> list[dict[str, Any]]:
-    from source_framework.destinations.spark.session import get_spark
+    """Each stream's table as other tools read it through its Delta log: rows by ``deltalake`` and
+    distinct ids by Polars (neither starts a JVM), and rows again by a Spark application with Delta."""
+    import polars as pl
+    from deltalake import DeltaTable
 
-    spark = get_spark("local[2]")
     rows = []
     for name in streams:
-        table = destination.committed_table(None, name, spark)
-        frame = table.read()
-        rows.append(
-            {
-                "stream": name,
-                "rows": frame.count(),
-                "distinct ids": frame.select("id").distinct().count(),
-                "syncs": frame.select("_sf_sync_id").distinct().count(),
-                "path": table.path,
-            }
-        )
-    spark.stop()
+        path = destination.table_path(None, name)
+        table = DeltaTable(path)
+        ids = pl.scan_delta(path).select(pl.col("id").n_unique(), pl.len()).collect().row(0)
+        rows.append({"stream": name, "rows": table.to_pyarrow_dataset().count_rows(), "polars rows": ids[1],
+                     "distinct ids": ids[0], "path": path})
+    for row, count in zip(rows, spark_row_counts([row["path"] for row in rows])):
+        row["spark rows"] = count
     return rows
+
+
+# A Spark application of its own with Delta's jars (the session the runtime would start), in a child
+# process: its start-up banner and logs stay out of the walkthrough unless it fails.
+SPARK_COUNTS = """
+import json, sys
+from source_framework.destinations.spark.session import get_spark
+spark = get_spark("local[1]", app_name="demo-reader")
+print(json.dumps([spark.read.format("delta").load(path).count() for path in sys.argv[1:]]))
+spark.stop()
+"""
+
+
+def spark_row_counts(paths: list[str]) -> list[int]:
+    done = subprocess.run([sys.executable, "-c", SPARK_COUNTS, *paths], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"reading the tables with Spark failed with exit code {done.returncode}")
+    return [int(count) for count in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,28 +171,33 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(catalog, handle, indent=2)
     state_path = os.path.join(workdir, "state.json")
     streams = [entry["stream"]["name"] for entry in catalog["streams"]]
+    modes = {entry["stream"]["name"]: entry["destination_sync_mode"] for entry in catalog["streams"]}
     first_config, second_config = config(0), config(1)
     with closing(read_destination(first_config, catalog_path)) as destination:
         delete_tables(destination, streams)
 
-    first = run_sync("full sync", ["--config", first_config, "--catalog", catalog_path, "--quiet"], workdir)
+    first = run_sync("full sync", ["--config", first_config, "--catalog", catalog_path], workdir)
     with open(state_path, "w") as handle:
         json.dump(list(first.values()), handle, indent=2)
     second = run_sync(
         "incremental sync (the API has updated some records since)",
-        ["--config", second_config, "--catalog", catalog_path, "--state", state_path, "--quiet"],
+        ["--config", second_config, "--catalog", catalog_path, "--state", state_path],
         workdir,
     )
     final = {**first, **second}
     with open(state_path, "w") as handle:
         json.dump(list(final.values()), handle, indent=2)
 
-    print(f"\n== tables under {warehouse}")
-    print(f"   {'stream':<14} {'rows':>8} {'distinct ids':>13} {'syncs':>6}  path")
+    print(f"\n== Delta Lake tables under {warehouse}, read by deltalake, Polars and Spark with Delta")
     with closing(read_destination(second_config, catalog_path)) as destination:
         summary = table_summary(destination, streams)
+    print(f"   {'stream':<14} {'deltalake':>9} {'Polars':>8} {'Spark':>8} {'distinct ids':>13}  sync mode")
     for row in summary:
-        print(f"   {row['stream']:<14} {row['rows']:>8} {row['distinct ids']:>13} {row['syncs']:>6}  {row['path']}")
+        mode = modes[row["stream"]]
+        print(f"   {row['stream']:<14} {row['rows']:>9} {row['polars rows']:>8} {row['spark rows']:>8} {row['distinct ids']:>13}  {mode}")
+    print("   append: the incremental sync appended each record the API updated since the full sync as a new")
+    print("   row, so rows minus distinct ids are those updates (`append_dedup` keeps one row per id instead);")
+    print("   overwrite: the table holds the last sync's records.")
     print(f"\n== final state ({state_path})")
     for name, state in final.items():
         print(f"   {name:<14} {json.dumps(state['stream']['stream_state'])[:100]}")
