@@ -166,3 +166,19 @@ def test_a_connector_s_own_backoff_time_wins(api, waits):
         waits.clear()
         _read(stream)
         assert waits == [1.25]
+
+
+def test_the_demo_connector_reads_an_http_date_and_backs_off_from_5xx():
+    from source_framework.demo.source import Users
+
+    stream = Users({"api_key": "k", "api_url": "http://127.0.0.1:9/"})
+    date = requests.Response()
+    date.status_code = 429
+    date.headers["Retry-After"] = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= stream.backoff_time(date) <= 31  # was float("Sat, ...") -> ValueError, the stream failed
+    seconds = requests.Response()
+    seconds.status_code, seconds.headers["Retry-After"] = 429, "3"
+    assert stream.backoff_time(seconds) == 3
+    error = requests.Response()
+    error.status_code = 500
+    assert stream.backoff_time(error) == 0.5 and stream.backoff_time(requests.ConnectionError()) == 0.5
