@@ -69,7 +69,7 @@ def _error_key(record: logging.LogRecord) -> tuple[str, str] | None:
 
 
 @contextmanager
-def holding_back_repeats(keep: bool = False) -> Iterator[RepeatedErrors]:
+def one_traceback_per_error(keep: bool = False) -> Iterator[RepeatedErrors]:
     """``RepeatedErrors`` on every handler of the root logger while the block runs. ``keep``: it
     stays on them after the block (a process of its own, about to exit), because a stream that
     failed does not wait for its other workers, and those log the same error a moment later."""
