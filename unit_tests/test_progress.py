@@ -390,8 +390,9 @@ def test_the_summary_has_a_row_per_stream_with_counts_commits_cursor_time_and_ta
     assert lines[3].split() == ["stores", "ok", "10", "10", "0", "1", "1", "-", "0.4s", "/warehouse/demo/stores"]
     assert lines[4].split() == ["orders", "FAILED", "900", "500", "0", "1", "1", "-", "1m15s", "/warehouse/demo/orders"]
     assert lines[5].split() == ["products", "ok", "42", "42", "0", "1", "-", "-", "0.0s", "stdout"]
+    assert lines[6] == "orders failed: RuntimeError: x"  # why, under the table
     # columns line up
-    assert all(line[lines[1].index("where"):].startswith(("/", "stdout", "where")) for line in lines[1:])
+    assert all(line[lines[1].index("where"):].startswith(("/", "stdout", "where")) for line in lines[1:6])
 
 
 def test_short_states():

@@ -72,12 +72,9 @@ class DemoStream(RecordsAtPath, HttpStream):
         self.is_sorted = bool(config.get("assume_sorted", True))
 
     def backoff_time(self, response_or_exception: Any) -> float | None:
-        """Wait what a 429's Retry-After asks; retry 5xx and connection errors after 0.5 s."""
-        if isinstance(response_or_exception, requests.Response):
-            retry_after = response_or_exception.headers.get("Retry-After")
-            if retry_after:
-                return float(retry_after)
-        return 0.5
+        """Wait what a 429's or 503's Retry-After asks (the framework's bases read it, seconds or a
+        date); retry other 5xx and connection errors after 0.5 s."""
+        return super().backoff_time(response_or_exception) or 0.5
 
     @property
     def url_base(self) -> str:

@@ -46,6 +46,7 @@ from source_framework.destinations.spark.layout import UnsafeTableName, warehous
 from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.runtime.catalog_command import add_catalog_command, run_catalog
 from source_framework.runtime.cdk_stream_state import state_setter
+from source_framework.runtime.error_log import one_traceback_per_error
 from source_framework.runtime.inputs import (
     InputError,
     check_config,
@@ -399,7 +400,7 @@ def run_read(
         logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
         output.add_state_listener(progress.checkpoint_committed)
         try:
-            with progress:
+            with progress, one_traceback_per_error(keep=not in_process):
                 result = read_streams(
                     adapters, catalog, states, destination, output, rebuild=rebuild, progress=progress,
                     side_messages=MessageDrain(source), state_as_given=parsed.from_state_as_given,
@@ -415,7 +416,7 @@ def run_read(
             destination.close()
             output.flush()
     if not parsed.quiet:
-        sys.stderr.write(format_summary(result, time.monotonic() - started))
+        sys.stderr.write(format_summary(result, time.monotonic() - started, output.secrets))
         sys.stderr.flush()
     return EXIT_FAILED if result.failed else EXIT_OK
 

@@ -13,7 +13,9 @@ again at its cursor and did not write twice (the table held them). An ``ok`` str
 ``committed = read - skipped``. ``checkpoints`` are the STATEs printed, ``commits`` the writes
 that reached the table (checkpoints queued behind a slow commit share one write; a full-refresh
 stream has one commit and one STATE, at its end), ``where`` the table's folder, or ``stdout``
-with ``--destination stdout``.
+with ``--destination stdout``. A failed stream gets a line under the table saying why::
+
+    orders failed: UserDefinedBackoffException: HTTP Status Code: 500. Error: Internal server error.
 """
 
 from __future__ import annotations
@@ -21,17 +23,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from source_framework.runtime.error_log import failure_reason
 from source_framework.runtime.results import ReadResult, StreamResult
+from source_framework.runtime.secrets import SecretFilter
 from source_framework.runtime.stream_adapters import means_no_state
 
 HEADER = ("stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final cursor", "time", "where")
 
 
-def format_summary(result: ReadResult, seconds: float) -> str:
+def format_summary(result: ReadResult, seconds: float, secrets: SecretFilter | None = None) -> str:
+    """The table, then a line per failed stream saying why (``orders failed: ...``, its error in
+    one line with ``secrets`` masked), then what was counted about records and values."""
     failed = len(result.failed)
     rows = [HEADER] + [_row(stream) for stream in result.streams]
     lines = [f"read finished in {human_seconds(seconds)}: {len(result.streams)} stream(s), {failed} failed"]
     lines += _aligned(rows)
+    for stream in result.failed:
+        assert stream.error is not None
+        lines.append(_printable(f"{stream.name} failed: {failure_reason(stream.error, secrets)}"))
     for stream in result.streams:
         line = undeclared_fields_line(stream.name, stream.records_with_undeclared_fields, stream.undeclared_fields)
         if line:

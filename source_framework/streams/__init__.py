@@ -6,6 +6,7 @@ from source_framework.streams.incremental import (
     IncrementalHttpStream,
 )
 from source_framework.streams.responses import RecordsAtPath, page_json
+from source_framework.streams.retry import RetryAfterBackoff
 from source_framework.streams.slicing import (
     DateWindowStream,
     PartitionedIncrementalStream,
@@ -19,6 +20,7 @@ __all__ = [
     "IncrementalHttpStream",
     "PartitionedIncrementalStream",
     "RecordsAtPath",
+    "RetryAfterBackoff",
     "date_windows",
     "page_json",
 ]

@@ -39,6 +39,7 @@ import requests
 
 from source_framework.helpers.raw_pages import RawPages
 from source_framework.helpers.records_path import records_at, records_path_keys
+from source_framework.streams.retry import RetryAfterBackoff
 
 _PARSED = "_source_framework_json"
 _BODY = "_source_framework_body"  # the bytes orjson parsed; absent where another parser was needed
@@ -63,7 +64,7 @@ def page_json(response: requests.Response) -> Any:
     return parsed
 
 
-class RecordsAtPath:
+class RecordsAtPath(RetryAfterBackoff):
     """``parse_response`` for streams whose records are a list in each page's JSON body, as the
     API sent them: set ``records_path`` (a key, a dotted path ``"result.items"``, or a list of
     keys; ``""`` for a body that is the list itself). Mixed into ``HttpStream`` subclasses (the
@@ -71,6 +72,9 @@ class RecordsAtPath:
 
         class Products(RecordsAtPath, HttpStream):
             records_path = "data"
+
+    The framework's bases get their ``Retry-After`` handling from here too (``RetryAfterBackoff``):
+    a 429 or 503 waits what the API asks.
 
     A stream that changes its records overrides ``parse_response`` instead (and then its records
     are converted in the reading process, as any stream's; so are those of a stream with a

@@ -1,0 +1,79 @@
+"""Waiting what the API asks: ``Retry-After`` on a 429 or a 503.
+
+airbyte-cdk 7's ``HttpStream`` calls the stream's ``backoff_time(response_or_exception)`` when the
+class has one (``get_backoff_strategy``); a number is the wait, ``None`` leaves the CDK's own
+exponential back-off. Without this, a stream waited 1, 2, 4 s whatever ``Retry-After`` said:
+too soon for an API that asked for 30 s (each early retry is another 429), too long for one that
+asked for 1 s. ``RetryAfterBackoff`` gives the framework's bases (``RecordsAtPath``, so every
+stream built on them) that default; a connector's own ``backoff_time`` is used instead, wherever
+it sits in the class's bases.
+
+airbyte-cdk sleeps one second more than the back-off it is given ("to cover fractions of a
+second"): ``Retry-After: 5`` waits 6 s.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from typing import Any
+
+import requests
+
+#: Statuses whose ``Retry-After`` says when to come back (RFC 9110, section 10.2.3).
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+class RetryAfterBackoff:
+    """``backoff_time``: a 429's or 503's ``Retry-After`` (seconds or an HTTP-date), at most
+    ``max_retry_after`` seconds; ``None`` (airbyte-cdk's exponential back-off) otherwise."""
+
+    #: The longest wait a ``Retry-After`` gets: airbyte-cdk's own limit on a request's retries
+    #: (``HttpClient``'s ``max_time``, 10 minutes); an API asking for a day is not waited for a day.
+    max_retry_after: float = 600.0
+
+    def backoff_time(self, response_or_exception: Any) -> float | None:
+        own = _next_backoff_time(self)
+        if own is not None:  # a connector's mixin after this one in the bases: its wait, not ours
+            return own(response_or_exception)
+        if not isinstance(response_or_exception, requests.Response):
+            return None
+        if response_or_exception.status_code not in RETRY_AFTER_STATUSES:
+            return None
+        seconds = retry_after_seconds(response_or_exception.headers.get("Retry-After"))
+        if seconds is None:
+            return None
+        return min(seconds, self.max_retry_after)
+
+
+def _next_backoff_time(stream: RetryAfterBackoff) -> Any:
+    """The ``backoff_time`` of a class after ``RetryAfterBackoff`` in the stream's bases, if any."""
+    mro = type(stream).__mro__
+    for cls in mro[mro.index(RetryAfterBackoff) + 1:]:
+        method = vars(cls).get("backoff_time")
+        if method is not None:
+            return method.__get__(stream, type(stream))
+    return None
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: a number of seconds, or an HTTP-date (the
+    time left until then). ``None`` for no value, one that cannot be read, or a date already
+    past (the CDK's own back-off then applies)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # an HTTP-date is GMT even when it does not say so
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return seconds
