@@ -45,6 +45,7 @@ from source_framework.runtime.output import to_json
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.secrets import SecretFilter, find_secrets
 from source_framework.runtime.state_file import StateFile
+from source_framework.runtime.summary import state_as_words
 from source_framework.streams.cursor import partition_identity
 
 logger = logging.getLogger("source_framework.state")
@@ -126,7 +127,7 @@ def _show(state_file: StateFile) -> int:
         sys.stdout.buffer.write(to_json({"type": "STATE", "state": message}) + b"\n")
     sys.stdout.flush()
     for name, value in sorted(state_file.states.items()):
-        sys.stderr.write(f"{name:<20} {to_json(value).decode()[:200]}\n")
+        sys.stderr.write(f"{name:<20} {state_as_words(value) or to_json(value).decode()[:200]}\n")
     if not state_file.states:
         sys.stderr.write(f"{state_file.path}: no state\n")
     return EXIT_OK

@@ -1,0 +1,83 @@
+"""Papercuts a new user found (issue 51 item 9), each through the command line as a user meets it:
+``read``, ``state show``, ``state set`` and ``tables`` of the demo connector run in this process
+(``run_in_process``), and a declarative manifest read through ``python -m source_framework``'s
+``build_source``."""
+
+from __future__ import annotations
+
+import json
+
+from integration_tests.conftest import API_KEY, catalog, config_for, run_in_process, write_json
+from source_framework.demo.api import DemoApi
+
+FULL_REFRESH_NO_CURSOR = {"__ab_no_cursor_state_message": True}
+FULL_REFRESH_COMPLETE = {"__ab_full_refresh_sync_complete": True}
+
+
+def tables_in_process(*args, source=None):
+    """``main.py tables args...`` in this process: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from source_framework.demo.source import DemoSource
+    from source_framework.runtime.entrypoint import build_parser, run_command
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_command(source or DemoSource(), build_parser().parse_args(list(args)))
+    return code, out.getvalue(), err.getvalue()
+
+
+def saved_states(path):
+    with open(path) as handle:
+        return {m["stream"]["stream_descriptor"]["name"]: m["stream"]["stream_state"] for m in json.load(handle)}
+
+
+def table_ids(spark, path):
+    return sorted(row["id"] for row in spark.read.parquet(path).select("id").collect())
+
+
+# -- c. a full refresh's state, shown --------------------------------------------------------
+
+
+def test_a_full_refresh_state_is_shown_as_words_and_kept_as_airbyte_cdk_writes_it(spark, tmp_path):
+    """``state show`` printed ``{"__ab_no_cursor_state_message":true}`` for a full-refresh stream (and
+    ``tables`` printed its last commit's state so): airbyte-cdk's marker, which says nothing to a
+    person. Both say "full refresh" now; the STATE lines, the state file and ``tables --json`` keep
+    airbyte-cdk's form, so that airbyte-cdk reads them back."""
+    warehouse = tmp_path / "warehouse"
+    state_file = str(tmp_path / "state.json")
+    with DemoApi(records=100, api_key=API_KEY, seed=3).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, warehouse, page_size=20))
+        synced = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "catalog.json", catalog("users", "products")),
+                                "--state-file", state_file)
+    assert synced.returncode == 0, synced.stderr
+    on_disk = saved_states(state_file)
+    assert on_disk["products"] == FULL_REFRESH_COMPLETE  # (the demo's products: airbyte-cdk's resumable full refresh)
+    # A full refresh airbyte-cdk does not resume (a stream without pages) ends with the "no cursor" marker.
+    with open(state_file) as handle:
+        messages = json.load(handle)
+    messages.append({"type": "STREAM", "stream": {"stream_descriptor": {"name": "stores"}, "stream_state": FULL_REFRESH_NO_CURSOR}})
+    write_json(state_file, messages)
+    with open(state_file, "rb") as handle:
+        before = handle.read()
+
+    shown = run_in_process("state", "show", "--state-file", state_file)
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split()[0]: line for line in shown.stderr.splitlines() if line.strip()}
+    assert lines["stores"].split(None, 1)[1] == "(full refresh: no cursor)"
+    assert lines["products"].split(None, 1)[1] == "(full refresh: complete, no cursor)"
+    assert "updatedAt" in lines["users"]
+    assert "__ab_" not in shown.stderr
+    printed = {m["state"]["stream"]["stream_descriptor"]["name"]: m["state"]["stream"]["stream_state"] for m in shown.of_type("STATE")}
+    assert printed["stores"] == FULL_REFRESH_NO_CURSOR and printed["products"] == FULL_REFRESH_COMPLETE
+    with open(state_file, "rb") as handle:
+        assert handle.read() == before
+
+    code, text, errors = tables_in_process("tables", "--config", config, "--stream", "products")
+    assert code == 0, errors
+    state_line = next(line for line in text.splitlines() if line.strip().startswith("state "))
+    assert state_line.split(None, 1)[1] == "(full refresh: complete, no cursor)"
+    code, text, errors = tables_in_process("tables", "--config", config, "--stream", "products", "--json")
+    assert code == 0, errors
+    assert json.loads(text)["tables"][0]["state"] == FULL_REFRESH_COMPLETE
