@@ -6,8 +6,9 @@
 from __future__ import annotations
 
 import json
+import os
 
-from integration_tests.conftest import API_KEY, catalog, config_for, run_in_process, write_json
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, write_json
 from source_framework.demo.api import DemoApi
 
 FULL_REFRESH_NO_CURSOR = {"__ab_no_cursor_state_message": True}
@@ -49,8 +50,8 @@ def test_a_full_refresh_state_is_shown_as_words_and_kept_as_airbyte_cdk_writes_i
     state_file = str(tmp_path / "state.json")
     with DemoApi(records=100, api_key=API_KEY, seed=3).start() as api:
         config = write_json(tmp_path / "config.json", config_for(api, warehouse, page_size=20))
-        synced = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "catalog.json", catalog("users", "products")),
-                                "--state-file", state_file)
+        two = write_json(tmp_path / "catalog.json", catalog("users", "products"))
+        synced = run_in_process("read", "--config", config, "--catalog", two, "--state-file", state_file)
     assert synced.returncode == 0, synced.stderr
     on_disk = saved_states(state_file)
     assert on_disk["products"] == FULL_REFRESH_COMPLETE  # (the demo's products: airbyte-cdk's resumable full refresh)
@@ -81,3 +82,40 @@ def test_a_full_refresh_state_is_shown_as_words_and_kept_as_airbyte_cdk_writes_i
     code, text, errors = tables_in_process("tables", "--config", config, "--stream", "products", "--json")
     assert code == 0, errors
     assert json.loads(text)["tables"][0]["state"] == FULL_REFRESH_COMPLETE
+
+
+# -- f. state set says what it did -------------------------------------------------------------
+
+
+def test_state_set_says_in_one_line_what_it_set(spark, tmp_path):
+    """``state set`` said what it did in two log lines, neither with the state it wrote nor the
+    table's commit that holds it. One line on stderr now says all three; stdout stays empty."""
+    warehouse = tmp_path / "warehouse"
+    state_file = str(tmp_path / "state.json")
+    with DemoApi(records=200, api_key=API_KEY, seed=3).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, warehouse))
+        synced = run_in_process("read", "--config", config, "--catalog", write_json(tmp_path / "catalog.json", catalog("users")),
+                                "--state-file", state_file)
+        assert synced.returncode == 0, synced.stderr
+        cursor = sorted(record["updatedAt"] for record in all_records(api, "users"))[150]
+    moved = run_in_process("state", "set", "--state-file", state_file, "--config", config, "--stream", "users", "--cursor", cursor)
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout == b""
+    said = [line for line in moved.stderr.splitlines() if "users" in line]
+    assert len(said) == 1, moved.stderr
+    new_state = json.dumps({"updatedAt": cursor}, separators=(",", ":"))
+    assert new_state in said[0]
+    assert saved_states(state_file)["users"] == {"updatedAt": cursor}
+    from source_framework.destinations.spark.table import SparkTable
+
+    last = SparkTable(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
+    assert last.state == {"updatedAt": cursor}
+    assert f"commit #{last.seq}" in said[0] and f"log batch {last.batch_id}" in said[0]
+    assert f"{last.rows} rows" in said[0] and os.path.join(str(warehouse), "demo", "users") in said[0]
+
+    # With --no-table only the state file changes, and the line says so.
+    only_file = run_in_process("state", "set", "--state-file", state_file, "--config", config, "--stream", "users",
+                               "--cursor", "2025-01-01T00:00:00Z", "--no-table")
+    assert only_file.returncode == 0, only_file.stderr
+    said = [line for line in only_file.stderr.splitlines() if "users" in line]
+    assert len(said) == 1 and '{"updatedAt":"2025-01-01T00:00:00Z"}' in said[0] and "--no-table" in said[0], only_file.stderr

@@ -53,7 +53,7 @@ from source_framework.destinations.spark.delta_table import DeltaLakeTable, dele
 from source_framework.destinations.spark.layout import is_object_store, table_path, warehouse_for
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
-from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
+from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, CommitInfo, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point
@@ -346,10 +346,11 @@ class SparkDestination(Destination):
         cursor: str,
         new_state: Mapping[str, Any],
         old_state: Mapping[str, Any],
-    ) -> int | None:
+    ) -> tuple[CommitInfo, str] | None:
         """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of
         ``new_state``, so the stream's next sync from ``new_state`` reads the rest exactly once.
-        Returns the rows kept, or None when the table has no commit.
+        Returns that commit (its rows are the rows kept) and where its log has it (``Delta version
+        3``, ``log batch 7``), or None when the table has no commit.
 
         ``old_state``: the stream's state before (what the state file holds now). The commit records
         it as the state it started from, so a ``read`` still given it (the command was killed before
@@ -368,7 +369,7 @@ class SparkDestination(Destination):
         )
         fault_point("state.set.committed")
         table.clear_reset()
-        return info.rows
+        return info, f"{'Delta version' if isinstance(table, DeltaLakeTable) else 'log batch'} {info.batch_id}"
 
 
 class NotDelta(ValueError):
