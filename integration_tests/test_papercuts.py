@@ -38,6 +38,41 @@ def table_ids(spark, path):
     return sorted(row["id"] for row in spark.read.parquet(path).select("id").collect())
 
 
+# -- b. a catalog cursor_field the stream does not use -----------------------------------------
+
+
+def test_a_catalog_cursor_field_the_source_defined_cursor_overrides_is_warned_about(spark, tmp_path):
+    """The catalog names ``createdAt`` as the cursor of ``users``, whose cursor is source-defined
+    (``updatedAt``): airbyte-cdk reads it on ``updatedAt`` whatever the catalog says, and so does
+    ``read``, but nothing said so. A warning now names the stream and both fields, and the sync,
+    resumed, still ends with each user once (the resume's boundary is the cursor the state holds)."""
+    warehouse = tmp_path / "warehouse"
+    state_file = str(tmp_path / "state.json")
+    with DemoApi(records=300, api_key=API_KEY, seed=3).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, warehouse, state_checkpoint_interval=50))
+        named_otherwise = write_json(tmp_path / "catalog.json", catalog("users", overrides={"users": {"cursor_field": ["createdAt"]}}))
+        first = run_in_process("read", "--config", config, "--catalog", named_otherwise, "--state-file", state_file)
+        assert first.returncode == 0, first.stderr
+        warnings = [line for line in first.stderr.splitlines() if line.startswith("WARNING") and "createdAt" in line]
+        assert len(warnings) == 1, first.stderr
+        assert "users" in warnings[0] and "'updatedAt'" in warnings[0] and "source-defined" in warnings[0]
+        assert set(saved_states(state_file)["users"]) == {"updatedAt"}
+
+        again = run_in_process("read", "--config", config, "--catalog", named_otherwise, "--state-file", state_file)
+        assert again.returncode == 0, again.stderr
+        expected = sorted(record["id"] for record in all_records(api, "users"))
+    assert table_ids(spark, os.path.join(str(warehouse), "demo", "users")) == expected
+
+    # The catalog naming the stream's own cursor, or none: nothing to warn about.
+    for number, overrides in enumerate(({"cursor_field": ["updatedAt"]}, {"cursor_field": []})):
+        with DemoApi(records=20, api_key=API_KEY, seed=3).start() as api:
+            config = write_json(tmp_path / "config.json", config_for(api, tmp_path / f"other{number}"))
+            same = write_json(tmp_path / "same.json", catalog("users", overrides={"users": overrides}))
+            run = run_in_process("read", "--config", config, "--catalog", same)
+        assert run.returncode == 0, run.stderr
+        assert not [line for line in run.stderr.splitlines() if line.startswith("WARNING")], run.stderr
+
+
 # -- c. a full refresh's state, shown --------------------------------------------------------
 
 

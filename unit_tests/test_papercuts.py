@@ -16,3 +16,22 @@ def test_the_progress_line_never_shows_more_slices_done_than_it_says_there_are()
     shown = {(done, total): StreamView(StreamResult("s", slices=done, slices_total=total), started=0.0).slices()
              for done, total in ((0, 3), (3, 3), (4, 3), (2, None), (1, 0))}
     assert shown == {(0, 3): "0/3", (3, 3): "3/3", (4, 3): "4", (2, None): "2", (1, 0): "1"}
+
+
+def test_a_source_defined_cursor_is_the_one_the_sync_follows_whatever_the_catalog_names():
+    """The stream's state holds its own cursor, so the resume's boundary and append_dedup's latest row
+    follow that one too (airbyte-cdk: a source-defined cursor wins), not the field the catalog names;
+    a stream that lets the catalog choose (``source_defined_cursor`` False) follows the catalog."""
+    from source_framework.runtime.stream_adapters import adapt
+    from unit_tests.conftest import CursorStream, configured
+
+    class CatalogChooses(CursorStream):
+        source_defined_cursor = False
+
+    named_otherwise = configured("numbers", cursor_field=["m"])
+    own = adapt(CursorStream([[1, 2]]), named_otherwise)
+    assert own.cursor_field == ["n"] and own.ignored_catalog_cursor() == ["m"]
+    chosen = adapt(CatalogChooses([[1, 2]]), named_otherwise)
+    assert chosen.cursor_field == ["m"] and chosen.ignored_catalog_cursor() is None
+    assert adapt(CursorStream([[1]]), configured("numbers", cursor_field=["n"])).ignored_catalog_cursor() is None
+    assert adapt(CursorStream([[1]]), configured("numbers")).cursor_field == ["n"]
