@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import os
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, run_in_process, write_json
+from airbyte_cdk.sources.declarative.yaml_declarative_source import YamlDeclarativeSource
+
+from integration_tests.conftest import API_KEY, ROOT, all_records, catalog, config_for, run_in_process, write_json
+from source_framework.__main__ import build_source
 from source_framework.demo.api import DemoApi
 
 FULL_REFRESH_NO_CURSOR = {"__ab_no_cursor_state_message": True}
@@ -154,3 +157,94 @@ def test_state_set_says_in_one_line_what_it_set(spark, tmp_path):
     assert only_file.returncode == 0, only_file.stderr
     said = [line for line in only_file.stderr.splitlines() if "users" in line]
     assert len(said) == 1 and '{"updatedAt":"2025-01-01T00:00:00Z"}' in said[0] and "--no-table" in said[0], only_file.stderr
+
+
+# -- e. a manifest's tables under the manifest's name ------------------------------------------
+
+
+MANIFEST = os.path.join(ROOT, "bench", "manifests", "orders.yaml")
+
+
+def manifest_at(folder, name):
+    """The benchmark's manifest of the demo API's orders at ``folder/name``, its schema naming the
+    columns the test reads."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(str(folder), name)
+    with open(MANIFEST) as handle:
+        text = handle.read()
+    columns = "properties:\n          id: {type: integer}\n          updatedAt: {type: string}"
+    assert text.count("properties: {}") == 1
+    with open(path, "w") as handle:
+        handle.write(text.replace("properties: {}", columns))
+    return path
+
+
+def manifest_catalog(tmp_path):
+    return write_json(tmp_path / "orders-catalog.json", {"streams": [{
+        "stream": {"name": "orders", "json_schema": {}, "supported_sync_modes": ["full_refresh", "incremental"]},
+        "sync_mode": "incremental", "destination_sync_mode": "append", "cursor_field": ["updatedAt"]}]})
+
+
+class YamlDeclarativeSourceOfBefore(YamlDeclarativeSource):
+    """A manifest source as the runtime named it before: the CDK class's own name."""
+
+    @property
+    def name(self) -> str:
+        return "YamlDeclarativeSource"
+
+
+def test_a_manifests_tables_are_named_after_the_manifest_and_old_tables_are_still_found(spark, tmp_path):
+    """A manifest read with ``python -m source_framework shop_orders.yaml read`` landed its tables
+    under ``warehouse/YamlDeclarativeSource/``, the CDK class's name, the same for every manifest.
+    They land under the manifest's name now (its folder's for airbyte's ``manifest.yaml``), and a
+    table an earlier version wrote under the old name is found there by ``read``, ``tables`` and
+    ``state``: synced on, never started again beside it."""
+    warehouse = tmp_path / "warehouse"
+    with DemoApi(records=300, api_key=API_KEY, seed=3).start() as api:
+        config_dict = config_for(api, warehouse, concurrency_level=1)
+        config = write_json(tmp_path / "config.json", config_dict)
+        orders = manifest_catalog(tmp_path)
+        expected = sorted(record["id"] for record in all_records(api, "orders"))
+
+        named = manifest_at(tmp_path / "connectors", "shop_orders.yaml")
+        run = run_in_process("read", "--config", config, "--catalog", orders, source=build_source(named, {"config": config_dict}))
+        assert run.returncode == 0, run.stderr
+        assert sorted(os.listdir(warehouse)) == ["shop_orders"]
+        assert table_ids(spark, os.path.join(str(warehouse), "shop_orders", "orders")) == expected
+
+        airbyte_layout = manifest_at(tmp_path / "source-shop-orders", "manifest.yaml")
+        run = run_in_process("read", "--config", config, "--catalog", orders, source=build_source(airbyte_layout, {"config": config_dict}))
+        assert run.returncode == 0, run.stderr
+        assert sorted(os.listdir(warehouse)) == ["shop_orders", "source-shop-orders"]
+
+        # A table written under the old name, then read on by this version: the same table, each order once.
+        old = tmp_path / "old"
+        old_config = config_for(api, old, concurrency_level=1)
+        old_config_path = write_json(tmp_path / "old-config.json", old_config)
+        state_file = str(tmp_path / "state.json")
+        before = run_in_process("read", "--config", old_config_path, "--catalog", orders, "--state-file", state_file,
+                                source=YamlDeclarativeSourceOfBefore(path_to_yaml=named, config=old_config))
+        assert before.returncode == 0, before.stderr
+        assert sorted(os.listdir(old)) == ["YamlDeclarativeSource"]
+        old_table = os.path.join(str(old), "YamlDeclarativeSource", "orders")
+        commits = len(os.listdir(os.path.join(old_table, "_spark_metadata")))
+
+        code, text, errors = tables_in_process("tables", "--config", old_config_path, "--json",
+                                               source=build_source(named, {"config": old_config}))
+        assert code == 0, errors
+        assert json.loads(text)["tables"][0]["path"] == old_table and json.loads(text)["tables"][0]["exists"]
+
+        after = run_in_process("read", "--config", old_config_path, "--catalog", orders, "--state-file", state_file,
+                               source=build_source(named, {"config": old_config}))
+        assert after.returncode == 0, after.stderr
+        assert sorted(os.listdir(old)) == ["YamlDeclarativeSource"]
+        assert table_ids(spark, old_table) == expected
+        assert len(os.listdir(os.path.join(old_table, "_spark_metadata"))) > commits  # (it synced into it)
+        assert old_table in after.stderr
+
+        cursor = sorted(record["updatedAt"] for record in all_records(api, "orders"))[100]
+        moved = run_in_process("state", "set", "--state-file", state_file, "--config", old_config_path, "--stream", "orders",
+                               "--cursor", cursor, source=build_source(named, {"config": old_config}))
+        assert moved.returncode == 0, moved.stderr
+        assert sorted(os.listdir(old)) == ["YamlDeclarativeSource"]
+        assert len(table_ids(spark, old_table)) == 100
