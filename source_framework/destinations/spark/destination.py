@@ -194,11 +194,11 @@ class SparkDestination(Destination):
         """Where the stream's table is: under its namespace, else the default one; but a table an
         earlier version made under a former default namespace (and none under the default) stays
         where it is, so that a new default never starts a second table beside a user's old one."""
-        if namespace:
-            return table_path(self.warehouse, namespace, stream)
+        if namespace or not self.former_namespaces:
+            return table_path(self.warehouse, namespace or self.default_namespace, stream)
         if stream not in self._paths:  # decided once: every command of this process finds the same table
             path = table_path(self.warehouse, self.default_namespace, stream)
-            if self.former_namespaces and not self._exists(path):
+            if not self._exists(path):
                 for former in self.former_namespaces:
                     old = table_path(self.warehouse, former, stream)
                     if self._exists(old):

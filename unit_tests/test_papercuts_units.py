@@ -1,5 +1,6 @@
-"""Papercuts a new user found (issue 51 item 9) that need no sync to show: the progress display.
-The rest are run through the command line in ``integration_tests/test_papercuts.py``."""
+"""Papercuts a new user found (issue 51 item 9) that need no sync to show: the progress display, the cursor a sync follows.
+The rest are run through the command line in ``integration_tests/test_papercuts.py`` (a file of another
+name: two test files of one name cannot be collected in one run)."""
 
 from __future__ import annotations
 
