@@ -23,6 +23,7 @@ import pytest
 
 from source_framework.__main__ import build_source, main
 from source_framework.destinations.spark.destination import SparkDestination
+from source_framework.runtime.entrypoint import default_namespace
 from source_framework.testing import table_checks
 
 FORMS = {
@@ -83,6 +84,6 @@ def test_python_m_source_framework_runs_a_connector_named_either_way(form, small
 
     expected = harness.cdk_read(style, config, catalog)
     assert expected.ok() and expected.records(), expected.describe()
-    source_name = build_source(reference, {"config": None, "catalog": None, "state": None}).name
+    source_name = default_namespace(build_source(reference, {"config": None, "catalog": None, "state": None}))
     tables = table_checks.read_tables(spark, SparkDestination(warehouse, default_namespace=source_name), harness.infos(catalog))
     harness.check_tables_equal_records(tables, expected, harness.infos(catalog))

@@ -111,7 +111,7 @@ def table_summary(destination: Any, streams: list[str]) -> list[dict[str, Any]]:
         ids = pl.scan_delta(path).select(pl.col("id").n_unique(), pl.len()).collect().row(0)
         rows.append({"stream": name, "rows": table.to_pyarrow_dataset().count_rows(), "polars rows": ids[1],
                      "distinct ids": ids[0], "path": path})
-    for row, count in zip(rows, spark_row_counts([row["path"] for row in rows])):
+    for row, count in zip(rows, spark_row_counts([row["path"] for row in rows]), strict=True):
         row["spark rows"] = count
     return rows
 

@@ -606,7 +606,8 @@ def spark_destination(
     try:
         return SparkDestination(
             warehouse=warehouse,
-            default_namespace=source.name,
+            default_namespace=default_namespace(source),
+            former_namespaces=former_namespaces(source),
             master=getattr(parsed, "spark_master", None) or settings.get("spark_master", "local[*]"),
             spark_conf=settings.get("spark_conf") or {},
             max_pending_records=int(settings.get("max_pending_records", 200_000)),
@@ -624,6 +625,30 @@ def spark_destination(
         if converters is not None:
             converters.close()
         raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None
+
+
+def default_namespace(source: Any) -> str:
+    """The namespace of the tables of streams that have none: the source's name; for a manifest
+    run as airbyte-cdk's own declarative class (``python -m source_framework shop.yaml``), whose
+    name is that class's whatever the manifest, the manifest's: its file's name, or its folder's
+    for the ``manifest.yaml`` of airbyte's manifest-only connectors (``source-shop/manifest.yaml``)."""
+    manifest = getattr(source, "_path_to_yaml", None)
+    if not isinstance(manifest, str) or former_namespaces(source) == ():
+        return str(source.name)
+    stem = os.path.splitext(os.path.basename(manifest))[0]
+    if stem == "manifest":
+        return os.path.basename(os.path.dirname(os.path.abspath(manifest))) or stem
+    return stem or str(source.name)
+
+
+def former_namespaces(source: Any) -> tuple[str, ...]:
+    """Where earlier versions put the tables ``default_namespace`` now puts elsewhere: a manifest's
+    under the name of airbyte-cdk's class. A source class of the connector's own keeps its name."""
+    cls = type(source)
+    manifest = getattr(source, "_path_to_yaml", None)
+    if isinstance(manifest, str) and cls.__module__.startswith("airbyte_cdk.") and source.name == cls.__name__:
+        return (str(source.name),)
+    return ()
 
 
 def _cannot_start(error: Exception, output: ProtocolOutput) -> int:

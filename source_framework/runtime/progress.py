@@ -58,7 +58,9 @@ class StreamView:
 
     def slices(self) -> str:
         done, total = self.result.slices, self.result.slices_total
-        return f"{done}/{total}" if total is not None else str(done)
+        # A total the count passed was a wrong guess (a stream read page by page, say): "5/1" would
+        # say more slices were read than there are, so only the count is shown, as for no total.
+        return f"{done}/{total}" if total is not None and done <= total else str(done)
 
     def status(self) -> str:
         if self.finished is None:

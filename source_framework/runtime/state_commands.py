@@ -45,6 +45,7 @@ from source_framework.runtime.output import to_json
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.secrets import SecretFilter, find_secrets
 from source_framework.runtime.state_file import StateFile
+from source_framework.runtime.summary import state_as_words
 from source_framework.streams.cursor import partition_identity
 
 logger = logging.getLogger("source_framework.state")
@@ -97,7 +98,7 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
         try:
             if parsed.action == "reset":
                 return _reset(destination, streams, state_file, parsed)
-            return _set(destination, streams, state_file, parsed)
+            return _set(destination, streams, state_file, parsed, secrets)
         finally:
             destination.close()
     except InputError as error:
@@ -126,7 +127,7 @@ def _show(state_file: StateFile) -> int:
         sys.stdout.buffer.write(to_json({"type": "STATE", "state": message}) + b"\n")
     sys.stdout.flush()
     for name, value in sorted(state_file.states.items()):
-        sys.stderr.write(f"{name:<20} {to_json(value).decode()[:200]}\n")
+        sys.stderr.write(f"{name:<20} {state_as_words(value) or to_json(value).decode()[:200]}\n")
     if not state_file.states:
         sys.stderr.write(f"{state_file.path}: no state\n")
     return EXIT_OK
@@ -185,7 +186,7 @@ def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, par
     return EXIT_OK
 
 
-def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
+def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace, secrets: SecretFilter) -> int:
     stream = _streams_named(streams, parsed.stream)
     field = stream.cursor_field if isinstance(stream.cursor_field, str) else (stream.cursor_field or [None])[0]
     if not field:
@@ -218,16 +219,22 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
         stream.state = new_state  # the stream's own check of the value
     except Exception as error:
         raise InputError(f"--cursor {parsed.cursor!r}: {error}") from None
-    if not parsed.no_table:
+    if parsed.no_table:
+        table = "the table left as it is (--no-table)"
+    else:
         path = destination.table_path(stream.namespace, stream.name)
-        kept = destination.truncate_from(stream.namespace, stream.name, field, parsed.cursor, new_state, current)
-        if kept is None:
+        truncated = destination.truncate_from(stream.namespace, stream.name, field, parsed.cursor, new_state, current)
+        if truncated is None:
             raise NoTable(f"stream '{stream.name}': its table {path} has no commit yet; nothing was changed")
-        logger.info("%s: table %s rewritten with the %d rows before %s", stream.name, path, kept, parsed.cursor)
+        commit, where = truncated
+        table = f"table {path} rewritten with its {commit.rows} rows before {parsed.cursor}: commit #{commit.seq} ({where})"
         fault_point("state.set.truncated")
     state_file.states[stream.name] = new_state
     state_file.save()
-    logger.info("%s: cursor set to %s", stream.name, parsed.cursor)
+    # One line that says all a user checks afterwards: which state, and which commit of the table holds it.
+    # Straight to stderr, as show's lines: a log level set to hide INFO must not hide what the command did.
+    sys.stderr.write(secrets.mask(f"{stream.name}: state set to {to_json(new_state).decode()}; {table}") + "\n")
+    sys.stderr.flush()
     return EXIT_OK
 
 

@@ -31,6 +31,7 @@ Where the stream's own code dies on its cursor field (a ``KeyError``), the error
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import threading
 from abc import ABC, abstractmethod
@@ -179,9 +180,24 @@ class StreamAdapter(ABC):
         configured = self.configured.primary_key
         return [list(k) for k in configured] if configured else self.default_primary_key()
 
+    def source_defined_cursor(self) -> bool:
+        """The stream reads on its own cursor, whatever the catalog's ``cursor_field`` names
+        (airbyte-cdk's ``source_defined_cursor``)."""
+        return bool(self.default_cursor_field())
+
     @property
     def cursor_field(self) -> list[str]:
-        return list(self.configured.cursor_field or self.default_cursor_field())
+        # A source-defined cursor is the one the stream's state holds: the boundary of a resume and
+        # the latest row of a dedup must follow it, not a field the catalog names instead.
+        default = self.default_cursor_field()
+        if default and self.source_defined_cursor():
+            return default
+        return list(self.configured.cursor_field or default)
+
+    def ignored_catalog_cursor(self) -> list[str] | None:
+        """The catalog's ``cursor_field`` where the stream reads on another one, else None."""
+        configured = list(self.configured.cursor_field or [])
+        return configured if configured and configured != self.cursor_field else None
 
 
 def adapt(
@@ -193,11 +209,27 @@ def adapt(
     """The adapter for ``stream``. For concurrent streams, ``rebuild(state)`` builds the stream
     anew with another start state where the source allows it (``runtime.cdk_stream_state``);
     where it does not, ``built_with`` is the state the source was constructed with."""
+    adapter: StreamAdapter
     if is_concurrent(stream):
-        return ConcurrentStreamAdapter(concurrent_stream(stream), configured, rebuild, dict(built_with or {}))
-    if isinstance(stream, Stream):
-        return CdkStreamAdapter(stream, configured)
-    raise TypeError(
+        adapter = ConcurrentStreamAdapter(concurrent_stream(stream), configured, rebuild, dict(built_with or {}))
+    elif isinstance(stream, Stream):
+        adapter = CdkStreamAdapter(stream, configured)
+    else:
+        raise _not_a_stream(stream)
+    ignored = adapter.ignored_catalog_cursor()
+    if ignored:
+        # airbyte-cdk reads such a stream on its own cursor without a word; a user who named
+        # another one in the catalog would otherwise believe the sync follows it.
+        logger.warning(
+            "stream %s: the catalog's cursor_field '%s' is not used: the stream's cursor is source-defined, '%s', "
+            "and the stream is read on it (as airbyte-cdk reads it). Set the catalog's cursor_field to %s, or leave it out",
+            adapter.name, ".".join(ignored), ".".join(adapter.cursor_field), json.dumps(adapter.cursor_field),
+        )
+    return adapter
+
+
+def _not_a_stream(stream: Any) -> TypeError:
+    return TypeError(
         f"stream '{getattr(stream, 'name', stream)}' is a {type(stream).__qualname__}, neither an airbyte-cdk "
         f"Stream nor an AbstractStream; the source's streams() must return one of those"
     )
@@ -312,6 +344,10 @@ class CdkStreamAdapter(StreamAdapter):
     def default_cursor_field(self) -> list[str]:
         cursor = self.stream.cursor_field
         return [cursor] if isinstance(cursor, str) and cursor else list(cursor or [])
+
+    def source_defined_cursor(self) -> bool:
+        # A stream that says False takes the cursor the catalog names (airbyte-cdk passes it to read_records).
+        return super().source_defined_cursor() and getattr(self.stream, "source_defined_cursor", True) is not False
 
     def validate_state(self, state: Mapping[str, Any]) -> None:
         """Try the state on the stream, then leave the stream as it was: airbyte-cdk gives a stream

@@ -26,7 +26,7 @@ from typing import Any
 from source_framework.runtime.error_log import failure_reason
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.secrets import SecretFilter
-from source_framework.runtime.stream_adapters import means_no_state
+from source_framework.runtime.stream_adapters import FULL_REFRESH_COMPLETE, FULL_REFRESH_STATE, means_no_state
 
 HEADER = ("stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final cursor", "time", "where")
 
@@ -102,6 +102,18 @@ def _row(stream: StreamResult) -> Sequence[str]:
 def _aligned(rows: list[Sequence[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def state_as_words(state: Any) -> str | None:
+    """airbyte-cdk's markers for a full refresh's final state as a person reads them, or None for
+    any other state: ``{"__ab_no_cursor_state_message": true}`` says nothing to whoever did not
+    write airbyte-cdk. Only for display; state files and STATE lines keep the marker itself, which
+    airbyte-cdk reads back."""
+    if state == FULL_REFRESH_STATE:
+        return "(full refresh: no cursor)"
+    if state == FULL_REFRESH_COMPLETE:
+        return "(full refresh: complete, no cursor)"
+    return None
 
 
 def short_state(state: Mapping[str, Any] | None, limit: int = 60) -> str:

@@ -29,6 +29,7 @@ from typing import Any
 from source_framework.runtime.inputs import InputError, check_config, load_config
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.secrets import SecretFilter, find_secrets
+from source_framework.runtime.summary import state_as_words
 
 logger = logging.getLogger("source_framework.tables")
 
@@ -191,7 +192,7 @@ def _commit_lines(table: dict[str, Any]) -> list[str]:
     where = f"Delta version {commit['delta_version']}" if "delta_version" in commit else f"log batch {commit['log_batch']}"
     written = "? rows" if commit["rows"] is None else f"{commit['rows']} rows"
     added = f"{written}, replacing the table's rows" if commit["replace"] else f"{written} added"
-    state = json.dumps(table["state"], ensure_ascii=False, separators=(",", ":"), default=str)
+    state = state_as_words(table["state"]) or json.dumps(table["state"], ensure_ascii=False, separators=(",", ":"), default=str)
     if len(state) > STATE_SHOWN:
         state = f"{state[:STATE_SHOWN]}... ({len(state)} characters; --json shows it whole)"
     lines = [f"  {'last commit':<13}#{commit['seq']} at {commit['committed_at']} ({where}): {added}", f"  {'state':<13}{state}"]

@@ -53,7 +53,7 @@ from source_framework.destinations.spark.delta_table import DeltaLakeTable, dele
 from source_framework.destinations.spark.layout import is_object_store, table_path, warehouse_for
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
-from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
+from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, CommitInfo, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point
@@ -100,11 +100,14 @@ class SparkDestination(Destination):
         converters: ConverterPool | None = None,
         on_type_mismatch: str = "null",
         table_format: str = "delta",
+        former_namespaces: Iterable[str] = (),
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
         destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
         column is stored as null (``"null"``, counted) or fails its stream (``"fail"``);
-        ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own."""
+        ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own;
+        ``former_namespaces``: where earlier versions put the tables of streams without a namespace
+        (``table_path``)."""
         if table_format not in TABLE_FORMATS:
             raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
         self.table_format = table_format
@@ -115,6 +118,8 @@ class SparkDestination(Destination):
         #: the tables are on an object store (Delta only): no folders, links or kernel locks there
         self.remote = is_object_store(self.warehouse)
         self.default_namespace = default_namespace
+        self.former_namespaces = tuple(name for name in former_namespaces if name != default_namespace)
+        self._paths: dict[str, str] = {}  # stream -> its table, for streams without a namespace
         self.master = master
         self.stage_rows = max(1, stage_rows)
         self.retention_seconds = retention_seconds
@@ -186,7 +191,26 @@ class SparkDestination(Destination):
     # -- where tables are -----------------------------------------------------------------------
 
     def table_path(self, namespace: str | None, stream: str) -> str:
-        return table_path(self.warehouse, namespace or self.default_namespace, stream)
+        """Where the stream's table is: under its namespace, else the default one; but a table an
+        earlier version made under a former default namespace (and none under the default) stays
+        where it is, so that a new default never starts a second table beside a user's old one."""
+        if namespace or not self.former_namespaces:
+            return table_path(self.warehouse, namespace or self.default_namespace, stream)
+        if stream not in self._paths:  # decided once: every command of this process finds the same table
+            path = table_path(self.warehouse, self.default_namespace, stream)
+            if not self._exists(path):
+                for former in self.former_namespaces:
+                    old = table_path(self.warehouse, former, stream)
+                    if self._exists(old):
+                        logger.info("stream %s: its table stays at %s, where an earlier version put it (tables new "
+                                    "to this source go under %s)", stream, old, os.path.dirname(path))
+                        path = old
+                        break
+            self._paths[stream] = path
+        return self._paths[stream]
+
+    def _exists(self, path: str) -> bool:
+        return is_delta_table(path) if self.remote else os.path.isdir(path)
 
     def table(self, namespace: str | None, stream: str) -> Table:
         return self._table_at(self.table_path(namespace, stream), lambda: self.spark, arrow_writes=self.arrow_writes)
@@ -294,8 +318,7 @@ class SparkDestination(Destination):
     def has_table(self, namespace: str | None, stream: str) -> bool:
         """The stream's table folder is where ``read`` would write it. Creates nothing (not even a
         lock file): the ``state`` commands look before they lock."""
-        path = self.table_path(namespace, stream)
-        return is_delta_table(path) if self.remote else os.path.isdir(path)
+        return self._exists(self.table_path(namespace, stream))
 
     def request_reset(self, namespace: str | None, stream: str) -> str | None:
         """Mark the table so that the stream's next sync from an empty state replaces it; None
@@ -346,10 +369,11 @@ class SparkDestination(Destination):
         cursor: str,
         new_state: Mapping[str, Any],
         old_state: Mapping[str, Any],
-    ) -> int | None:
+    ) -> tuple[CommitInfo, str] | None:
         """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of
         ``new_state``, so the stream's next sync from ``new_state`` reads the rest exactly once.
-        Returns the rows kept, or None when the table has no commit.
+        Returns that commit (its rows are the rows kept) and where its log has it (``Delta version
+        3``, ``log batch 7``), or None when the table has no commit.
 
         ``old_state``: the stream's state before (what the state file holds now). The commit records
         it as the state it started from, so a ``read`` still given it (the command was killed before
@@ -368,7 +392,7 @@ class SparkDestination(Destination):
         )
         fault_point("state.set.committed")
         table.clear_reset()
-        return info.rows
+        return info, f"{'Delta version' if isinstance(table, DeltaLakeTable) else 'log batch'} {info.batch_id}"
 
 
 class NotDelta(ValueError):
