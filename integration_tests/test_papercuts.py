@@ -10,7 +10,7 @@ import os
 
 from airbyte_cdk.sources.declarative.yaml_declarative_source import YamlDeclarativeSource
 
-from integration_tests.conftest import API_KEY, ROOT, all_records, catalog, config_for, run_in_process, write_json
+from integration_tests.conftest import API_KEY, ROOT, all_records, catalog, config_for, read_table, run_in_process, table_at, write_json
 from source_framework.__main__ import build_source
 from source_framework.demo.api import DemoApi
 
@@ -38,7 +38,7 @@ def saved_states(path):
 
 
 def table_ids(spark, path):
-    return sorted(row["id"] for row in spark.read.parquet(path).select("id").collect())
+    return sorted(row["id"] for row in read_table(spark, path).select("id").collect())
 
 
 # -- b. a catalog cursor_field the stream does not use -----------------------------------------
@@ -144,11 +144,9 @@ def test_state_set_says_in_one_line_what_it_set(spark, tmp_path):
     new_state = json.dumps({"updatedAt": cursor}, separators=(",", ":"))
     assert new_state in said[0]
     assert saved_states(state_file)["users"] == {"updatedAt": cursor}
-    from source_framework.destinations.spark.table import SparkTable
-
-    last = SparkTable(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
+    last = table_at(spark, os.path.join(str(warehouse), "demo", "users")).last_checkpoint()
     assert last.state == {"updatedAt": cursor}
-    assert f"commit #{last.seq}" in said[0] and f"log batch {last.batch_id}" in said[0]
+    assert f"commit #{last.seq}" in said[0] and f"Delta version {last.batch_id}" in said[0]  # (the default format)
     assert f"{last.rows} rows" in said[0] and os.path.join(str(warehouse), "demo", "users") in said[0]
 
     # With --no-table only the state file changes, and the line says so.
@@ -227,7 +225,7 @@ def test_a_manifests_tables_are_named_after_the_manifest_and_old_tables_are_stil
         assert before.returncode == 0, before.stderr
         assert sorted(os.listdir(old)) == ["YamlDeclarativeSource"]
         old_table = os.path.join(str(old), "YamlDeclarativeSource", "orders")
-        commits = len(os.listdir(os.path.join(old_table, "_spark_metadata")))
+        commits = len(list(table_at(spark, old_table).committed_checkpoints()))
 
         code, text, errors = tables_in_process("tables", "--config", old_config_path, "--json",
                                                source=build_source(named, {"config": old_config}))
@@ -239,7 +237,7 @@ def test_a_manifests_tables_are_named_after_the_manifest_and_old_tables_are_stil
         assert after.returncode == 0, after.stderr
         assert sorted(os.listdir(old)) == ["YamlDeclarativeSource"]
         assert table_ids(spark, old_table) == expected
-        assert len(os.listdir(os.path.join(old_table, "_spark_metadata"))) > commits  # (it synced into it)
+        assert len(list(table_at(spark, old_table).committed_checkpoints())) > commits  # (it synced into it)
         assert old_table in after.stderr
 
         cursor = sorted(record["updatedAt"] for record in all_records(api, "orders"))[100]
