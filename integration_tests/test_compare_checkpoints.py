@@ -58,6 +58,13 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
         assert ours["committed_rows"] == 2 * RECORDS
         assert 0 < ours["max_records_at_risk"] <= 2 * RECORDS
         assert ours["records_per_second"] > 0
+        # timed from the first record read, not from the process's start (imports, Spark)
+        assert 0 < ours["reading_seconds"] < ours["seconds"]
+        assert cdk["reading_seconds"] is not None and cdk["reading_seconds"] < cdk["seconds"]
+        # how far reading ran ahead of its last STATE: measured for ours, never more checkpoints than STATEs
+        assert 0 <= ours["max_checkpoints_ahead"] <= ours["states"] and cdk["max_checkpoints_ahead"] is None
+        assert sum(ours["states_by_stream"].values()) == ours["states"]
+        assert setting["stream_intervals"] == {"users": setting["interval"], "orders": setting["interval"]}
 
         assert cdk["records"] == 2 * RECORDS
         assert cdk["states"] > 0
@@ -70,6 +77,11 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
         assert 0 <= crash["records_read_again"] <= crash["killed"]["records"]
         # exactly once after the crash and resume, by a plain Spark read
         assert crash["final_table"] == {"rows": 2 * RECORDS, "reference_rows": 2 * RECORDS, "duplicates": 0, "missing": 0}
+
+    # the demo connector reads the interval from the config: no warning; a read-ahead note per setting
+    assert results["warnings"] == [] and "WARNING" not in text and "warning:" not in run.stderr
+    assert [note.split(":")[0] for note in results["read_ahead"]] == ["none", "500"]
+    assert "Read-ahead" in text
 
     # the interval adds checkpoints inside slices; the CDK's own schedule is there to compare with
     assert by_label["500"]["ours"]["states"] > by_label["none"]["ours"]["states"]

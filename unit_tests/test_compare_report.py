@@ -36,9 +36,9 @@ def test_text_has_a_row_per_run_and_per_crash_with_aligned_columns():
     header = next(line for line in lines if line.startswith("interval  run"))
     assert all(column in header for column in RUN_COLUMNS)
     ours_none = next(line for line in lines if line.startswith("none") and " ours " in line)
-    assert ours_none.split()[2:] == ["13", "0", "5", "5", "4.0", "2.2", "0.31", "5,000", "9,000"]
+    assert ours_none.split()[2:] == ["13", "0", "5", "5", "4.0", "2.2", "0.31", "5,000", "9,000", "-"]
     cdk_100 = next(line for line in lines if line.startswith("100") and "airbyte-cdk read" in line)
-    assert cdk_100.split()[3:] == ["220", "6", "-", "-", "1.1", "-", "-", "18,182", "100"]
+    assert cdk_100.split()[3:] == ["220", "6", "-", "-", "1.1", "-", "-", "18,182", "100", "-"]
     crash = next(line for line in lines[lines.index("Crash and resume"):] if line.startswith("none"))
     assert crash.split() == ["none", "10,400", "5", "2,400", "2,400", "3.0", "20,000", "0", "0"]
     widths = {len(line) for line in lines[lines.index("Runs") + 1: lines.index("Runs") + 7]}
@@ -49,8 +49,8 @@ def test_markdown_tables():
     markdown = Report(results(), ["orders"], 0.5).markdown()
     assert "| " + " | ".join(RUN_COLUMNS) + " |" in markdown
     assert "| " + " | ".join(CRASH_COLUMNS) + " |" in markdown
-    assert "| none | ours | 13 | 0 | 5 | 5 | 4.0 | 2.2 | 0.31 | 5,000 | 9,000 |" in markdown
-    assert "| 100 | airbyte-cdk read | 220 | 6 | - | - | 1.1 | - | - | 18,182 | 100 |" in markdown
+    assert "| none | ours | 13 | 0 | 5 | 5 | 4.0 | 2.2 | 0.31 | 5,000 | 9,000 | - |" in markdown
+    assert "| 100 | airbyte-cdk read | 220 | 6 | - | - | 1.1 | - | - | 18,182 | 100 | - |" in markdown
 
 
 def test_json_holds_every_measure():

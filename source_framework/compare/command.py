@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
 
     names = [t.name for t in tables]
     report = Report(results, names, crash_at)
+    for warning in report.warnings():
+        sys.stderr.write(f"warning: {warning}\n")
     sys.stdout.write(report.markdown() if parsed.markdown else report.text())
     sys.stdout.flush()
     with open(json_path, "w", encoding="utf-8") as handle:
@@ -180,6 +182,7 @@ def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, setting
 
     read_args = build_read_parser().parse_args(["read", "--config", parsed.config, "--catalog", parsed.catalog])
     secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
+    intervals: dict[str, dict[str, int | None]] = {}
     try:
         with source_call("spec()"):
             spec = source.spec(logger)
@@ -192,6 +195,11 @@ def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, setting
                 raise InputError(f"config file '{parsed.config}': destination.type is {kind!r}; the comparison "
                                  "checks the tables the syncs write, so it needs the Spark destination")
             adapters = prepare_streams(source, applied, catalog, {}, read_args, set())
+            for name, adapter in adapters.items():
+                # What each stream's interval became under this setting: the report names the
+                # streams whose connector ignored the config key.
+                if hasattr(adapter, "checkpoint_interval"):
+                    intervals.setdefault(name, {})[setting.label] = adapter.checkpoint_interval
     except SourceFailed as failure:
         raise InputError(secrets.mask(" ".join(str(failure).split()))) from None
     except InputError as error:
@@ -201,7 +209,7 @@ def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, setting
         keys = adapter.primary_key
         # Nested key paths are stored inside JSON-string columns; then compare whole rows instead.
         key = [path[0] for path in keys] if keys and all(len(path) == 1 for path in keys) else []
-        tables.append(StreamTable(adapter.name, adapter.namespace, key))
+        tables.append(StreamTable(adapter.name, adapter.namespace, key, intervals.get(adapter.name, {})))
     return tables
 
 

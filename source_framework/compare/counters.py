@@ -15,11 +15,16 @@ Usage::
     child.mark_first_checkpoint(slot)                                         # at the first commit asked
     counters.read("orders"), counters.total()                                  # parent, any time
     counters.first_checkpoint_at(), counters.first_checkpoint_stream()         # time.time() of that, "orders"
+    child.add_checkpoint(slot)                                                # at every commit asked
+    counters.checkpoints_asked(), counters.first_record_at()                   # {"orders": 3}, time.time()
 
 Two slots past the streams' hold when the sync first asked for a checkpoint (microseconds since
 the epoch: the end of its first slice, with slice checkpoints) and of which stream. The parent
 compares that time with the moment that stream's first STATE reached it, which is what the
-sync's first commit costs (another stream's STATE may come first).
+sync's first commit costs (another stream's STATE may come first). The next slot holds when the
+first record was read (records per second count from there, not from the process's start), and
+one slot per stream after it the checkpoints that stream asked for: set against the STATEs
+received, how many checkpoints reading ran ahead of its last STATE.
 """
 
 from __future__ import annotations
@@ -44,7 +49,11 @@ class ReadCounters:
         self._local = [0] * len(self.streams)  # the writer's own copies: no read-modify-write on the map
         self._first_checkpoint = len(self.streams)  # the slot after the streams'
         self._first_checkpoint_slot = len(self.streams) + 1  # and its stream's slot + 1 (0: not counted)
+        self._first_record = len(self.streams) + 2
+        self._asked = len(self.streams) + 3  # the first of the streams' checkpoint counters
+        self._asked_local = [0] * len(self.streams)
         self._marked = False
+        self._record_marked = False
 
     @classmethod
     def create(cls, path: str, streams: Sequence[str]) -> ReadCounters:
@@ -80,6 +89,26 @@ class ReadCounters:
             self._view[self._first_checkpoint_slot] = slot + 1 if slot >= 0 else 0
             self._view[self._first_checkpoint] = int(time.time() * 1_000_000)
 
+    def mark_first_record(self) -> None:
+        """Writer side: a record was read; the first time only, note when."""
+        if not self._record_marked:
+            self._record_marked = True
+            self._view[self._first_record] = int(time.time() * 1_000_000)
+
+    def first_record_at(self) -> float | None:
+        """When the sync read its first record (``time.time()``), or None if it read none."""
+        value = int(self._view[self._first_record])
+        return value / 1_000_000 if value else None
+
+    def add_checkpoint(self, slot: int) -> None:
+        """Writer side: the stream in ``slot`` asked for one more checkpoint (a commit with a STATE)."""
+        if slot >= 0:
+            self._asked_local[slot] += 1
+            self._view[self._asked + slot] = self._asked_local[slot]
+
+    def checkpoints_asked(self) -> dict[str, int]:
+        return {name: int(self._view[self._asked + index]) for index, name in enumerate(self.streams)}
+
     def first_checkpoint_at(self) -> float | None:
         """When the sync first asked for a checkpoint (``time.time()``), or None if it did not."""
         value = int(self._view[self._first_checkpoint])
@@ -106,4 +135,5 @@ class ReadCounters:
 
 
 def _slots(streams: Sequence[str]) -> int:
-    return len(streams) + 2  # and the first checkpoint's time and stream
+    # and the first checkpoint's time and stream, the first record's time, the checkpoints asked per stream
+    return 2 * len(streams) + 3

@@ -68,6 +68,9 @@ class SettingResult:
     crash: CrashResult | None = None
     folder: str = ""
     per_stream_diff: dict[str, Diff] = field(default_factory=dict)
+    #: the state_checkpoint_interval each stream had under this setting's config, as ``read``
+    #: builds the streams (a connector that fixes it in its class ignores the setting)
+    stream_intervals: dict[str, int | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,6 +80,8 @@ class StreamTable:
     name: str
     namespace: str | None  # the catalog's; None: the destination's default (the source's name)
     key: list[str]
+    #: setting label -> the stream's state_checkpoint_interval under that setting's config
+    intervals: dict[str, int | None] = field(default_factory=dict, compare=False)
 
 
 class Experiment:
@@ -116,7 +121,8 @@ class Experiment:
             logger.info("setting %s: uninterrupted sync", setting.label)
             clean = _completed(runner.run_ours("clean", self._read_args(config_path, folder, "clean")))
             commits = self._committed(setting, folder, clean)
-            result = SettingResult(setting, clean, commits, folder=folder)
+            result = SettingResult(setting, clean, commits, folder=folder, stream_intervals={
+                t.name: t.intervals[setting.label] for t in self.tables if setting.label in t.intervals})
             if crash_at is not None and clean.records > 0:
                 result.crash = self._crash_and_resume(runner, config_path, folder, clean, crash_at)
             if self.with_cdk:

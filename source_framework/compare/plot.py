@@ -3,8 +3,10 @@
 Two panels over the intervals in the order compared (``none`` = slice checkpoints only): records
 per second, and the most records at risk (log scale: intervals span orders of magnitude), each
 for our runtime and, for reference, airbyte-cdk's own read; one line per concurrency level
-(``--concurrency 1,4``). matplotlib draws it with the Agg
-backend, so no display is needed.
+(``--concurrency 1,4``). Each of our points is marked with how many checkpoints reading ran
+ahead of its last STATE, and where a crash was injected, the records it cost (read again) are a
+line of their own. Below the panels, the report's warnings and read-ahead notes
+(``chart_notes``). matplotlib draws it with the Agg backend, so no display is needed.
 
 Usage::
 
@@ -13,10 +15,12 @@ Usage::
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from source_framework.compare.experiment import SettingResult
+from source_framework.compare.report import interval_warnings, read_ahead_notes
 
 
 @dataclass
@@ -28,6 +32,8 @@ class Series:
     xs: list[int]
     records_per_second: list[float]
     max_at_risk: list[int]
+    checkpoints_ahead: list[int | None] = field(default_factory=list)
+    read_again: list[int | None] = field(default_factory=list)  # the crash's cost, per point (None: no crash)
 
 
 def chart_series(results: Sequence[SettingResult]) -> tuple[list[str], list[Series]]:
@@ -44,8 +50,15 @@ def chart_series(results: Sequence[SettingResult]) -> tuple[list[str], list[Seri
             if pairs:
                 lines.append(Series(name, style, [labels.index(r.setting.interval_label) for r, _ in pairs],
                                     [run.records_per_second for _, run in pairs],
-                                    [max(run.max_at_risk, 1) for _, run in pairs]))  # log scale: no zero
+                                    [max(run.max_at_risk, 1) for _, run in pairs],  # log scale: no zero
+                                    [run.max_checkpoints_ahead for _, run in pairs],
+                                    [r.crash.read_again if r.crash and run is r.clean else None for r, run in pairs]))
     return labels, lines
+
+
+def chart_notes(results: Sequence[SettingResult]) -> list[str]:
+    """What the chart says under its panels: the report's warnings, then the read-ahead per setting."""
+    return ["WARNING: " + warning for warning in interval_warnings(results)] + read_ahead_notes(results)
 
 
 def plot_comparison(results: Sequence[SettingResult], path: str, title: str | None = None) -> str:
@@ -55,11 +68,20 @@ def plot_comparison(results: Sequence[SettingResult], path: str, title: str | No
     from matplotlib import pyplot
 
     labels, lines = chart_series(results)
-    figure, (speed, risk) = pyplot.subplots(2, 1, figsize=(7.5, 7), sharex=True)
+    notes = "\n".join(textwrap.fill(note, 110) for note in chart_notes(results))
+    note_inches = 0.16 * (notes.count("\n") + 1) if notes else 0.0
+    figure, (speed, risk) = pyplot.subplots(2, 1, figsize=(7.5, 7 + note_inches), sharex=True)
     try:
         for line in lines:
             speed.plot(line.xs, line.records_per_second, line.style, label=line.name)
             risk.plot(line.xs, line.max_at_risk, line.style, label=line.name)
+            for x, y, ahead in zip(line.xs, line.max_at_risk, line.checkpoints_ahead, strict=False):
+                if ahead is not None:
+                    risk.annotate(f"{ahead} ckpts ahead", (x, y), textcoords="offset points", xytext=(4, 6), fontsize="x-small")
+            again = [(x, max(cost, 1)) for x, cost in zip(line.xs, line.read_again, strict=False) if cost is not None]
+            if again:
+                risk.plot([x for x, _ in again], [cost for _, cost in again], "x:",
+                          label=line.name.replace("ours (into Spark)", "read again after the crash"))
         speed.set_ylabel("records / s")
         speed.set_ylim(bottom=0)
         risk.set_ylabel("most records at risk")
@@ -71,7 +93,9 @@ def plot_comparison(results: Sequence[SettingResult], path: str, title: str | No
             axes.margins(x=0.12)  # keep the first and last points off the frame
             axes.legend(loc="best", fontsize="small")
         figure.suptitle(title or "Checkpoint interval: throughput and records at risk")
-        figure.tight_layout()
+        if notes:
+            figure.text(0.01, 0.005, notes, fontsize="x-small", va="bottom", ha="left", wrap=False)
+        figure.tight_layout(rect=(0, note_inches / (7 + note_inches), 1, 1))
         figure.savefig(path, dpi=110)
     finally:
         pyplot.close(figure)

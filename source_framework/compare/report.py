@@ -1,7 +1,9 @@
 """The comparison's results as a text table, a Markdown table, or JSON.
 
 Two tables: "Runs" (one row for our runtime and one for airbyte-cdk's read, per setting) and
-"Crash and resume" (per setting).
+"Crash and resume" (per setting). Above them, warnings when the interval setting changed nothing
+for some streams (``interval_warnings``); below, per setting, how far reading ran ahead of its
+last STATE and what the crash cost (``read_ahead_notes``).
 
 Usage::
 
@@ -18,9 +20,14 @@ from typing import Any
 
 from source_framework.compare.experiment import SettingResult
 from source_framework.compare.runner import RunResult
+from source_framework.compare.settings import CONFIG_KEY
+
+#: More checkpoints than this waiting for their STATE means reading outran the commits: in step,
+#: a STATE arrives with at most the next checkpoint already asked.
+READ_AHEAD_CHECKPOINTS = 2
 
 RUN_COLUMNS = ["interval", "run", "STATEs", "repeated", "Spark commits", "data files", "wall s", "first STATE s",
-               "first commit s", "records/s", "max at risk"]
+               "first commit s", "records/s", "max at risk", "ckpts ahead"]
 CRASH_COLUMNS = ["interval", "killed after", "STATEs saved", "at risk at kill", "read again", "resume wall s",
                  "rows", "duplicates", "missing"]
 NOTES = [
@@ -28,10 +35,14 @@ NOTES = [
     "where the sync needs it, and the first commit included).",
     "first commit s: seconds from the moment the sync first asked for a checkpoint (its first slice's end, at "
     "slice checkpoints) to that checkpoint's STATE line.",
+    "records/s: records over the seconds from the first record read to the run's end (the process's start, "
+    "imports and Spark's, is left out; the last commits are in).",
     "max at risk: the most records read but not covered by a STATE the caller had received (what a crash "
     "can cost); ours is counted when each STATE line arrives, airbyte-cdk's as RECORD lines since the "
     "stream's last STATE. With concurrency, a slice committed ahead of the STATE's watermark counts as at "
     "risk although a resumed run skips it: 'read again' in the crash table is what the crash cost.",
+    "ckpts ahead: the most checkpoints the sync had asked for whose STATE had not reached the caller yet, "
+    "when a STATE arrived: how far reading ran ahead of its last STATE (ours only).",
     "repeated: STATEs equal to the same stream's previous one.",
     "read again: records read by the killed run and again by the resume (killed + resume - uninterrupted).",
     "duplicates / missing: rows of the final table whose key is there more / less often than in the "
@@ -81,20 +92,32 @@ class Report:
 
     # --- renderings ---------------------------------------------------------------------------
 
+    def warnings(self) -> list[str]:
+        return interval_warnings(self.results)
+
     def text(self) -> str:
-        parts = ["Checkpoint intervals: " + self.headline(), "", "Runs", _text_table(RUN_COLUMNS, self.run_rows())]
+        parts = ["Checkpoint intervals: " + self.headline()]
+        parts += ["", *("WARNING: " + warning for warning in self.warnings())] if self.warnings() else []
+        parts += ["", "Runs", _text_table(RUN_COLUMNS, self.run_rows())]
         crash = self.crash_rows()
         if crash:
             parts += ["", "Crash and resume", _text_table(CRASH_COLUMNS, crash)]
+        ahead = read_ahead_notes(self.results)
+        if ahead:
+            parts += ["", "Read-ahead", *ahead]
         parts += [""] + ["* " + note for note in NOTES]
         return "\n".join(parts) + "\n"
 
     def markdown(self) -> str:
-        parts = ["## Checkpoint intervals", "", self.headline() + ".", "", "### Runs", "",
-                 _markdown_table(RUN_COLUMNS, self.run_rows())]
+        parts = ["## Checkpoint intervals", "", self.headline() + "."]
+        parts += [item for warning in self.warnings() for item in ("", "> **Warning:** " + warning)]
+        parts += ["", "### Runs", "", _markdown_table(RUN_COLUMNS, self.run_rows())]
         crash = self.crash_rows()
         if crash:
             parts += ["", "### Crash and resume", "", _markdown_table(CRASH_COLUMNS, crash)]
+        ahead = read_ahead_notes(self.results)
+        if ahead:
+            parts += ["", "### Read-ahead", "", *("- " + note for note in ahead)]
         parts += [""] + ["- " + note for note in NOTES]
         return "\n".join(parts) + "\n"
 
@@ -104,8 +127,77 @@ class Report:
             "streams": self.streams,
             "crash_at": self.crash_at,
             "settings": [_setting_json(result) for result in self.results],
+            "warnings": self.warnings(),
+            "read_ahead": read_ahead_notes(self.results),
             "notes": NOTES,
         }
+
+
+def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
+    """Streams for which settings of different intervals changed nothing: their interval did not
+    follow the setting, or (at the same concurrency) their STATE count was the same at each."""
+    warnings = []
+    ignored: dict[str, dict[str, int | None]] = {}  # stream -> setting label -> its own interval
+    for result in results:
+        for stream, interval in result.stream_intervals.items():
+            if interval != result.setting.interval:
+                ignored.setdefault(stream, {})[result.setting.label] = interval
+    if ignored:
+        named = "; ".join(
+            f"{stream} (state_checkpoint_interval {_interval_values(seen.values())} at {', '.join(seen)})"
+            for stream, seen in ignored.items())
+        warnings.append(
+            f"the interval setting changed nothing for {named}: the connector sets the stream's "
+            f"state_checkpoint_interval itself instead of reading the config key '{CONFIG_KEY}', where this tool "
+            "writes each setting; the figures of those streams compare nothing.")
+    same: dict[str, tuple[int, list[str]]] = {}  # stream -> its STATE count, the settings
+    for level in dict.fromkeys(r.setting.concurrency for r in results):
+        group = [r for r in results if r.setting.concurrency == level]
+        intervals = {r.setting.interval for r in group}
+        numbers = [i for i in intervals if i is not None]
+        if len(intervals) < 2 or not numbers:
+            continue
+        for stream in dict.fromkeys(s for r in group for s in r.clean.states_by_stream):
+            counts = {r.clean.states_by_stream.get(stream, 0) for r in group}
+            read = max(r.clean.reads.get(stream, 0) for r in group)
+            # Slices (or streams) of no more records per STATE than the smallest interval give no
+            # interval a chance to add a STATE: equal counts say nothing then.
+            if len(counts) == 1 and stream not in ignored and read > min(numbers) * max(1, next(iter(counts))):
+                count, labels = same.get(stream, (counts.pop(), []))
+                same[stream] = (count, labels + [r.setting.label for r in group])
+    if same:
+        named = "; ".join(f"{stream} ({count:,} STATEs at each of {', '.join(labels)})"
+                          for stream, (count, labels) in same.items())
+        warnings.append(
+            f"the interval setting changed nothing for {named}: the same STATE count at different intervals. "
+            f"The connector may set the stream's state_checkpoint_interval itself instead of reading the config key "
+            f"'{CONFIG_KEY}', the stream may be declared unsorted (it checkpoints per slice only), or its slices "
+            "may hold fewer records than the intervals compared.")
+    return warnings
+
+
+def read_ahead_notes(results: Sequence[SettingResult]) -> list[str]:
+    """Per setting: how far reading ran ahead of its last STATE, what the crash cost, and when the
+    read-ahead, not the interval, bounds what a crash costs."""
+    notes = []
+    for result in results:
+        run = result.clean
+        if run.max_checkpoints_ahead is None:
+            continue
+        ahead = run.max_checkpoints_ahead
+        note = (f"{result.setting.label}: reading ran up to {ahead:,} checkpoint{'' if ahead == 1 else 's'} "
+                f"({run.max_at_risk:,} records) ahead of the last STATE")
+        if result.crash is not None:
+            note += f"; the crash cost {result.crash.read_again:,} records read again"
+        if ahead > READ_AHEAD_CHECKPOINTS:
+            note += ("; reading outran the commits (an API that answers at once), so this read-ahead, not the "
+                     "interval, bounds what a crash costs")
+        notes.append(note + ".")
+    return notes
+
+
+def _interval_values(values: Any) -> str:
+    return ", ".join(dict.fromkeys("none" if v is None else str(v) for v in values))
 
 
 def _run_cells(run: RunResult) -> list[str]:
@@ -115,7 +207,8 @@ def _run_cells(run: RunResult) -> list[str]:
 def _speed_cells(run: RunResult) -> list[str]:
     first = "-" if run.first_state_seconds is None else f"{run.first_state_seconds:.1f}"
     commit = "-" if run.first_commit_seconds is None else f"{run.first_commit_seconds:.2f}"
-    return [f"{run.seconds:.1f}", first, commit, _int(round(run.records_per_second)), _int(run.max_at_risk)]
+    ahead = "-" if run.max_checkpoints_ahead is None else _int(run.max_checkpoints_ahead)
+    return [f"{run.seconds:.1f}", first, commit, _int(round(run.records_per_second)), _int(run.max_at_risk), ahead]
 
 
 def _int(value: int) -> str:
@@ -134,6 +227,9 @@ def _run_json(run: RunResult | None) -> dict[str, Any] | None:
         "first_commit_seconds": None if run.first_commit_seconds is None else round(run.first_commit_seconds, 3),
         "records_per_second": round(run.records_per_second, 1),
         "max_records_at_risk": run.max_at_risk,
+        "max_checkpoints_ahead": run.max_checkpoints_ahead,
+        "reading_seconds": None if run.reading_seconds is None else round(run.reading_seconds, 3),
+        "states_by_stream": run.states_by_stream,
         "records_at_risk_at_end": run.at_risk_at_end,
         "killed": run.killed,
         "returncode": run.returncode,
@@ -149,6 +245,7 @@ def _setting_json(result: SettingResult) -> dict[str, Any]:
         "ours": {**(_run_json(result.clean) or {}), "spark_commits": result.commits.commits,
                  "data_files": result.commits.files, "committed_rows": result.commits.rows},
         "airbyte_cdk": _run_json(result.cdk),
+        "stream_intervals": result.stream_intervals,
         "crash": None,
     }
     crash = result.crash

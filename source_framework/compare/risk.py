@@ -11,6 +11,11 @@ just before each STATE arrives (the at-risk count only grows between STATEs).
 - For airbyte-cdk's own ``read`` the RECORD lines are on stdout, before their STATE: the count
   is the RECORD lines seen (``on_record``).
 
+How far reading ran ahead of its last STATE, in checkpoints, needs the checkpoints each stream
+asked for (``asked``, the probe's counters): when a STATE arrives, those asked and not yet
+answered by a STATE are what reading had gone on past. Against an API that answers at once this,
+not the interval, bounds the records at risk.
+
 A stream's COMPLETE status covers all its records too: full-refresh streams print no STATE and
 publish their data when the stream completes.
 
@@ -20,6 +25,8 @@ Usage::
     tracker.on_state("users", {"type": "STREAM", ...}, record_count=1000, reads={"users": 1040})
     tracker.on_complete("users", reads={"users": 2000})
     tracker.max_at_risk, tracker.states, tracker.repeated_states, tracker.last_states
+    tracker.on_state("users", {...}, record_count=100, reads={"users": 900}, asked={"users": 8})
+    tracker.max_checkpoints_ahead, tracker.states_by_stream
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ class ScheduleTracker:
 
     def __init__(self) -> None:
         self.states = 0
+        self.states_by_stream: dict[str, int] = {}
+        self.max_checkpoints_ahead: int | None = None  # None: the checkpoints asked are not known (CDK)
+        self.first_record_wall: float | None = None  # time.time() of the first RECORD line (CDK)
         self.repeated_states = 0  # a STATE equal to the same stream's previous one
         self.max_at_risk = 0
         self.covered: dict[str, int] = {}
@@ -49,6 +59,8 @@ class ScheduleTracker:
 
     def on_record(self, stream: str) -> None:
         """A RECORD line (airbyte-cdk's read): one more record read of ``stream``."""
+        if self.first_record_wall is None:
+            self.first_record_wall = time.time()
         self.record_lines[stream] = self.record_lines.get(stream, 0) + 1
 
     def on_state(
@@ -57,9 +69,16 @@ class ScheduleTracker:
         state: Mapping[str, Any],
         record_count: float | None,
         reads: Mapping[str, int] | None = None,
+        asked: Mapping[str, int] | None = None,
     ) -> None:
-        """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen)."""
+        """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen);
+        ``asked``: checkpoints asked per stream now (None: not known)."""
         self.sample(reads)
+        self.states_by_stream[stream] = self.states_by_stream.get(stream, 0) + 1
+        if asked is not None:
+            # This STATE answers one checkpoint; the ones asked after it wait for theirs.
+            ahead = sum(max(0, count - self.states_by_stream.get(name, 0)) for name, count in asked.items())
+            self.max_checkpoints_ahead = max(self.max_checkpoints_ahead or 0, ahead)
         if self.first_state_at is None:
             self.first_state_at, self.first_state_wall = time.perf_counter(), time.time()
         self.first_state_walls.setdefault(stream, time.time())

@@ -67,6 +67,13 @@ class RunResult:
     first_commit_seconds: float | None = None
     first_state_wall: float | None = None  # time.time() when the first STATE line arrived
     first_state_walls: dict[str, float] = field(default_factory=dict)  # the same, per stream
+    states_by_stream: dict[str, int] = field(default_factory=dict)
+    #: the most checkpoints asked and not yet answered by a STATE when a STATE arrived (ours only)
+    max_checkpoints_ahead: int | None = None
+    #: from the first record read to the run's end; None when no record was read or it is not known
+    reading_seconds: float | None = None
+    first_record_wall: float | None = None  # time.time() of the first RECORD line (CDK's read)
+    ended_wall: float | None = None  # time.time() when the process ended
 
     @property
     def ok(self) -> bool:
@@ -74,7 +81,9 @@ class RunResult:
 
     @property
     def records_per_second(self) -> float:
-        return self.records / self.seconds if self.seconds > 0 else 0.0
+        """From the first record read: the process's start (imports, Spark) is not reading."""
+        seconds = self.seconds if self.reading_seconds is None else self.reading_seconds
+        return self.records / seconds if seconds > 0 else 0.0
 
     def stderr_tail(self, lines: int = 25) -> str:
         try:
@@ -104,8 +113,10 @@ class SyncRunner:
             self.script, *read_args,
         ]
         try:
-            run = self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after)
+            run = self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after,
+                            counters.checkpoints_asked)
             run.first_commit_seconds = first_commit_seconds(counters, run)
+            run.reading_seconds = _reading_seconds(counters.first_record_at(), run)
             return run
         finally:
             counters.close()
@@ -113,7 +124,9 @@ class SyncRunner:
     def run_cdk(self, name: str, read_args: Sequence[str]) -> RunResult:
         """The same script and arguments under airbyte-cdk's own ``read``."""
         argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
-        return self._run(name, argv, None, None, None)
+        run = self._run(name, argv, None, None, None)
+        run.reading_seconds = _reading_seconds(run.first_record_wall, run)
+        return run
 
     def write_states(self, name: str, run: RunResult) -> str | None:
         """The last STATE per stream of ``run`` as a ``--state`` file; None when it printed none."""
@@ -133,6 +146,7 @@ class SyncRunner:
         reads: Callable[[], dict[str, int]] | None,
         total: Callable[[], int] | None,
         kill_after: int | None,
+        asked: Callable[[], dict[str, int]] | None = None,
     ) -> RunResult:
         tracker = ScheduleTracker()
         stderr_path = os.path.join(self.workdir, f"{name}.stderr.log")
@@ -140,7 +154,7 @@ class SyncRunner:
         with open(stderr_path, "wb") as stderr:
             process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, env=_child_env())
             assert process.stdout is not None
-            reader = threading.Thread(target=_follow, args=(process.stdout, tracker, reads), daemon=True)
+            reader = threading.Thread(target=_follow, args=(process.stdout, tracker, reads, asked), daemon=True)
             reader.start()
             killed = False
             try:
@@ -156,6 +170,7 @@ class SyncRunner:
                 _stop(process)
                 raise
             seconds = time.perf_counter() - started
+            ended_wall = time.time()
             reader.join()
         final_reads = reads() if reads is not None else dict(tracker.record_lines)
         return RunResult(
@@ -177,6 +192,10 @@ class SyncRunner:
             first_state_wall=tracker.first_state_wall,
             first_state_walls=dict(tracker.first_state_walls),
             errors=list(tracker.errors),
+            states_by_stream=dict(tracker.states_by_stream),
+            max_checkpoints_ahead=tracker.max_checkpoints_ahead,
+            first_record_wall=tracker.first_record_wall,
+            ended_wall=ended_wall,
         )
 
 
@@ -188,7 +207,19 @@ def first_commit_seconds(counters: ReadCounters, run: RunResult) -> float | None
     return None if asked is None or state_at is None else max(0.0, state_at - asked)
 
 
-def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Callable[[], dict[str, int]] | None) -> None:
+def _reading_seconds(first_record: float | None, run: RunResult) -> float | None:
+    """From the first record read to the process's end; None when either is not known."""
+    if first_record is None or run.ended_wall is None:
+        return None
+    return max(0.0, run.ended_wall - first_record)
+
+
+def _follow(
+    stdout: IO[bytes],
+    tracker: ScheduleTracker,
+    reads: Callable[[], dict[str, int]] | None,
+    asked: Callable[[], dict[str, int]] | None = None,
+) -> None:
     """The reader thread: feed every protocol line to the tracker as it arrives."""
     for line in stdout:
         if line.startswith(_RECORD_PREFIX):
@@ -202,10 +233,15 @@ def _follow(stdout: IO[bytes], tracker: ScheduleTracker, reads: Callable[[], dic
             continue  # not a protocol line; the runtime keeps stdout clean, so this is rare
         if not isinstance(message, dict):
             continue
-        _handle(message, tracker, reads)
+        _handle(message, tracker, reads, asked)
 
 
-def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Callable[[], dict[str, int]] | None) -> None:
+def _handle(
+    message: Mapping[str, Any],
+    tracker: ScheduleTracker,
+    reads: Callable[[], dict[str, int]] | None,
+    asked: Callable[[], dict[str, int]] | None = None,
+) -> None:
     kind = message.get("type")
     if kind == "RECORD":
         tracker.on_record(str(message.get("record", {}).get("stream", "")))
@@ -213,7 +249,7 @@ def _handle(message: Mapping[str, Any], tracker: ScheduleTracker, reads: Callabl
         state = message.get("state") or {}
         stream = ((state.get("stream") or {}).get("stream_descriptor") or {}).get("name", "")
         count = (state.get("sourceStats") or {}).get("recordCount")
-        tracker.on_state(stream, state, count, reads() if reads else None)
+        tracker.on_state(stream, state, count, reads() if reads else None, asked() if asked else None)
     elif kind == "TRACE":
         trace = message.get("trace") or {}
         if trace.get("type") == "ERROR":
