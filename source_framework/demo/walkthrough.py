@@ -24,6 +24,7 @@ from typing import Any
 
 from source_framework.demo.source import DemoSource
 from source_framework.runtime.process import EXIT_OK
+from source_framework.runtime.summary import state_as_words
 
 
 def configured_catalog() -> dict[str, Any]:
@@ -200,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     print("   overwrite: the table holds the last sync's records.")
     print(f"\n== final state ({state_path})")
     for name, state in final.items():
-        print(f"   {name:<14} {json.dumps(state['stream']['stream_state'])[:100]}")
+        stream_state = state["stream"]["stream_state"]
+        print(f"   {name:<14} {state_as_words(stream_state) or json.dumps(stream_state)[:100]}")
     print(f"\nmain job finished in {time.monotonic() - started:.1f}s")
     return EXIT_OK
 
