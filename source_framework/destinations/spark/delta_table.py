@@ -206,14 +206,13 @@ class DeltaLakeTable:
                      merge: DedupMerge | None = None) -> None:
         """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction (or
         merged into the table by key: MERGE needs them all at once, one per key)."""
-        import pyarrow.dataset as ds  # (here: it imports pandas, which a sync into Parquet folders never needs)
         from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
         files = [os.path.join(item.folder, name) for item in staged
                  for name in (item.files or sorted(os.listdir(item.folder))) if name.endswith(".parquet")]
         batches = data.to_batches()
         if files:
-            batches = [*ds.dataset(files, schema=data.schema, format="parquet").to_batches(), *batches]
+            batches = [*_file_batches(files, data.schema), *batches]
         rows: Any = pa.RecordBatchReader.from_batches(data.schema, batches)
         properties = CommitProperties(app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": metadata})
         # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence
@@ -452,6 +451,18 @@ class DeltaLakeTable:
 
         return list(table.vacuum(retention_hours=VACUUM_RETENTION_HOURS, dry_run=False,
                                  post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=False)))
+
+
+def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of staged Parquet files as ``schema`` (its columns by name and type, null where a
+    file has none). Read with ``pyarrow.parquet``: ``pyarrow.dataset`` imports pandas, which a sync
+    through the page converter otherwise never loads."""
+    for path in files:
+        with pq.ParquetFile(path) as parquet:
+            for batch in parquet.iter_batches():
+                columns = [batch.column(field.name).cast(field.type) if field.name in batch.schema.names
+                           else pa.nulls(batch.num_rows, field.type) for field in schema]
+                yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def _history_newest_first(table: DeltaTable) -> Iterator[dict[str, Any]]:
