@@ -257,7 +257,4 @@ def all_cases(spark_master: str | None = None, concurrency: tuple[int, ...] = (1
         FullSyncCase("spark-writer-slice", "(4s) full sync into Delta by Spark's Delta writer, slice checkpoints", None,
                      spark_master, destination=spark_writer),
     ]
-    from bench.dlt_case import DltDeltaCase  # (it builds on this module's Case)
-
-    cases.append(DltDeltaCase())
-    return cases
+    return cases  # (bench/run.py adds dlt's case, bench/dlt_case.py, which builds on this module's Case)

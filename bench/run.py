@@ -47,6 +47,7 @@ if ROOT not in sys.path:  # run as a script: make the repository importable
 from bench.api_process import DemoApiProcess  # noqa: E402
 from bench.cases import BenchEnv, Case, Measurement, all_cases, remove_warehouses  # noqa: E402
 from bench.cpu import children_cpu_seconds  # noqa: E402
+from bench.dlt_case import DltDeltaCase  # noqa: E402
 from bench.report import BenchReport, memory_growth, memory_growth_text  # noqa: E402
 
 API_KEY = "bench-api-key-8c21"
@@ -60,7 +61,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions; medians are reported (default 3)")
     parser.add_argument("--streams", default="orders", help="streams to read (default orders: monthly slices)")
     parser.add_argument("--page-size", type=int, default=1000, help="records per API page (1-1000, default 1000)")
-    parser.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in all_cases()))
+    parser.add_argument("--cases", help="comma-separated subset of: " + ",".join(c.name for c in [*all_cases(), DltDeltaCase()]))
     parser.add_argument("--latency-ms", type=int, default=0, help="the API waits this long before each page (default 0)")
     parser.add_argument("--generate-pages", action="store_true",
                         help="the API builds every page anew (default: pages are served from memory once the warm-up "
@@ -81,7 +82,7 @@ def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     counts = [int(text.replace("_", "")) for text in args.records.split(",") if text.strip()]
     levels = tuple(int(text) for text in args.concurrency.split(",") if text.strip())
-    cases = select_cases(all_cases(args.spark_master, levels), args.cases)
+    cases = select_cases([*all_cases(args.spark_master, levels), DltDeltaCase()], args.cases)
     streams = [s.strip() for s in args.streams.split(",") if s.strip()]
     reports = []
     warehouses: list[str] = []  # removed at the very end: see ``BenchEnv.new_warehouse``
