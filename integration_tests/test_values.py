@@ -14,6 +14,7 @@ import enum
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import date, datetime, time, timedelta, timezone
@@ -230,3 +231,73 @@ def test_an_unknown_on_type_mismatch_is_refused_before_anything_is_read(tmp_path
     assert run.returncode == 2
     assert "config file" in run.stderr and "on_type_mismatch must be one of null, fail, not 'drop'" in run.stderr
     assert not run.of_type("RECORD") and not run.of_type("STATE") and not os.path.exists(warehouse)
+
+
+def tables_command(source, config_path: str, *args: str) -> tuple[int, str, str]:
+    """``main.py tables ...`` of ``source`` in this process: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from source_framework.runtime.entrypoint import build_parser, run_command
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_command(source, build_parser().parse_args(["tables", *args, "--config", config_path]))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("table_format", ["delta", "parquet"])
+def test_tables_shows_per_field_the_values_stored_as_null_and_the_undeclared_fields(spark, tmp_path, table_format):
+    """What the summary said at the end of the sync, ``tables`` says later from the table itself
+    (each row's ``_sf_meta``), per field: a misfit is never only in a log that scrolled away."""
+    extra = [{**purchase(n), "nickname": f"n{n}"} if n % 4 == 0 else purchase(n) for n in range(RECORDS)]
+    source = PythonValues({"extras": extra})
+    run, warehouse = sync(tmp_path, source, "arrow", ("purchases", "extras"), table_format=table_format)
+    assert run.returncode == 0, run.stderr
+    code, out, err = tables_command(source, str(tmp_path / "arrow-config.json"), "--json")
+    assert code == 0, err
+    tables = {table["stream"]: table for table in json.loads(out)["tables"]}
+    assert tables["purchases"]["format"] == table_format
+    vip = {"values": RECORDS, "first_reason": "expected integer, got boolean true"}
+    assert tables["purchases"]["values_stored_as_null"] == {"vip": vip} and tables["purchases"]["undeclared_fields"] == {}
+    frame = read_table(spark, table_path(warehouse, "PythonValues", "extras"))  # the reference: Spark's count
+    nicknamed = frame.where("_sf_meta LIKE '%nickname%'").count()
+    assert nicknamed == RECORDS // 4
+    assert tables["extras"]["undeclared_fields"] == {"nickname": nicknamed}
+
+    code, text, err = tables_command(source, str(tmp_path / "arrow-config.json"), "--stream", "extras")
+    assert code == 0, err
+    assert f"  misfits      vip: {RECORDS} values stored as null (expected integer, got boolean true)\n" in text
+    assert f"               nickname: in {nicknamed} rows, not in the schema (no column)\n" in text
+
+
+@pytest.mark.parametrize("table_format", ["delta", "parquet"])
+def test_tables_show_prints_a_tables_first_rows_as_its_readers_see_them(spark, tmp_path, table_format):
+    source = PythonValues()
+    run, warehouse = sync(tmp_path, source, "arrow", ("purchases",), table_format=table_format)
+    assert run.returncode == 0, run.stderr
+    config_path = str(tmp_path / "arrow-config.json")
+    code, out, err = tables_command(source, config_path, "show", "purchases", "--limit", "3", "--json")
+    assert code == 0, err
+    shown = [json.loads(line) for line in out.splitlines()]
+    assert len(shown) == 3
+    frame = read_table(spark, table_path(warehouse, "PythonValues", "purchases"))
+    by_id = {row["id"]: row.asDict() for row in frame.collect()}
+    for row in shown:  # each value as Spark reads it (timestamps as their text)
+        expected = by_id[row["id"]]
+        assert set(row) == set(expected)
+        assert row["vip"] is None and row["colour"] == expected["colour"] and row["items"] == expected["items"]
+        assert row["_sf_checkpoint"] == expected["_sf_checkpoint"] and row["_sf_meta"] == expected["_sf_meta"]
+
+    code, text, err = tables_command(source, config_path, "show", "purchases", "--limit", "2")
+    assert code == 0, err
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["id", "created_at", "paid_at"] and len(lines) == 4
+    assert lines[-1] == f"(2 of {RECORDS} rows)"
+    assert all(len(cell) <= 40 for line in lines[1:3] for cell in re.split(r" {2,}", line.strip()))  # long values cut
+
+    assert tables_command(source, config_path, "show", "nope")[0] == 2  # bad input: no such stream
+    code, out, err = tables_command(source, config_path, "show", "purchases", "--limit", "0")
+    assert (code, out) == (2, "") and "--limit must be 1 or more, got 0" in err
+    code, out, err = tables_command(source, config_path, "look", "purchases")
+    assert (code, out) == (2, "") and "tables takes 'show STREAM' or nothing" in err

@@ -3,11 +3,14 @@
 ::
 
     python main.py tables --config config.json [--warehouse W] [--stream users] [--json]
+    python main.py tables show users --config config.json [--limit 10] [--json]
 
 Per stream of the connector (or the one named): where its table is, its format (a Delta table or
 a Spark Parquet folder), its rows, its last commit (sequence number, when, its Delta version or
-its ``_spark_metadata`` batch), the state that commit covers, and the schema the commit recorded.
-A stream without a table says so. Readable text on stdout, or one JSON document with ``--json``.
+its ``_spark_metadata`` batch), the state that commit covers, and the schema the commit recorded,
+and the values that did not fit their column (stored as null) and the undeclared fields, per field,
+counted from the rows' ``_sf_meta``. A stream without a table says so. ``tables show STREAM``
+prints the first ``--limit`` rows of one table as its readers see them. Readable text on stdout, or one JSON document with ``--json``.
 
 The tables are found as ``read`` finds them (the config's ``destination`` section, ``--warehouse``:
 ``entrypoint.spark_destination``) and read through their own logs with pure file reads: the
@@ -35,6 +38,8 @@ logger = logging.getLogger("source_framework.tables")
 
 #: a state longer than this (compact JSON) is cut in the text view; ``--json`` has it whole
 STATE_SHOWN = 300
+#: ``tables show``: a value longer than this is cut in the text view; ``--json`` has it whole
+VALUE_SHOWN = 40
 
 
 def add_tables_command(commands: Any) -> argparse.ArgumentParser:
@@ -42,7 +47,9 @@ def add_tables_command(commands: Any) -> argparse.ArgumentParser:
     tables.add_argument("--config", required=True, help="the connector config (where the tables are)")
     tables.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
     tables.add_argument("--stream", help="only this stream's table (default: every stream's)")
-    tables.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    tables.add_argument("--json", action="store_true", help="one JSON document instead of text (show: one JSON line per row)")
+    tables.add_argument("what", nargs="*", metavar="show STREAM", help="print the first rows of this stream's table")
+    tables.add_argument("--limit", type=int, default=10, help="show: how many rows (default 10)")
     return tables
 
 
@@ -60,6 +67,9 @@ def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) 
             streams = list(source.streams(config))
         except Exception as error:
             raise InputError(f"the source's streams() raised {type(error).__name__}: {error}") from None
+        shown_stream = _shown_stream(parsed)
+        if shown_stream is not None:
+            parsed.stream = shown_stream
         if parsed.stream:
             names = [stream.name for stream in streams]
             if parsed.stream not in names:
@@ -69,6 +79,11 @@ def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) 
     except InputError as error:
         sys.stderr.write(f"error: {secrets.mask(str(error))}\n")
         return EXIT_BAD_INPUT
+    if shown_stream is not None:
+        try:
+            return _show_rows(destination, streams[0], parsed, secrets)
+        finally:
+            destination.close()
     try:
         found = [describe(destination, stream.namespace, stream.name) for stream in streams]
     finally:
@@ -78,6 +93,95 @@ def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) 
     sys.stdout.write(secrets.mask(text))
     sys.stdout.flush()
     return EXIT_FAILED if any("error" in table for table in found) else EXIT_OK
+
+
+def _shown_stream(parsed: argparse.Namespace) -> str | None:
+    """The stream of ``tables show STREAM``, or None for the overview; bad words are bad input."""
+    if not parsed.what:
+        return None
+    if parsed.what[0] != "show" or len(parsed.what) != 2:
+        raise InputError(f"tables takes 'show STREAM' or nothing before its flags, got '{' '.join(parsed.what)}'")
+    if parsed.stream and parsed.stream != parsed.what[1]:
+        raise InputError(f"--stream {parsed.stream} and 'show {parsed.what[1]}' name different streams")
+    if parsed.limit < 1:
+        raise InputError(f"--limit must be 1 or more, got {parsed.limit}")
+    return str(parsed.what[1])
+
+
+def _show_rows(destination: Any, stream: Any, parsed: argparse.Namespace, secrets: SecretFilter) -> int:
+    """``tables show STREAM``: the table's first ``--limit`` rows, as text columns or JSON lines."""
+    namespace = stream.namespace
+    if not destination.has_table(namespace, stream.name):
+        sys.stderr.write(f"error: {stream.name}: no table (read would write it at {destination.table_path(namespace, stream.name)})\n")
+        return EXIT_FAILED
+    try:
+        dataset = _dataset(destination.committed_table(namespace, stream.name))
+        rows, total = dataset.head(parsed.limit), dataset.count_rows()
+    except Exception as error:
+        sys.stderr.write(secrets.mask(f"error: {stream.name}: cannot be read: {type(error).__name__}: {error}") + "\n")
+        return EXIT_FAILED
+    if parsed.json:
+        text = "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows.to_pylist())
+    else:
+        text = _rows_as_text(rows) + f"({rows.num_rows} of {total} rows)\n"
+    sys.stdout.write(secrets.mask(text))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _rows_as_text(rows: Any) -> str:
+    """Columns side by side, each value cut to ``VALUE_SHOWN`` characters."""
+    def cell(value: Any) -> str:
+        text = "null" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
+        text = " ".join(text.split())
+        return text if len(text) <= VALUE_SHOWN else text[: VALUE_SHOWN - 3] + "..."
+
+    columns = [[name, *(cell(value) for value in rows.column(name).to_pylist())] for name in rows.column_names]
+    widths = [max(len(value) for value in column) for column in columns]
+    lines = ["  ".join(column[line].ljust(width) for column, width in zip(columns, widths, strict=True)).rstrip()
+             for line in range(rows.num_rows + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def _dataset(table: Any) -> Any:
+    """The table's current rows as a ``pyarrow`` dataset: through the Delta log with ``deltalake``, or
+    the files a Parquet folder's ``_spark_metadata`` log lists (read in place, nothing copied)."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable
+
+    if isinstance(table, DeltaLakeTable):
+        from deltalake import DeltaTable
+
+        return DeltaTable(table.path).to_pyarrow_dataset()
+    files = _parquet_files(table)
+    if not files:
+        schema = table.recorded_schema()
+        return ds.dataset([], schema=schema, format="parquet")
+    return ds.dataset(files, schema=pq.read_schema(files[-1]), format="parquet")
+
+
+def misfits(dataset: Any) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
+    """Per field, from the rows' ``_sf_meta``: the values stored as null (how many, the first
+    reason), and the undeclared fields (in how many rows); empty for a table without the column."""
+    import pyarrow.compute as pc
+
+    from source_framework.destinations.spark.arrow_conversion import META
+
+    mismatched: dict[str, tuple[int, str]] = {}
+    undeclared: dict[str, int] = {}
+    if META not in dataset.schema.names:
+        return mismatched, undeclared
+    for batch in dataset.to_batches(columns=[META], filter=pc.field(META).is_valid()):
+        for text in batch.column(0).to_pylist():
+            meta = json.loads(text)
+            for error in meta.get("errors", ()):
+                count, reason = mismatched.get(error["field"], (0, error.get("reason", "")))
+                mismatched[error["field"]] = (count + 1, reason)
+            for name in meta.get("undeclared", ()):
+                undeclared[name] = undeclared.get(name, 0) + 1
+    return mismatched, undeclared
 
 
 def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, Any]:
@@ -109,6 +213,10 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
         entry["pending_reset"] = table.pending_reset() is not None
         schema = table.recorded_schema()
         entry["schema"] = [{"name": column.name, "type": _type_of(column)} for column in schema] if schema is not None else []
+        mismatched, undeclared = misfits(_dataset(table))
+        entry["values_stored_as_null"] = {name: {"values": count, "first_reason": reason}
+                                          for name, (count, reason) in sorted(mismatched.items())}
+        entry["undeclared_fields"] = dict(sorted(undeclared.items()))
     except Exception as error:  # a damaged or unreadable table: said in its entry, the others still shown
         entry["error"] = f"{type(error).__name__}: {' '.join(str(error).split())}"
     return entry
@@ -136,20 +244,24 @@ def _delta_rows(path: str, last: Any) -> tuple[int, int | None]:
 
 def _parquet_rows(table: Any) -> int:
     """The rows in the Parquet footers of the files the folder's ``_spark_metadata`` log lists (what a
-    Spark reader sees). A file the log names elsewhere (a moved warehouse, whose next sync points the
-    log here) is looked for in the table's folder by its name."""
+    Spark reader sees)."""
     import pyarrow.parquet as pq
 
+    return sum(pq.read_metadata(path).num_rows for path in _parquet_files(table))
+
+
+def _parquet_files(table: Any) -> list[str]:
+    """The local paths of the files the folder's ``_spark_metadata`` log lists. A file the log names
+    elsewhere (a moved warehouse, whose next sync points the log here) is looked for in the table's
+    folder by its name."""
     from source_framework.destinations.checkpoint_record import file_name
     from source_framework.destinations.spark.file_sink_log import local_path
 
-    rows = 0
+    paths = []
     for uri in table.live_files():
         path = local_path(uri)
-        if not os.path.exists(path):
-            path = os.path.join(table.path, file_name(uri))
-        rows += pq.read_metadata(path).num_rows
-    return rows
+        paths.append(path if os.path.exists(path) else os.path.join(table.path, file_name(uri)))
+    return paths
 
 
 def _type_of(column: Any) -> str:
@@ -181,8 +293,19 @@ def as_text(document: dict[str, Any]) -> str:
             lines.append(f"  {'schema':<13}{len(columns)} columns")
         width = max((len(column["name"]) for column in columns), default=0) + 2
         lines += [f"    {column['name']:<{width}}{column['type']}" for column in columns]
+        lines += _misfit_lines(table)
         lines.append("")
     return "\n".join(lines)
+
+
+def _misfit_lines(table: dict[str, Any]) -> list[str]:
+    """``misfits  age: 3 values stored as null (expected integer, got string "x")``, per field."""
+    lines = [f"{name}: {found['values']} values stored as null ({found['first_reason']})" if found["first_reason"]
+             else f"{name}: {found['values']} values stored as null" for name, found in table["values_stored_as_null"].items()]
+    lines += [f"{name}: in {count} rows, not in the schema (no column)" for name, count in table["undeclared_fields"].items()]
+    if not lines:
+        return []
+    return [f"  {'misfits':<13}{lines[0]}", *(f"  {'':<13}{line}" for line in lines[1:]), f"  {'':<13}(each row's _sf_meta names them)"]
 
 
 def _commit_lines(table: dict[str, Any]) -> list[str]:
