@@ -1,6 +1,6 @@
 """``read``: pull records from each configured stream, hand them to the sink, checkpoint.
 
-The schedule (SPEC.md, "Checkpoint rules"), for incremental streams:
+The schedule (docs/concepts.md, "When `read` checkpoints"), for incremental streams:
 
 - a checkpoint after every slice, and every ``state_checkpoint_interval`` records *within* a
   slice; the counter restarts with each slice. (airbyte-cdk 7's ``Stream.read`` counts across

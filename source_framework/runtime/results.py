@@ -1,8 +1,8 @@
 """What a ``read`` did, per stream: the read loop fills these in, the progress display and the
 end-of-run summary show them.
 
-The counts obey one rule, checked by the read loop before any STATE is printed (SPEC.md, "No
-silent loss")::
+The counts obey one rule, checked by the read loop before any STATE is printed, so no record is
+lost silently (docs/concepts.md, "Exactly once")::
 
     records == handed + skipped          every record the stream yielded went to the sink,
                                          or was a boundary re-read skipped on purpose
