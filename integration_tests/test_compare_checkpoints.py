@@ -17,6 +17,7 @@ import time
 import pytest
 
 from integration_tests.conftest import API_KEY, MAIN, ROOT, catalog, config_for, write_json
+from source_framework.compare.report import READ_AHEAD_CHECKPOINTS
 from source_framework.demo.api import DemoApi
 
 RECORDS = 2000
@@ -96,6 +97,33 @@ def test_compare_checkpoints_reports_every_setting_with_a_crash_and_resume(tmp_p
     assert os.path.isdir(workdir / "interval-500" / "crash" / "demo" / "orders")
 
 
+@pytest.mark.slow
+def test_compare_runs_each_read_ahead_bound_and_shows_the_trade(tmp_path):
+    """``--max-checkpoints-ahead 128,1``: one run per bound, labelled with it; at 1 reading ran at
+    most about one checkpoint ahead of its last STATE, at 128 further, with the same rows."""
+    workdir = tmp_path / "compare"
+    with DemoApi(records=3000, api_key=API_KEY, seed=11).start() as api:
+        config = write_json(tmp_path / "config.json", config_for(api, tmp_path / "unused-warehouse"))
+        run = subprocess.run(
+            [sys.executable, "-m", "source_framework.compare", "--connector", MAIN, "--config", config,
+             "--catalog", write_json(tmp_path / "catalog.json", catalog("users")), "--intervals", "10",
+             "--max-checkpoints-ahead", "128,1", "--no-crash", "--no-cdk", "--workdir", str(workdir)],
+            capture_output=True, text=True, cwd=ROOT, timeout=600,
+        )
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((workdir / "compare.json").read_text())
+    assert [(s["label"], s["max_checkpoints_ahead"]) for s in results["settings"]] == [("10 a128", 128), ("10 a1", 1)]
+    fast, safe = (s["ours"] for s in results["settings"])
+    assert fast["records"] == safe["records"] > 0 and fast["committed_rows"] == safe["committed_rows"] == fast["records"]
+    # (the tool counts the checkpoints asked when a STATE line reaches it, by when reading may have
+    # asked more: test_read_ahead_bound checks the bound itself, in the reading thread)
+    assert 2 * READ_AHEAD_CHECKPOINTS < fast["max_checkpoints_ahead"] and safe["max_checkpoints_ahead"] < fast["max_checkpoints_ahead"] / 4
+    assert safe["max_records_at_risk"] < fast["max_records_at_risk"]
+    assert "outran" in results["read_ahead"][0] and "outran" not in results["read_ahead"][1]
+    assert "10 a1" in run.stdout and [note.split(":")[0] for note in results["read_ahead"]] == ["10 a128", "10 a1"]
+    assert (workdir / "interval-10-a1").is_dir() and (workdir / "compare.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_the_connectors_own_command_line_has_no_compare_command():
     run = subprocess.run([sys.executable, MAIN, "compare-checkpoints", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert run.returncode == 2 and "invalid choice" in run.stderr
@@ -121,6 +149,7 @@ def _compare_in_process(tmp_path, capsys, *args, config=None):
     (["--json", "/nonexistent-folder/compare.json"], {}, "--json"),
     (["--plot", "/nonexistent-folder/compare.png"], {}, "--plot"),
     (["--concurrency", ","], {}, "--concurrency"),
+    (["--max-checkpoints-ahead", "0,1"], {}, "--max-checkpoints-ahead"),
 ])
 def test_bad_input_is_refused_before_any_sync_runs(tmp_path, capsys, args, config, says):
     code, captured = _compare_in_process(tmp_path, capsys, *args, config=config)

@@ -279,9 +279,11 @@ def sync(
     destination_sync_mode: str = "append",
     secrets: tuple[str, ...] = (),
     source: Any = None,
+    max_checkpoints_ahead: int | None = None,
     **sink_options: Any,
 ) -> tuple[ReadResult, EventOutput, RecordingDestination]:
-    """``read_streams`` over one stream into a ``RecordingDestination``."""
+    """``read_streams`` over one stream into a ``RecordingDestination`` (``max_checkpoints_ahead``:
+    the read's bound, None for its default)."""
     from source_framework.runtime.stream_adapters import MessageDrain
 
     destination = RecordingDestination(**sink_options)
@@ -294,7 +296,8 @@ def sync(
         adapter.validate_state(input_state)
     output = ProtocolOutput(out, SecretFilter(secrets))
     side = MessageDrain(source) if source is not None else (lambda: ())
-    result = read_streams({stream.name: adapter}, catalog, states, destination, output, side_messages=side)
+    bound = {} if max_checkpoints_ahead is None else {"max_checkpoints_ahead": max_checkpoints_ahead}
+    result = read_streams({stream.name: adapter}, catalog, states, destination, output, side_messages=side, **bound)
     return result, out, destination
 
 

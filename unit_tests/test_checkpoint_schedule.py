@@ -16,8 +16,8 @@ from source_framework.runtime.read import MAX_IN_FLIGHT
 from unit_tests.conftest import ConditionWaits, CursorStream, EventOutput, RecordingDestination, RecordingSink, sync
 
 
-def run(stream: CursorStream, input_state: dict | None = None, **sink_options: Any):
-    result, out, destination = sync(stream, input_state=input_state, **sink_options)
+def run(stream: CursorStream, input_state: dict | None = None, max_checkpoints_ahead: int | None = None, **sink_options: Any):
+    result, out, destination = sync(stream, input_state=input_state, max_checkpoints_ahead=max_checkpoints_ahead, **sink_options)
     return result, out.states, destination, out
 
 
@@ -114,8 +114,12 @@ class StalledSink(RecordingSink):
         return future
 
 
-def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(monkeypatch):
-    """However slow the commits, a crash can cost at most MAX_IN_FLIGHT + 1 checkpoints' records."""
+@pytest.mark.parametrize("bound", [None, 1, 3])
+def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(monkeypatch, bound):
+    """However slow the commits, a crash can cost at most the bound + 1 checkpoints' records: the
+    read's ``max_checkpoints_ahead`` (None: the default, MAX_IN_FLIGHT). At 1, reading waits for the
+    oldest commit as soon as a second checkpoint is asked."""
+    ahead = MAX_IN_FLIGHT if bound is None else bound
     sink_box: list[StalledSink] = []
 
     def open_stream(self: RecordingDestination, target: Any) -> StalledSink:
@@ -125,17 +129,17 @@ def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(m
 
     monkeypatch.setattr(RecordingDestination, "open_stream", open_stream)
     waits, outcome = ConditionWaits(), {}
-    records = 2 * MAX_IN_FLIGHT  # a checkpoint each: more than may be in flight
+    records = 2 * ahead + 2  # a checkpoint each: more than may be in flight
 
     def reading() -> None:
         sys.setprofile(waits)
-        outcome["run"] = run(CursorStream([list(range(1, records + 1))], interval=1))
+        outcome["run"] = run(CursorStream([list(range(1, records + 1))], interval=1), max_checkpoints_ahead=bound)
 
     reader = threading.Thread(target=reading)
     reader.start()
     assert waits.entered.wait(10), "the reading never waited for a commit"
     sink = sink_box[0]
-    assert sink.written == MAX_IN_FLIGHT + 1 and len(sink.asked) == MAX_IN_FLIGHT + 1
+    assert sink.written == ahead + 1 and len(sink.asked) == ahead + 1
     while reader.is_alive():  # Spark catches up: every checkpoint asked so far commits
         for future, receipt in list(sink.asked):
             if not future.done():

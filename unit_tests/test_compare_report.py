@@ -86,3 +86,27 @@ def test_each_concurrency_level_is_its_own_line_over_the_intervals():
     ]
     data = Report(runs, ["orders"], None).to_json()
     assert [(s["interval"], s["concurrency"]) for s in data["settings"]] == [(None, 1), (None, 4), (100, 1), (100, 4)]
+
+
+def test_each_read_ahead_bound_is_its_own_line_and_named_in_the_tables_and_json():
+    """--max-checkpoints-ahead 128,1: each bound a line of the chart, its label in every table."""
+    settings = [Setting(100, ahead=128), Setting(100, ahead=1), Setting(1000, ahead=128), Setting(1000, ahead=1)]
+    runs = [SettingResult(s, run("clean", 20000, 13, 4.0 if s.ahead == 1 else 2.0, 300 if s.ahead == 1 else 9000),
+                          CommitStats(1, 1, 20000)) for s in settings]
+    for result in runs:  # as counted when each STATE arrived: reading may have asked one more meanwhile
+        result.clean.max_checkpoints_ahead = 3 if result.setting.ahead == 1 else 130
+    labels, lines = chart_series(runs)
+    assert labels == ["100", "1000"]
+    assert [(line.name, line.xs, line.max_at_risk) for line in lines] == [
+        ("ours (into Spark), 128 ahead", [0, 1], [9000, 9000]),
+        ("ours (into Spark), 1 ahead", [0, 1], [300, 300]),
+    ]
+    report = Report(runs, ["orders"], None)
+    assert [row[0] for row in report.run_rows()] == ["100 a128", "100 a1", "1000 a128", "1000 a1"]
+    assert "1000 a1 " in report.text() and "| 100 a1 |" in report.markdown()
+    notes = dict(note.split(": ", 1) for note in report.to_json()["read_ahead"])
+    assert "outran" in notes["100 a128"] and "--max-checkpoints-ahead" in notes["100 a128"]
+    assert "outran" not in notes["100 a1"]  # the bound kept reading in step
+    data = report.to_json()
+    assert [(s["label"], s["max_checkpoints_ahead"]) for s in data["settings"]] == [
+        ("100 a128", 128), ("100 a1", 1), ("1000 a128", 128), ("1000 a1", 1)]

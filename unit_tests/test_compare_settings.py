@@ -3,7 +3,7 @@
 import pytest
 
 from source_framework.compare.command import parse_fraction
-from source_framework.compare.settings import Setting, parse_intervals, with_concurrency
+from source_framework.compare.settings import Setting, parse_intervals, with_concurrency, with_read_ahead
 
 
 def test_intervals_keep_their_order_and_none_means_slice_checkpoints_only():
@@ -53,3 +53,21 @@ def test_concurrency_levels_multiply_the_intervals_and_reach_the_config():
 def test_bad_concurrency_levels_are_refused_with_the_option_named(text):
     with pytest.raises(ValueError, match="--concurrency"):
         with_concurrency(parse_intervals("none"), text)
+
+
+def test_read_ahead_bounds_multiply_the_settings_and_reach_the_config():
+    settings = with_read_ahead(with_concurrency(parse_intervals("none,100"), "4"), "128, 1")
+    assert [s.label for s in settings] == ["none c4 a128", "none c4 a1", "100 c4 a128", "100 c4 a1"]
+    assert len({s.slug for s in settings}) == 4 and settings[1].slug == "interval-none-c4-a1"
+    config = settings[3].apply({"api_key": "k"})
+    assert config["max_checkpoints_ahead"] == 1 and config["concurrency_level"] == 4
+    assert config["state_checkpoint_interval"] == 100
+    assert "max_checkpoints_ahead" not in Setting(100).apply({"api_key": "k"})  # not given: the config's own
+    assert [s.label for s in with_read_ahead(parse_intervals("100"), "1")] == ["100 a1"]
+    assert with_read_ahead(parse_intervals("none"), None) == [Setting(None)]
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "x", "1,1", ","])
+def test_bad_read_ahead_bounds_are_refused_with_the_option_named(text):
+    with pytest.raises(ValueError, match="--max-checkpoints-ahead"):
+        with_read_ahead(parse_intervals("none"), text)

@@ -237,6 +237,32 @@ def test_checkpoints_that_come_fast_are_held_and_committed_as_one_each_state_aft
     assert table.commits[2]["rows"] == 1
 
 
+def test_a_read_bounded_to_fewer_checkpoints_ahead_holds_half_as_many_and_at_1_none(committer, clock):
+    """``read --max-checkpoints-ahead N``: a hold is half the bound (as 64 is of the default 128),
+    so one job commits while the next is read; at 1 every checkpoint commits on its own at once."""
+    from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS, hold_for
+    from source_framework.runtime.read import MAX_IN_FLIGHT
+
+    assert hold_for(None) == hold_for(MAX_IN_FLIGHT) == HOLD_CHECKPOINTS == MAX_IN_FLIGHT // 2
+    assert [hold_for(n) for n in (1, 2, 3, 10, 10_000)] == [1, 1, 1, 5, HOLD_CHECKPOINTS]
+    table = FakeTable()
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, hold_checkpoints=hold_for(1))
+    for i in range(4):  # as fast as checkpoints come: none held
+        write_ids(buffer, [i])
+        assert buffer.commit({"n": i}).result(5).rows_through == i + 1
+    assert [c["state"] for c in table.commits] == [{"n": i} for i in range(4)]
+    buffer = StreamBuffer(TableWriter(FakeTable(), target(), SCHEMA), committer, hold_checkpoints=hold_for(6))
+    held = []
+    for i in range(3):
+        write_ids(buffer, [i])
+        held.append(buffer.commit({"n": i}))
+    time.sleep(0.2)  # time for the committer, were they handed over
+    assert held[0].done() and not held[1].done()  # the first is never held; then three are held
+    write_ids(buffer, [3])
+    held.append(buffer.commit({"n": 3}))  # the third held: all handed over
+    assert [f.result(5).rows_through for f in held[1:]] == [4, 4, 4]
+
+
 def test_only_the_notes_of_the_last_held_checkpoint_are_built_on_the_reading_thread_when_it_is_handed_over(committer, clock):
     """Notes come as functions that build them (``Boundary.notes``): those of checkpoints a
     commit passes over are never built; the kept ones are built before the job leaves this thread

@@ -3,7 +3,7 @@
 ::
 
     python -m source_framework.compare --connector main.py --config C --catalog K \\
-        --intervals none,10000,1000,100 [--concurrency 1,4] [--crash-at 0.5 | --no-crash] [--no-cdk] \\
+        --intervals none,10000,1000,100 [--concurrency 1,4] [--max-checkpoints-ahead 128,1] [--crash-at 0.5 | --no-crash] [--no-cdk] \\
         [--workdir ./compare-checkpoints] [--markdown] [--json FILE] [--plot FILE] [--spark-master local[2]]
 
 For each interval: one uninterrupted ``read`` into a fresh warehouse, one killed with SIGKILL
@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from source_framework.compare.settings import Setting, parse_intervals, with_concurrency
+from source_framework.compare.settings import Setting, parse_intervals, with_concurrency, with_read_ahead
 from source_framework.runtime.entrypoint import SourceFailed, prepare_streams, run_script, source_call
 from source_framework.runtime.entrypoint import build_parser as build_read_parser
 from source_framework.runtime.inputs import InputError, check_config, load_catalog, load_config
@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--concurrency",
                          help="comma-separated concurrency levels (slices read at once); each interval runs at each "
                          "(default: the config's concurrency_level, one run per interval)")
+    compare.add_argument("--max-checkpoints-ahead",
+                         help="comma-separated bounds on how many checkpoints reading may run ahead of its last STATE "
+                         "(read's --max-checkpoints-ahead); each setting runs at each: speed against records read "
+                         "again after a crash (default: the config's max_checkpoints_ahead, one run per setting)")
     compare.add_argument("--crash-at", default="0.5",
                          help="kill each crash run after this fraction of the records was read (default 0.5; also 50%%)")
     compare.add_argument("--no-crash", action="store_true", help="skip the crash-and-resume runs")
@@ -83,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(parsed.config)
         catalog = load_catalog(parsed.catalog)
-        settings = with_concurrency(parse_intervals(parsed.intervals), parsed.concurrency)
+        settings = with_read_ahead(with_concurrency(parse_intervals(parsed.intervals), parsed.concurrency),
+                                   parsed.max_checkpoints_ahead)
         crash_at = None if parsed.no_crash else parse_fraction(parsed.crash_at)
         script = connector_script(parsed.connector)
         source = connector_source(script)

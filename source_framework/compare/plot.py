@@ -3,10 +3,11 @@
 Two panels over the intervals in the order compared (``none`` = slice checkpoints only): records
 per second, and the most records at risk (log scale: intervals span orders of magnitude), each
 for our runtime and, for reference, airbyte-cdk's own read; one line per concurrency level
-(``--concurrency 1,4``). Each of our points is marked with how many checkpoints reading ran
-ahead of its last STATE, and where a crash was injected, the records it cost (read again) are a
-line of their own. Below the panels, the report's warnings and read-ahead notes
-(``chart_notes``). matplotlib draws it with the Agg backend, so no display is needed.
+(``--concurrency 1,4``) and read-ahead bound (``--max-checkpoints-ahead 128,1``). Each of our
+points is marked with how many checkpoints reading ran ahead of its last STATE, and where a crash
+was injected, the records it cost (read again) are a line of their own. Below the panels, the
+report's warnings and read-ahead notes (``chart_notes``). matplotlib draws it with the Agg
+backend, so no display is needed.
 
 Usage::
 
@@ -37,12 +38,14 @@ class Series:
 
 
 def chart_series(results: Sequence[SettingResult]) -> tuple[list[str], list[Series]]:
-    """The interval labels along the x axis and the lines: ours and airbyte-cdk's per concurrency level."""
+    """The interval labels along the x axis and the lines: ours and airbyte-cdk's per concurrency level
+    and read-ahead bound."""
     labels = list(dict.fromkeys(r.setting.interval_label for r in results))
     lines = []
-    for level in dict.fromkeys(r.setting.concurrency for r in results):
-        runs = [r for r in results if r.setting.concurrency == level]
-        suffix = "" if level is None else f", concurrency {level}"
+    for axes in dict.fromkeys((r.setting.concurrency, r.setting.ahead) for r in results):
+        runs = [r for r in results if (r.setting.concurrency, r.setting.ahead) == axes]
+        level, ahead = axes
+        suffix = ("" if level is None else f", concurrency {level}") + ("" if ahead is None else f", {ahead} ahead")
         for name, style, pairs in (
             (f"ours (into Spark){suffix}", "o-", [(r, r.clean) for r in runs]),
             (f"airbyte-cdk read (no destination){suffix}", "s--", [(r, r.cdk) for r in runs if r.cdk is not None]),

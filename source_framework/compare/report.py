@@ -135,7 +135,8 @@ class Report:
 
 def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
     """Streams for which settings of different intervals changed nothing: their interval did not
-    follow the setting, or (at the same concurrency) their STATE count was the same at each."""
+    follow the setting, or (at the same concurrency and read-ahead bound) their STATE count was the
+    same at each."""
     warnings = []
     ignored: dict[str, dict[str, int | None]] = {}  # stream -> setting label -> its own interval
     for result in results:
@@ -151,8 +152,8 @@ def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
             f"state_checkpoint_interval itself instead of reading the config key '{CONFIG_KEY}', where this tool "
             "writes each setting; the figures of those streams compare nothing.")
     same: dict[str, tuple[int, list[str]]] = {}  # stream -> its STATE count, the settings
-    for level in dict.fromkeys(r.setting.concurrency for r in results):
-        group = [r for r in results if r.setting.concurrency == level]
+    for axes in dict.fromkeys(r.setting.axes_label for r in results):
+        group = [r for r in results if r.setting.axes_label == axes]
         intervals = {r.setting.interval for r in group}
         numbers = [i for i in intervals if i is not None]
         if len(intervals) < 2 or not numbers:
@@ -189,9 +190,12 @@ def read_ahead_notes(results: Sequence[SettingResult]) -> list[str]:
                 f"({run.max_at_risk:,} records) ahead of the last STATE")
         if result.crash is not None:
             note += f"; the crash cost {result.crash.read_again:,} records read again"
-        if ahead > READ_AHEAD_CHECKPOINTS:
+        bound = result.setting.ahead
+        # A bound this small keeps reading in step by itself; the count, taken as each STATE line
+        # arrives, may then exceed it by what was asked meanwhile.
+        if ahead > READ_AHEAD_CHECKPOINTS and (bound is None or bound > READ_AHEAD_CHECKPOINTS):
             note += ("; reading outran the commits (an API that answers at once), so this read-ahead, not the "
-                     "interval, bounds what a crash costs")
+                     "interval, bounds what a crash costs (--max-checkpoints-ahead lowers it)")
         notes.append(note + ".")
     return notes
 
@@ -241,6 +245,7 @@ def _setting_json(result: SettingResult) -> dict[str, Any]:
     data: dict[str, Any] = {
         "interval": result.setting.interval,
         "concurrency": result.setting.concurrency,  # None: the config's own concurrency_level
+        "max_checkpoints_ahead": result.setting.ahead,  # None: the config's own max_checkpoints_ahead
         "label": result.setting.label,
         "ours": {**(_run_json(result.clean) or {}), "spark_commits": result.commits.commits,
                  "data_files": result.commits.files, "committed_rows": result.commits.rows},

@@ -1,10 +1,12 @@
 """The checkpoint settings a comparison runs: ``--intervals none,10000,1000,100``, each at
-every ``--concurrency`` level given (``--concurrency 1,4``: interval x concurrency).
+every ``--concurrency`` level given (``--concurrency 1,4``: interval x concurrency), and each of
+those at every ``--max-checkpoints-ahead`` bound given (``128,1``).
 
 ``none`` checkpoints only when a slice (and the stream) completes; a number N also checkpoints
 every N records inside a slice. A setting is applied by writing the config's
 ``state_checkpoint_interval`` key, the key the demo connector (and any connector built the same
-way) reads its streams' interval from, and ``concurrency_level``, which the runtime reads.
+way) reads its streams' interval from, and ``concurrency_level`` and ``max_checkpoints_ahead``,
+which the runtime reads.
 
 Usage::
 
@@ -12,17 +14,19 @@ Usage::
     settings[1].label, settings[1].interval        # ("1000", 1000)
     config = settings[1].apply(base_config)         # a copy with state_checkpoint_interval = 1000
     with_concurrency(settings, "1,4")[1].label      # "none c4"
+    with_read_ahead(settings, "128,1")[1].label     # "none a1"
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 CONFIG_KEY = "state_checkpoint_interval"
 CONCURRENCY_KEY = "concurrency_level"
+AHEAD_KEY = "max_checkpoints_ahead"
 NONE_WORDS = ("none", "null", "slice", "slices")
 
 
@@ -33,27 +37,36 @@ class Setting:
     interval: int | None
     #: slices read at once (None: what the config says)
     concurrency: int | None = None
+    #: checkpoints reading may run ahead of its last STATE (None: what the config says)
+    ahead: int | None = None
 
     @property
     def interval_label(self) -> str:
         return "none" if self.interval is None else str(self.interval)
 
     @property
+    def axes_label(self) -> str:
+        """What the setting sets besides the interval, e.g. ``" c4 a1"`` ("" if nothing)."""
+        concurrency = "" if self.concurrency is None else f" c{self.concurrency}"
+        return concurrency + ("" if self.ahead is None else f" a{self.ahead}")
+
+    @property
     def label(self) -> str:
-        interval = self.interval_label
-        return interval if self.concurrency is None else f"{interval} c{self.concurrency}"
+        return self.interval_label + self.axes_label
 
     @property
     def slug(self) -> str:
         """A file-name-safe name, for the setting's working folder."""
         slug = "interval-none" if self.interval is None else f"interval-{self.interval}"
-        return slug if self.concurrency is None else f"{slug}-c{self.concurrency}"
+        return slug + self.axes_label.replace(" ", "-")
 
     def apply(self, config: Mapping[str, Any]) -> dict[str, Any]:
         updated = copy.deepcopy(dict(config))
         updated[CONFIG_KEY] = self.interval
         if self.concurrency is not None:
             updated[CONCURRENCY_KEY] = self.concurrency
+        if self.ahead is not None:
+            updated[AHEAD_KEY] = self.ahead
         return updated
 
 
@@ -86,17 +99,32 @@ def with_concurrency(settings: list[Setting], text: str | None) -> list[Setting]
     are when ``text`` is None or empty. ValueError on anything but positive whole numbers."""
     if not text or not text.strip():
         return settings
-    levels: list[int] = []
+    levels = _whole_numbers(text, "--concurrency", "1,4")
+    return [replace(s, concurrency=level) for s in settings for level in levels]
+
+
+def with_read_ahead(settings: list[Setting], text: str | None) -> list[Setting]:
+    """Each setting at each ``max_checkpoints_ahead`` bound of ``"128,1"`` (the bound varying
+    fastest); ``settings`` as they are when ``text`` is None or empty. ValueError as ``with_concurrency``."""
+    if not text or not text.strip():
+        return settings
+    bounds = _whole_numbers(text, "--max-checkpoints-ahead", "128,1")
+    return [replace(s, ahead=bound) for s in settings for bound in bounds]
+
+
+def _whole_numbers(text: str, flag: str, example: str) -> list[int]:
+    """Distinct positive whole numbers of a comma-separated list; ValueError naming ``flag`` otherwise."""
+    numbers: list[int] = []
     for part in (piece.strip() for piece in text.split(",") if piece.strip()):
         try:
-            level = int(part)
+            number = int(part)
         except ValueError:
-            raise ValueError(f"--concurrency: {part!r} is not a whole number") from None
-        if level <= 0:
-            raise ValueError(f"--concurrency: {level} must be positive")
-        if level in levels:
-            raise ValueError(f"--concurrency: {level} is given twice")
-        levels.append(level)
-    if not levels:
-        raise ValueError(f"--concurrency: {text!r} names no level; give e.g. 1,4")
-    return [Setting(s.interval, level) for s in settings for level in levels]
+            raise ValueError(f"{flag}: {part!r} is not a whole number") from None
+        if number <= 0:
+            raise ValueError(f"{flag}: {number} must be positive")
+        if number in numbers:
+            raise ValueError(f"{flag}: {number} is given twice")
+        numbers.append(number)
+    if not numbers:
+        raise ValueError(f"{flag}: {text!r} names no value; give e.g. {example}")
+    return numbers

@@ -64,7 +64,7 @@ from source_framework.runtime.process import (
     private_stdout,
 )
 from source_framework.runtime.progress import make_progress
-from source_framework.runtime.read import read_streams, schema_missing_message
+from source_framework.runtime.read import MAX_IN_FLIGHT, read_streams, schema_missing_message
 from source_framework.runtime.request_cache import request_cache_folder
 from source_framework.runtime.secrets import (
     MaskingLogFilter,
@@ -151,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="slices of a stream read at once, in worker threads, where the stream allows it (default: the "
         f"config's concurrency_level, else {DEFAULT_CONCURRENCY}; 1 reads one slice after another)",
     )
+    read.add_argument(
+        "--max-checkpoints-ahead",
+        type=_positive_int,
+        help="checkpoints whose STATE may wait for its commit while reading goes on: fewer read again "
+        f"after a crash, more speed where commits lag (default: the config's max_checkpoints_ahead, else "
+        f"{MAX_IN_FLIGHT}; 1 = at most one checkpoint at risk)",
+    )
     add_table_flags(read)
     _add_cdk_manifest_flags(read)
     add_state_commands(commands, add_table_flags)
@@ -182,6 +189,17 @@ def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any], source
     if bound is not None and bound < value:
         logger.info("the manifest's concurrency_level allows %d slices at once; reading %d at once, not %d", bound, bound, value)
         return bound
+    return value
+
+
+def checkpoints_ahead_of(parsed: argparse.Namespace, config: Mapping[str, Any]) -> int:
+    """``--max-checkpoints-ahead``, else the config's ``max_checkpoints_ahead``, else ``MAX_IN_FLIGHT``:
+    how far reading may run ahead of its last STATE, in checkpoints."""
+    if getattr(parsed, "max_checkpoints_ahead", None):
+        return int(parsed.max_checkpoints_ahead)
+    value = config.get("max_checkpoints_ahead", MAX_IN_FLIGHT)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InputError(f"config file '{parsed.config}': max_checkpoints_ahead must be a whole number of 1 or more, got {value!r}")
     return value
 
 
@@ -352,8 +370,9 @@ def run_read(
             catalog = load_catalog(parsed.catalog)
             states, rebuild, state_file = _load_states(parsed, output)
             concurrency = concurrency_of(parsed, config, source)
+            ahead = checkpoints_ahead_of(parsed, config)
             adapters = prepare_streams(source, config, catalog, states, parsed, rebuild)
-            destination = make_destination(source, config, parsed, output, converters)
+            destination = make_destination(source, config, parsed, output, converters, ahead)
             converters = None  # the destination's now: it closes them
             master_secrets = getattr(destination, "secrets", None)  # a Spark Connect URL's token and headers
             if master_secrets:
@@ -405,6 +424,7 @@ def run_read(
                     adapters, catalog, states, destination, output, rebuild=rebuild, progress=progress,
                     side_messages=MessageDrain(source), state_as_given=parsed.from_state_as_given,
                     concurrency=concurrency, stop_on_failure=getattr(source, "stop_sync_on_stream_failure", False) is True,
+                    max_checkpoints_ahead=ahead,
                 )
         except KeyboardInterrupt:
             logger.warning(
@@ -569,10 +589,12 @@ def _destination_kind(settings: Mapping[str, Any], parsed: argparse.Namespace) -
 
 def make_destination(
     source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput,
-    converters: ConverterPool | None = None,
+    converters: ConverterPool | None = None, max_checkpoints_ahead: int | None = None,
 ) -> Destination:
     """The destination ``read`` writes to; ``converters``: the sync's page converters, where
-    ``start_page_converters`` started them (the destination owns them now, and closes them)."""
+    ``start_page_converters`` started them (the destination owns them now, and closes them);
+    ``max_checkpoints_ahead``: the read's bound (``checkpoints_ahead_of``), which sets how many
+    checkpoints a Spark table holds for one commit."""
     settings = dict(config.get("destination") or {})
     kind = _destination_kind(settings, parsed)
     if kind == "stdout":
@@ -581,15 +603,18 @@ def make_destination(
         return StdoutDestination(output)
     if kind != "spark":
         raise InputError(f"config file '{parsed.config}': destination.type must be 'spark' or 'stdout', got {kind!r}")
-    return spark_destination(source, config, parsed, converters)
+    return spark_destination(source, config, parsed, converters, max_checkpoints_ahead)
 
 
 def spark_destination(
-    source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, converters: ConverterPool | None = None
+    source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, converters: ConverterPool | None = None,
+    max_checkpoints_ahead: int | None = None,
 ) -> Any:
     """The Spark destination the config's ``destination`` section and the flags describe;
     ``converters``: the sync's page converters (``ConverterPool``), where it started them already
-    (closed here if the destination cannot be made)."""
+    (closed here if the destination cannot be made); ``max_checkpoints_ahead``: a read's bound
+    (None: the default's)."""
+    from source_framework.destinations.spark.buffer import hold_for
     from source_framework.destinations.spark.destination import SparkDestination
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
@@ -620,6 +645,8 @@ def spark_destination(
             converters=converters,
             on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
             table_format=table_format,
+            # half the read's bound, so one commit runs while the next is read (a larger hold is only handed over)
+            hold_checkpoints=hold_for(max_checkpoints_ahead),
         )
     except (TypeError, ValueError) as error:
         if converters is not None:

@@ -99,7 +99,9 @@ POLL_EVERY = 256
 #: bench/RESULTS.md), which is why an earlier day measured 2%.
 #: Earlier, 64 against 32 (628 commits): 4.4-4.7 s against 4.9-5.4 s of reading. The price: a
 #: crash at interval 100 costs up to 12,900 records read again (about 40 ms of reading at that
-#: pace) instead of 6,500, never lost or written twice.
+#: pace) instead of 6,500, never lost or written twice. It is the default of the config's
+#: ``max_checkpoints_ahead`` (``read --max-checkpoints-ahead``), which trades that speed for less
+#: read again after a crash: 1 leaves at most one checkpoint's STATE unprinted while the next is read.
 MAX_IN_FLIGHT = 128
 #: records read again below the resumed state held before the table is asked about them at once
 HELD_RECORDS = 10_000
@@ -151,10 +153,13 @@ class StreamSync:
         state_as_given: bool = False,
         concurrency: int = 1,
         shared: Shared | None = None,
+        max_checkpoints_ahead: int = MAX_IN_FLIGHT,
     ) -> None:
         self.adapter = adapter
         #: slices read at once where the stream allows it (``runtime.concurrency``)
         self.concurrency = concurrency
+        #: checkpoints asked whose STATE may be unprinted while reading goes on (``MAX_IN_FLIGHT``)
+        self.max_checkpoints_ahead = max(1, max_checkpoints_ahead)
         self.shared = shared or Shared()
         self.name = adapter.name
         self.sink = sink
@@ -441,9 +446,9 @@ class StreamSync:
         # Records that did not move the state (cursor ties, no cursor value) wait for the next
         # checkpoint, or for finish(), which commits them under the state already printed.
         self._print_ready(wait=False)
-        # Reading stays at most MAX_IN_FLIGHT checkpoints ahead of the last STATE printed: what a
-        # crash can cost stays a few checkpoints' records, whatever the commits' pace.
-        while len(self._queue) > MAX_IN_FLIGHT:
+        # Reading stays at most max_checkpoints_ahead checkpoints ahead of the last STATE printed:
+        # what a crash can cost stays a few checkpoints' records, whatever the commits' pace.
+        while len(self._queue) > self.max_checkpoints_ahead:
             self._print_next()
 
     def _lags(self, state: Mapping[str, Any]) -> bool:
@@ -564,6 +569,7 @@ def read_streams(
     state_as_given: bool = False,
     concurrency: int = 1,
     stop_on_failure: bool = False,
+    max_checkpoints_ahead: int = MAX_IN_FLIGHT,
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others,
     unless ``stop_on_failure`` (the source's ``stop_sync_on_stream_failure``, as airbyte-cdk
@@ -576,7 +582,8 @@ def read_streams(
     slices fetched at once where the streams allow it, and streams synced at once where they
     share nothing (airbyte-cdk's concurrent framework; 1: one stream, one slice after another).
     Each stream's table, checkpoints and STATEs are the same whatever the concurrency; only the
-    order in which lines of different streams interleave changes.
+    order in which lines of different streams interleave changes. ``max_checkpoints_ahead``: how
+    many checkpoints of a stream may wait for their STATE while its reading goes on (``MAX_IN_FLIGHT``).
     """
     rebuild = set(rebuild)
     shared = Shared(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
@@ -591,7 +598,8 @@ def read_streams(
                             "(stop_sync_on_stream_failure)", name)
                 return None
             synced = _sync_one(adapters[name], configured.destination_sync_mode.value, states, destination, output,
-                               rebuild, progress, side_messages, state_as_given, concurrency, shared)
+                               rebuild, progress, side_messages, state_as_given, concurrency, shared,
+                               max_checkpoints_ahead)
             if synced.error is not None and stop_on_failure:
                 failed.set()
             return synced
@@ -655,6 +663,7 @@ def _sync_one(
     state_as_given: bool,
     concurrency: int,
     shared: Shared,
+    max_checkpoints_ahead: int = MAX_IN_FLIGHT,
 ) -> StreamResult:
     """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""
     name, namespace = adapter.name, adapter.namespace
@@ -676,7 +685,8 @@ def _sync_one(
             state=states.get(name),
         )
         sink = destination.open_stream(target)
-        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency, shared)
+        sync = StreamSync(adapter, target, sink, output, states.get(name), side_messages, state_as_given, concurrency, shared,
+                          max_checkpoints_ahead)
         output.stream_status(name, namespace, "RUNNING")
         if progress is not None:
             progress.stream_started(sync.result)

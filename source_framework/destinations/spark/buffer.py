@@ -91,6 +91,7 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: thread did that work, and holding 16 was slower than 30 (10.8 s against 9.8 s, medians of 10):
 #: the commits' file operations each waited for the interpreter the reading thread held. Whoever
 #: waits for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
+#: A smaller ``max_checkpoints_ahead`` holds fewer (``hold_for``).
 HOLD_CHECKPOINTS = 64
 
 #: A checkpoint is held only if the previous came at most this long before it: a stream reading a
@@ -131,14 +132,25 @@ RAW_RECORD_BYTES = 2048
 PAGE_ROW_BYTES = 256
 
 
+def hold_for(max_checkpoints_ahead: int | None) -> int:
+    """Checkpoints held for one job when reading may run ``max_checkpoints_ahead`` checkpoints ahead of
+    its last STATE (None: the runtime's default): half of them, as ``HOLD_CHECKPOINTS`` is of the
+    default, so that one job commits while the next is read; never more than ``HOLD_CHECKPOINTS``."""
+    if max_checkpoints_ahead is None:
+        return HOLD_CHECKPOINTS
+    return min(HOLD_CHECKPOINTS, max(1, max_checkpoints_ahead // 2))
+
+
 class StreamBuffer(StreamSink):
     """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
 
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
-                 pages: RawPages | None = None, converters: ConverterPool | None = None) -> None:
+                 pages: RawPages | None = None, converters: ConverterPool | None = None,
+                 hold_checkpoints: int = HOLD_CHECKPOINTS) -> None:
         """``pages``: the stream's pages, where its records are their items unchanged
         (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
-        ``PageConverter`` from ``converters`` (the sync's pool); any other record is converted here."""
+        ``PageConverter`` from ``converters`` (the sync's pool); any other record is converted here.
+        ``hold_checkpoints``: the most fast checkpoints held for one job (``hold_for``)."""
         if pages is not None and converters is None:
             raise ValueError("a stream's pages need the sync's page converters")
         self._writer = writer
@@ -162,6 +174,7 @@ class StreamBuffer(StreamSink):
         self._held_notes: Notes | None = None
         self._held_since_ms = 0
         self._last_checkpoint_ms = 0
+        self._hold_checkpoints = max(1, hold_checkpoints)
         # Whether this run's first commit replaces the table: known before the first job and
         # kept here, so the reading thread never asks the writer, which the committer's thread owns.
         self._replaces_table = writer.rebuilding
@@ -251,7 +264,7 @@ class StreamBuffer(StreamSink):
         # Where it ends is noted, not sent: the converter is told one end per hand-over, that of the
         # last checkpoint held (the others' ends would be passed over by the one commit anyway).
         self._held_records, self._held_page_rows, self._held_notes = len(self._records), self._page_rows(), notes
-        if not fast or len(self._held) >= HOLD_CHECKPOINTS or not 0 <= now_ms - self._held_since_ms < HOLD_MS:
+        if not fast or len(self._held) >= self._hold_checkpoints or not 0 <= now_ms - self._held_since_ms < HOLD_MS:
             self._hand_over()
         return future
 

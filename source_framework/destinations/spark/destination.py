@@ -46,7 +46,7 @@ from source_framework.destinations.base import APPEND_DEDUP, Destination, Stream
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATCH, arrow_schema, warm_up
 from source_framework.destinations.spark.atomic_files import fsync_directory
-from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
+from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS, STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
 from source_framework.destinations.spark.delta_table import DeltaLakeTable, delete_delta_table, is_delta_table
@@ -101,13 +101,16 @@ class SparkDestination(Destination):
         on_type_mismatch: str = "null",
         table_format: str = "delta",
         former_namespaces: Iterable[str] = (),
+        hold_checkpoints: int = HOLD_CHECKPOINTS,
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
         destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
         column is stored as null (``"null"``, counted) or fails its stream (``"fail"``);
         ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own;
         ``former_namespaces``: where earlier versions put the tables of streams without a namespace
-        (``table_path``)."""
+        (``table_path``); ``hold_checkpoints``: the most fast checkpoints a stream holds for one
+        commit (``buffer.hold_for``)."""
+        self.hold_checkpoints = hold_checkpoints
         if table_format not in TABLE_FORMATS:
             raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
         self.table_format = table_format
@@ -278,7 +281,8 @@ class SparkDestination(Destination):
             # the warm-up's 0.2 s (mostly pandas, which pyarrow imports) would only delay the sync.
             warm_up()
             self._warmed = True
-        return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters)
+        return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters,
+                            hold_checkpoints=self.hold_checkpoints)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> Table:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours
