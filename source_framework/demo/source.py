@@ -74,7 +74,7 @@ class DemoStream(RecordsAtPath, HttpStream):
     def backoff_time(self, response_or_exception: Any) -> float | None:
         """Wait what a 429's or 503's Retry-After asks (the framework's bases read it, seconds or a
         date); retry other 5xx and connection errors after 0.5 s."""
-        return super().backoff_time(response_or_exception) or 0.5
+        return self.retry_after_wait(response_or_exception) or 0.5
 
     @property
     def url_base(self) -> str:

@@ -1,12 +1,14 @@
 """Waiting what the API asks: ``Retry-After`` on a 429 or a 503.
 
-airbyte-cdk 7's ``HttpStream`` calls the stream's ``backoff_time(response_or_exception)`` when the
-class has one (``get_backoff_strategy``); a number is the wait, ``None`` leaves the CDK's own
-exponential back-off. Without this, a stream waited 1, 2, 4 s whatever ``Retry-After`` said:
-too soon for an API that asked for 30 s (each early retry is another 429), too long for one that
-asked for 1 s. ``RetryAfterBackoff`` gives the framework's bases (``RecordsAtPath``, so every
-stream built on them) that default; a connector's own ``backoff_time`` is used instead, wherever
-it sits in the class's bases.
+airbyte-cdk 7's ``HttpStream`` asks its ``get_backoff_strategy()`` how long to wait before a retry;
+``None`` leaves the CDK's own exponential back-off. Without this, a stream waited 1, 2, 4 s
+whatever ``Retry-After`` said: too soon for an API that asked for 30 s (each early retry is
+another 429), too long for one that asked for 1 s. ``RetryAfterBackoff`` gives the framework's
+bases (``RecordsAtPath``, so every stream built on them) that strategy. A connector's own
+``backoff_time`` (airbyte-cdk's older hook) is used instead, wherever it sits in the class's bases;
+it may call ``retry_after_wait`` for the header's wait. Why a strategy and not ``backoff_time``:
+a stream with a ``backoff_time`` gets the CDK's deprecated adapter, and a DeprecationWarning in
+every connector's test run.
 
 airbyte-cdk sleeps one second more than the back-off it is given ("to cover fractions of a
 second"): ``Retry-After: 5`` waits 6 s.
@@ -20,23 +22,25 @@ import time
 from typing import Any
 
 import requests
+from airbyte_cdk.sources.streams.http.error_handlers import BackoffStrategy
 
 #: Statuses whose ``Retry-After`` says when to come back (RFC 9110, section 10.2.3).
 RETRY_AFTER_STATUSES = frozenset({429, 503})
 
 
 class RetryAfterBackoff:
-    """``backoff_time``: a 429's or 503's ``Retry-After`` (seconds or an HTTP-date), at most
-    ``max_retry_after`` seconds; ``None`` (airbyte-cdk's exponential back-off) otherwise."""
+    """A stream mixin: retries wait what a 429's or 503's ``Retry-After`` says (seconds or an
+    HTTP-date), at most ``max_retry_after`` seconds; otherwise airbyte-cdk's exponential back-off."""
 
     #: The longest wait a ``Retry-After`` gets: airbyte-cdk's own limit on a request's retries
     #: (``HttpClient``'s ``max_time``, 10 minutes); an API asking for a day is not waited for a day.
     max_retry_after: float = 600.0
 
-    def backoff_time(self, response_or_exception: Any) -> float | None:
-        own = _next_backoff_time(self)
-        if own is not None:  # a connector's mixin after this one in the bases: its wait, not ours
-            return own(response_or_exception)
+    def get_backoff_strategy(self) -> BackoffStrategy:
+        return RetryAfter(self)
+
+    def retry_after_wait(self, response_or_exception: Any) -> float | None:
+        """The seconds ``Retry-After`` asks for, capped; None where it asks nothing."""
         if not isinstance(response_or_exception, requests.Response):
             return None
         if response_or_exception.status_code not in RETRY_AFTER_STATUSES:
@@ -47,14 +51,18 @@ class RetryAfterBackoff:
         return min(seconds, self.max_retry_after)
 
 
-def _next_backoff_time(stream: RetryAfterBackoff) -> Any:
-    """The ``backoff_time`` of a class after ``RetryAfterBackoff`` in the stream's bases, if any."""
-    mro = type(stream).__mro__
-    for cls in mro[mro.index(RetryAfterBackoff) + 1:]:
-        method = vars(cls).get("backoff_time")
-        if method is not None:
-            return method.__get__(stream, type(stream))
-    return None
+class RetryAfter(BackoffStrategy):
+    """The back-off airbyte-cdk's HTTP client asks: the connector's own ``backoff_time`` if it has
+    one, else ``Retry-After``'s wait."""
+
+    def __init__(self, stream: RetryAfterBackoff) -> None:
+        self.stream = stream
+
+    def backoff_time(self, response_or_exception: Any, attempt_count: int) -> float | None:
+        own = getattr(self.stream, "backoff_time", None)
+        if own is not None:
+            return own(response_or_exception)
+        return self.stream.retry_after_wait(response_or_exception)
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
