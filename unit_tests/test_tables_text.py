@@ -16,6 +16,7 @@ def table(name, **changes):
         "last_commit": {"seq": 3, "committed_at": "2026-01-02T03:04:05.000000Z", "delta_version": 4, "rows": 5, "replace": False},
         "state": {"updatedAt": "2025-06-01T00:00:00Z"}, "pending_reset": False,
         "schema": [{"name": "id", "type": "bigint"}, {"name": "tags", "type": "string (JSON text)"}],
+        "values_stored_as_null": {}, "undeclared_fields": {},
     }
     entry.update(changes)
     return entry
@@ -51,3 +52,16 @@ def test_each_other_case_says_what_it_is():
     assert "products: no table (read would write it at /w/demo/products)\n" in text
     assert "other/x: Parquet folder (Spark file sink) /w/other/x\n  error        ValueError: cut\n" in text
     assert "../y: cannot be looked at: UnsafeTableName: outside\n" in text
+
+
+def test_values_stored_as_null_and_undeclared_fields_are_said_per_field():
+    misfits = {"age": {"values": 3, "first_reason": 'expected integer, got string "n/a"'}, "tags": {"values": 1, "first_reason": ""}}
+    text = as_text(report(table("users", values_stored_as_null=misfits, undeclared_fields={"nickname": 120})))
+    assert text.endswith(
+        "    tags  string (JSON text)\n"
+        '  misfits      age: 3 values stored as null (expected integer, got string "n/a")\n'
+        "               tags: 1 values stored as null\n"
+        "               nickname: in 120 rows, not in the schema (no column)\n"
+        "               (each row's _sf_meta names them)\n"
+    )
+    assert "misfits" not in as_text(report(table("users")))  # none: no line
