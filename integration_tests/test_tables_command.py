@@ -171,3 +171,15 @@ def test_bad_input_stops_tables_with_a_clear_message(demo_api, tmp_path):
     code, out, err = tables_in_process("--config", config_path, "--warehouse", "gs://bucket/lake")
     assert (code, out) == (2, "") and "--warehouse: the warehouse 'gs://bucket/lake' is a gs:// URI" in err
     assert not os.path.exists(tmp_path / "warehouse")  # looking creates nothing
+
+
+def test_a_delta_tables_folder_before_its_first_commit_shows_an_empty_table_not_an_error(demo_api, tmp_path):
+    """A first sync killed before its first commit leaves the table's folder without a Delta log:
+    ``tables`` shows it empty, with nothing stored as null, and exits 0."""
+    config_path = write_json(tmp_path / "config.json", config_for(demo_api, tmp_path / "warehouse"))
+    os.makedirs(tmp_path / "warehouse" / "demo" / "users")
+    code, out, err = tables_in_process("--config", config_path, "--stream", "users", "--json")
+    assert code == 0, out + err
+    (users,) = json.loads(out)["tables"]
+    assert "error" not in users and (users["format"], users["rows"], users["last_commit"]) == ("delta", 0, None)
+    assert (users["values_stored_as_null"], users["undeclared_fields"]) == ({}, {})

@@ -10,7 +10,8 @@ a Spark Parquet folder), its rows, its last commit (sequence number, when, its D
 its ``_spark_metadata`` batch), the state that commit covers, and the schema the commit recorded,
 and the values that did not fit their column (stored as null) and the undeclared fields, per field,
 counted from the rows' ``_sf_meta``. A stream without a table says so. ``tables show STREAM``
-prints the first ``--limit`` rows of one table as its readers see them. Readable text on stdout, or one JSON document with ``--json``.
+prints the first ``--limit`` rows of one table as its readers see them. Readable text on stdout,
+or one JSON document with ``--json``.
 
 The tables are found as ``read`` finds them (the config's ``destination`` section, ``--warehouse``:
 ``entrypoint.spark_destination``) and read through their own logs with pure file reads: the
@@ -146,14 +147,17 @@ def _rows_as_text(rows: Any) -> str:
 def _dataset(table: Any) -> Any:
     """The table's current rows as a ``pyarrow`` dataset: through the Delta log with ``deltalake``, or
     the files a Parquet folder's ``_spark_metadata`` log lists (read in place, nothing copied)."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    from source_framework.destinations.spark.delta_table import DeltaLakeTable
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable, is_delta_table
 
     if isinstance(table, DeltaLakeTable):
         from deltalake import DeltaTable
 
+        if not is_delta_table(table.path):  # a folder whose first commit did not happen yet: no Delta log
+            return ds.dataset([], schema=pa.schema([]), format="parquet")
         return DeltaTable(table.path).to_pyarrow_dataset()
     files = _parquet_files(table)
     if not files:
@@ -186,7 +190,7 @@ def misfits(dataset: Any) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
 
 def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, Any]:
     """One stream's table as the JSON document shows it; ``error`` where it cannot be read."""
-    from source_framework.destinations.spark.delta_table import DeltaLakeTable, is_delta_table
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable
 
     entry: dict[str, Any] = {"stream": stream, "namespace": namespace or destination.default_namespace}
     try:
@@ -198,10 +202,9 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
         delta = isinstance(table, DeltaLakeTable)
         entry["format"] = "delta" if delta else "parquet"
         last = table.last_checkpoint()
-        if delta:  # (a folder whose first commit did not happen yet has no Delta log)
-            entry["rows"], added = _delta_rows(table.path, last) if is_delta_table(table.path) else (0, None)
-        else:
-            entry["rows"], added = _parquet_rows(table), last and last.rows
+        dataset = _dataset(table)
+        entry["rows"] = int(dataset.count_rows())  # (from the files' footers: no row is read)
+        added = _delta_added_rows(table.path, last) if delta else last and last.rows
         entry["last_commit"] = None if last is None else {
             "seq": last.seq,
             "committed_at": last.committed_at,
@@ -213,7 +216,7 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
         entry["pending_reset"] = table.pending_reset() is not None
         schema = table.recorded_schema()
         entry["schema"] = [{"name": column.name, "type": _type_of(column)} for column in schema] if schema is not None else []
-        mismatched, undeclared = misfits(_dataset(table))
+        mismatched, undeclared = misfits(dataset)
         entry["values_stored_as_null"] = {name: {"values": count, "first_reason": reason}
                                           for name, (count, reason) in sorted(mismatched.items())}
         entry["undeclared_fields"] = dict(sorted(undeclared.items()))
@@ -222,32 +225,22 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
     return entry
 
 
-def _delta_rows(path: str, last: Any) -> tuple[int, int | None]:
-    """The table's rows, counted through the Delta log's current version (``count_rows`` reads only
-    the footers), and the rows commit ``last`` wrote. Those are in the commit's metrics, not in our
-    record: the record goes into the transaction before Delta counts its rows (``DeltaLakeTable``
-    keeps the count of its own last commit only)."""
+def _delta_added_rows(path: str, last: Any) -> int | None:
+    """The rows commit ``last`` wrote, from its Delta commit's metrics: not in our record, which
+    goes into the transaction before Delta counts its rows (``DeltaLakeTable`` keeps the count of
+    its own last commit only)."""
     from deltalake import DeltaTable
 
-    delta = DeltaTable(path)
-    rows = int(delta.to_pyarrow_dataset().count_rows())
     if last is None:
-        return rows, None
+        return None
+    delta = DeltaTable(path)
     for limit in (20, None):  # the last commit of ours is mostly among the newest
         for info in delta.history(limit):
             if info.get("version") == last.batch_id:
                 metrics = info.get("operationMetrics") or {}
                 added = metrics.get("num_added_rows", metrics.get("numOutputRows"))
-                return rows, int(added) if added is not None else None
-    return rows, None
-
-
-def _parquet_rows(table: Any) -> int:
-    """The rows in the Parquet footers of the files the folder's ``_spark_metadata`` log lists (what a
-    Spark reader sees)."""
-    import pyarrow.parquet as pq
-
-    return sum(pq.read_metadata(path).num_rows for path in _parquet_files(table))
+                return int(added) if added is not None else None
+    return None
 
 
 def _parquet_files(table: Any) -> list[str]:
