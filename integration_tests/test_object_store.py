@@ -4,7 +4,9 @@ tables read back by Spark (s3a, ``hadoop-aws``) and by delta-rs straight from th
 
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 
 import pytest
 
@@ -20,6 +22,7 @@ from integration_tests.conftest import (
     stream_states,
     write_json,
 )
+from source_framework.demo.api import DemoApi
 
 pytestmark = pytest.mark.slow  # real processes against a local S3 server
 
@@ -118,6 +121,22 @@ def test_a_parquet_table_on_s3_is_refused_naming_delta(demo_api, tmp_path, s3_wa
     assert "table_format: delta" in run.stderr and not run.of_type("STATE")
 
 
+class GatedApi(DemoApi):
+    """The demo API, with its data requests after the first ``open_requests`` waiting until
+    ``gate`` is set: a run can commit its first pages but cannot finish before the test lets it."""
+
+    def __init__(self, open_requests: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gate = threading.Event()
+        self._open_requests = open_requests
+        self._data_requests = itertools.count(1)
+
+    def respond(self, method, target, headers, body):
+        if not target.startswith("/_admin/") and next(self._data_requests) > self._open_requests:
+            self.gate.wait(timeout=300)
+        return super().respond(method, target, headers, body)
+
+
 def test_two_runs_on_one_s3_table_the_second_commit_of_the_same_version_loses_and_nothing_is_doubled(
         spark, tmp_path, s3_warehouse):
     """No lock on a store: Delta's conflict check refuses the commit of a run whose table another
@@ -128,12 +147,15 @@ def test_two_runs_on_one_s3_table_the_second_commit_of_the_same_version_loses_an
     import sys
 
     from integration_tests.conftest import API_KEY, MAIN
-    from source_framework.demo.api import DemoApi, Faults
 
-    with DemoApi(records=3000, api_key=API_KEY, seed=5, faults=Faults(delay_ms=20)).start() as api:
+    # The first run's pages after its first ten (of 30; its first STATE needs 6 or 7) wait for the
+    # gate, which opens only once that run is stopped: it cannot finish before the second run
+    # commits. It commits each checkpoint as it comes (--max-checkpoints-ahead 1), none held back.
+    with GatedApi(open_requests=10, records=3000, api_key=API_KEY, seed=5).start() as api:
         config = s3_config(tmp_path, api, s3_warehouse)
         catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
-        args = [sys.executable, MAIN, "read", "--config", config, "--catalog", catalog_path, "--quiet"]
+        args = [sys.executable, MAIN, "read", "--config", config, "--catalog", catalog_path, "--quiet",
+                "--max-checkpoints-ahead", "1"]
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert first.stdout is not None
         for line in first.stdout:  # its first commit is in: stop it there
@@ -141,13 +163,14 @@ def test_two_runs_on_one_s3_table_the_second_commit_of_the_same_version_loses_an
                 first.send_signal(signal.SIGSTOP)
                 break
         try:
+            api.gate.set()
             second = run_main("read", "--config", config, "--catalog", catalog_path)
             assert second.returncode == 0, second.stderr[-3000:]
         finally:
             first.send_signal(signal.SIGCONT)
         _, err = first.communicate(timeout=300)
         expected = sorted(r["id"] for r in all_records(api, "users"))
-    assert first.returncode != 0
+    assert first.returncode != 0, err[-3000:]
     assert b"another writer committed to this table" in err and b"Is another run of this sync going on?" in err, err[-3000:]
     by_rs, by_spark = ids_in(spark, f"{s3_warehouse}/demo/users")
     assert by_rs == by_spark == expected
