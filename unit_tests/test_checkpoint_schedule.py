@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from source_framework.runtime.process import tuned_for_streaming
 from source_framework.runtime.read import MAX_IN_FLIGHT
 from unit_tests.conftest import ConditionWaits, CursorStream, EventOutput, RecordingDestination, RecordingSink, sync
 
@@ -264,7 +265,8 @@ def test_while_records_stream_through_other_threads_get_the_interpreter_within_a
             yield from super().read_records(*args, **kwargs)
 
     before = sys.getswitchinterval()
-    result, _, _ = sync(Watched([[1, 2], [3]]))
+    with tuned_for_streaming():  # as main.py read runs a sync
+        result, _, _ = sync(Watched([[1, 2], [3]]))
     assert not result.failed and seen == [READING_SWITCH_INTERVAL] * 2 != [before] * 2
     assert sys.getswitchinterval() == before
 
@@ -339,7 +341,8 @@ def test_while_records_stream_through_response_bodies_of_any_framing_arrive_whol
             yield from super().read_records(*args, **kwargs)
 
     before = requests.models.CONTENT_CHUNK_SIZE
-    result, _, _ = sync(Fetching([[1, 2]]))
+    with tuned_for_streaming():  # as main.py read runs a sync
+        result, _, _ = sync(Fetching([[1, 2]]))
     assert not result.failed
     assert steps == [READING_BODY_STEP] and READING_BODY_STEP > before
     assert bodies == {"/length": body, "/chunked": body, "/gzip": body}
@@ -400,11 +403,13 @@ def test_while_records_stream_through_the_proxy_variables_are_honoured_and_looke
     for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", origin)  # the server is its own proxy: it answers either form
-    through_proxy, _, destination = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
+    with tuned_for_streaming():  # as main.py read runs a sync
+        through_proxy, _, destination = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
     proxied_paths, paths[:] = list(paths), []
     proxied_lookups, lookups[:] = list(lookups), []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    direct, _, _ = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
+    with tuned_for_streaming():
+        direct, _, _ = sync(Pages(), sync_mode="full_refresh", destination_sync_mode="overwrite")
     assert not through_proxy.failed and not direct.failed
     assert [r["id"] for r in destination.sinks["pages"].landed] == [1, 2, 3]
     assert proxied_paths == [f"{origin}/items?page={n}" for n in (1, 2, 3)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Mapping
 from typing import Any
@@ -41,3 +42,61 @@ def test_a_simulated_crash_carries_what_the_run_printed_before_it(tmp_path):
     resumed = read(Numbers(), {}, catalog, state=output.states(), args=["--destination", "stdout"], workdir=str(tmp_path))
     assert resumed.returncode == 0  # (this stream reads every record again: it ignores its state)
     assert resumed.final_states()["numbers"]["stream"]["stream_state"] == {"n": 8}
+
+
+def _settings_seen_by_a_stream(run: Any) -> list[tuple[Any, ...]]:
+    """The process-wide settings as the stream's reading saw them, over one run of ``run(source)``."""
+    import gc
+    import sys
+
+    import requests.models
+
+    seen = []
+
+    class Watched(CursorStream):
+        def read_records(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append((gc.get_threshold(), sys.getswitchinterval(), requests.models.CONTENT_CHUNK_SIZE))
+            yield from super().read_records(*args, **kwargs)
+
+    class Watching(Numbers):
+        def streams(self, config: Mapping[str, Any]) -> list[Any]:
+            return [Watched([[1, 2]])]
+
+    run(Watching())
+    return seen
+
+
+def test_the_library_leaves_the_process_settings_alone_and_main_py_read_tunes_its_own(tmp_path, monkeypatch):
+    """A notebook or an orchestrator calling the library keeps its collector, thread switch interval
+    and requests as they are; ``main.py read``, whose process is its own, sets them while it reads
+    and puts them back."""
+    import gc
+    import io
+    import sys
+
+    import requests.models
+
+    from source_framework.runtime import entrypoint
+    from source_framework.runtime.process import READING_BODY_STEP, READING_GC_THRESHOLDS, READING_SWITCH_INTERVAL
+
+    catalog = catalog_of(configured("numbers", "incremental", "append", cursor_field=["n"]))
+    before = (gc.get_threshold(), sys.getswitchinterval(), requests.models.CONTENT_CHUNK_SIZE)
+
+    in_library = _settings_seen_by_a_stream(
+        lambda source: read(source, {}, catalog, args=["--destination", "stdout"], workdir=str(tmp_path)))
+    assert in_library == [before]
+
+    # main.py read: no protocol stream handed in, so the process is its own (its stdout and
+    # logging set-up stood in for here, to keep the test run's own)
+    monkeypatch.setattr(entrypoint, "private_stdout", io.BytesIO)
+    monkeypatch.setattr(entrypoint, "log_to_stderr", lambda debug=False: None)
+    from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
+
+    (tmp_path / "catalog.json").write_text(json.dumps(ConfiguredAirbyteCatalogSerializer.dump(catalog)))
+    (tmp_path / "config.json").write_text("{}")
+    parsed = entrypoint.build_parser().parse_args(
+        ["read", "--config", str(tmp_path / "config.json"), "--catalog", str(tmp_path / "catalog.json"),
+         "--destination", "stdout", "--quiet"])
+    as_command = _settings_seen_by_a_stream(lambda source: entrypoint.run_read(source, parsed))
+    assert as_command == [(READING_GC_THRESHOLDS, READING_SWITCH_INTERVAL, READING_BODY_STEP)] != [before]
+    assert (gc.get_threshold(), sys.getswitchinterval(), requests.models.CONTENT_CHUNK_SIZE) == before

@@ -28,7 +28,7 @@ import runpy
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
@@ -62,6 +62,7 @@ from source_framework.runtime.process import (
     EXIT_OK,
     log_to_stderr,
     private_stdout,
+    tuned_for_streaming,
 )
 from source_framework.runtime.progress import make_progress
 from source_framework.runtime.read import MAX_IN_FLIGHT, read_streams, schema_missing_message
@@ -418,8 +419,10 @@ def run_read(
         started = time.monotonic()
         logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
         output.add_state_listener(progress.checkpoint_committed)
+        # The process's own settings only when the process is ours (see runtime/process.py).
+        tuning = tuned_for_streaming() if not in_process else nullcontext()
         try:
-            with progress, one_traceback_per_error(keep=not in_process):
+            with progress, one_traceback_per_error(keep=not in_process), tuning:
                 result = read_streams(
                     adapters, catalog, states, destination, output, rebuild=rebuild, progress=progress,
                     side_messages=MessageDrain(source), state_as_given=parsed.from_state_as_given,

@@ -1,6 +1,10 @@
 """What a command owns in its process: exit codes, the protocol stdout, the logging set-up, the
 garbage collector's pace and the HTTP client's settings while records stream through.
 
+The process-wide settings (``tuned_for_streaming``) are applied by ``main.py read`` run as its own
+process only: a notebook or an orchestrator that imports the library and calls it keeps its
+collector, thread switch interval and ``requests`` as they are. They change speed, not results.
+
 stdout carries Airbyte protocol messages and nothing else. When ``main.py read`` runs as its own
 process, descriptor 1 is pointed at stderr (so a stray ``print``, or the JVM's own output,
 cannot reach the protocol stream) and protocol lines go to a private copy of the original
@@ -66,6 +70,13 @@ def log_to_stderr(debug: bool = False) -> None:
         logging.getLogger(name).setLevel(level)
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@contextmanager
+def tuned_for_streaming() -> Iterator[None]:
+    """The process-wide settings ``read`` runs fastest with, undone afterwards (see each one)."""
+    with gc_for_streaming(), threads_for_streaming(), bodies_read_whole(), proxies_looked_up_once():
+        yield
 
 
 #: The cyclic collector's thresholds while records stream through (Python's default: 700, 10, 10).

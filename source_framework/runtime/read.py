@@ -61,7 +61,6 @@ from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.concurrency import ReadStopped, read_ahead, run_in_order
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
-from source_framework.runtime.process import bodies_read_whole, gc_for_streaming, proxies_looked_up_once, threads_for_streaming
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import TABLE_AHEAD, resume_from_table
 from source_framework.runtime.stream_adapters import SliceRead, StreamAdapter
@@ -607,10 +606,9 @@ def read_streams(
         return task
 
     result = ReadResult()
-    with gc_for_streaming(), threads_for_streaming(), bodies_read_whole(), proxies_looked_up_once():
-        for together in _groups(catalog.streams, adapters):
-            result.streams += [r for r in run_in_order([sync(c) for c in together], concurrency, shared.stop) if r]
-            _print_leftovers(side_messages, output)
+    for together in _groups(catalog.streams, adapters):
+        result.streams += [r for r in run_in_order([sync(c) for c in together], concurrency, shared.stop) if r]
+        _print_leftovers(side_messages, output)
     return result
 
 
