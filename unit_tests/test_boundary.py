@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from source_framework.destinations.checkpoint_record import CheckpointRecord
 from source_framework.runtime.boundary import FULL_EVERY, MAX_KEYS, MAX_UNBUILT_MARKS, MAX_UNBUILT_RECORDS, Boundary, record_hash
 from source_framework.runtime.resume import boundary_rebuilt
+from source_framework.streams.cursor import partition_key
 
 
 def read(boundary, slices):
     written = []
     for stream_slice, records in slices:
-        boundary.start_slice(stream_slice)
+        boundary.start_partition(partition_key(stream_slice))
         written += [r for r in records if not boundary.already_committed(r)]
     return written
 
@@ -44,7 +45,7 @@ def test_snapshot_keeps_the_keys_at_the_highest_cursor_per_partition():
     ((slot, entry),) = boundary.snapshot().items()
     assert slot.startswith("#")  # a slice that names no partition: a slot of its own for this run
     assert entry == {"cursor": 3, "records": [[[2], record_hash(records[1])], [[3], record_hash(records[2])]]}
-    boundary.start_slice({"partition": {"store": 1}})
+    boundary.start_partition(partition_key({"partition": {"store": 1}}))
     boundary.already_committed({"id": 9, "t": 5})
     assert boundary.snapshot()['{"store": 1}'] == {"cursor": 5, "records": [[[9], record_hash({"id": 9, "t": 5})]]}
 
@@ -84,13 +85,13 @@ def test_without_primary_key_a_record_at_or_below_the_resumed_cursor_is_for_the_
     first = Boundary(["t"], [])
     read(first, [(store(1), [{"n": "a", "t": 5}]), (None, [{"n": "x", "t": 7}])])
     resumed = Boundary(["t"], [], resumed=first.snapshot())
-    resumed.start_slice(store(1))
+    resumed.start_partition(partition_key(store(1)))
     assert resumed.already_committed({"n": "a", "t": 5}) is None
     assert resumed.already_committed({"n": "a", "t": 4}) is None  # a lookback window
     assert resumed.already_committed({"n": "a", "t": 6}) is False  # above the cursor: new
-    resumed.start_slice(store(2))  # a partition the resumed commit had not read: all new
+    resumed.start_partition(partition_key(store(2)))  # a partition the resumed commit had not read: all new
     assert resumed.already_committed({"n": "a", "t": 5}) is False
-    resumed.start_slice(None)
+    resumed.start_partition(partition_key(None))
     assert resumed.already_committed({"n": "x", "t": 7}) is None
     assert resumed.already_committed({"n": "y", "t": 8}) is False
     assert resumed.skipped == 0
@@ -102,7 +103,7 @@ def test_without_primary_key_a_boundary_of_an_earlier_version_is_read_as_its_cur
                '{"store": 2}': {"cursor": 3, "keys": [[1]]}}
     resumed = Boundary(["t"], [], resumed=earlier)
     assert resumed.snapshot() == {'{"store": 1}': {"cursor": 5}, '{"store": 2}': {"cursor": 3}}
-    resumed.start_slice(store(2))
+    resumed.start_partition(partition_key(store(2)))
     assert resumed.already_committed({"n": "b", "t": 3}) is None
 
 
@@ -221,7 +222,7 @@ def test_a_delta_covers_every_commit_not_known_done():
 
 def test_an_unpartitioned_stream_keeps_a_full_boundary_in_every_commit():
     boundary = Boundary(["t"], [["id"]])
-    boundary.start_slice(None)  # one slice, checkpointed every record
+    boundary.start_partition(partition_key(None))  # one slice, checkpointed every record
     for t in range(5):
         assert not boundary.already_committed({"id": t, "t": t})
         assert checkpoint(boundary, unconfirmed=0)[1]
@@ -374,7 +375,7 @@ def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed
         answered: Counter = Counter()
         for partition, records in api.items():
             since = state.get(partition, 0) - lookback
-            boundary.start_slice(store(partition) if partition is not None else None)
+            boundary.start_partition(partition_key(store(partition) if partition is not None else None))
             written, held = [], []
             for record in records:
                 if record["t"] < since:
@@ -445,7 +446,7 @@ def test_notes_built_late_for_the_last_of_several_checkpoints_rebuild_the_bounda
         if step[0] == "read":
             _, partition, records = step
             for twin_or_lazy in (lazy, twin):
-                twin_or_lazy.start_slice(store(partition) if partition is not None else None)
+                twin_or_lazy.start_partition(partition_key(store(partition) if partition is not None else None))
             for key, rise in records:
                 cursor[partition] += rise
                 record = {"id": key, "t": cursor[partition], "v": len(written)}
@@ -490,7 +491,7 @@ def test_a_checkpoint_keeps_no_record_alive_once_the_stream_moved_past_it():
     import weakref
 
     boundary = Boundary(["t"], [["id"]])
-    boundary.start_slice(None)
+    boundary.start_partition(partition_key(None))
     watched = []
     marks = []
     for t in range(10):
@@ -508,7 +509,7 @@ def test_marks_nobody_asks_notes_for_are_built_in_the_end_so_memory_stays_bounde
     """A destination that keeps no notes (stdout) never asks for them: the marks' copies of the
     records must not pile up, and the newest marks' notes are still right."""
     boundary = Boundary(["t"], [["id"]])
-    boundary.start_slice(None)
+    boundary.start_partition(partition_key(None))
     for t in range(3 * MAX_UNBUILT_MARKS):
         boundary.already_committed({"id": t, "t": t})
         boundary.mark()

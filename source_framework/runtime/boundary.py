@@ -81,7 +81,7 @@ from typing import Any
 
 import orjson
 
-from source_framework.streams.cursor import CursorValueError, cursor_sort_key, partition_key
+from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
 logger = logging.getLogger("source_framework.read")
 
@@ -190,9 +190,6 @@ class Boundary:
         self._load(resumed or {})
 
     # -- reading ------------------------------------------------------------------------
-
-    def start_slice(self, stream_slice: Mapping[str, Any] | None) -> None:
-        self.start_partition(partition_key(stream_slice))
 
     def start_partition(self, partition: str) -> None:
         """The records that follow belong to ``partition`` (see ``streams.cursor.partition_key``);

@@ -35,10 +35,3 @@ class PageFetches(Protocol):
 
     def map_in_order(self, fetch: Callable[[T], R], tokens: Iterable[T]) -> Iterator[R]: ...
 
-
-class OneAtATime:
-    """The ``PageFetches`` of a reader that has no others to lend: one page after another."""
-
-    def map_in_order(self, fetch: Callable[[T], R], tokens: Iterable[T]) -> Iterator[R]:
-        for token in tokens:
-            yield fetch(token)

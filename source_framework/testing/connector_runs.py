@@ -75,12 +75,6 @@ class ReadOutput:
         """Indexes in ``messages`` of the STATE messages."""
         return [i for i, m in enumerate(self.messages) if m.get("type") == "STATE"]
 
-    def streams_with_records(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for record in self.record_messages():
-            seen.setdefault(record["stream"], None)
-        return list(seen)
-
     def describe(self) -> str:
         counts: dict[str, int] = {}
         for m in self.messages:
