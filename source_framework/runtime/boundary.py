@@ -40,10 +40,9 @@ Per partition, as JSON (``snapshot``, ``checkpoint``)::
     {"cursor": "2025-01-01T00:00:00Z", "overflow": true}   # too many records there: skip nothing
     {"cursor": "2025-01-01T00:00:00Z"}                     # without a primary key
 
-Older checkpoint records (before hashes) hold ``{"cursor": ..., "keys": [[7], ...]}``. A resume
-from one skips nothing in that partition: a key alone cannot tell the committed record from an
-update made at the same cursor, and writing a record again is recoverable (``append_dedup``
-keeps one row) while dropping an update is not. The log says so once per stream.
+Older records (before hashes) hold ``{"cursor": ..., "keys": [[7], ...]}``: a resume from one
+skips nothing there (a key cannot tell the committed record from an update at the same cursor;
+writing a record again is recoverable, dropping an update is not). The log says so once.
 
 Cost. A partitioned stream checkpoints after every partition, so ``checkpoint`` hands out only
 the partitions that changed since the newest commit known to be done (a delta), and a full
@@ -59,10 +58,9 @@ Two steps, because most checkpoints' notes are never kept: ``mark`` (at the chec
 hashes the records new at the partitions that changed since the last mark and copies those
 partitions, without JSON; ``notes`` (when the destination writes that checkpoint's commit) turns
 the marks up to it into the JSON above.
-A destination that takes several fast checkpoints as one commit (``spark/buffer.py``, 64 at
-``state_checkpoint_interval`` 100) keeps only the last one's notes, so the others' are never
-built. Notes are asked for in the order of their marks; marks passed over are folded into the
-next one asked for::
+A destination that takes several fast checkpoints as one commit (``spark/buffer.py``) keeps
+only the last one's notes, so the others' are never built. Notes are asked for in the order of
+their marks; marks passed over are folded into the next one asked for::
 
     first = boundary.mark()            # a checkpoint: the records so far
     ...                                # more records
@@ -321,9 +319,7 @@ class Boundary:
 
         Why hash here, not when the notes are built: a copy of the records kept them alive, and
         all they hold, until then (up to ``MAX_UNBUILT_MARKS`` checkpoints where nobody asks, as
-        with stdout), which slowed the whole read loop. 1,000,000 demo orders to stdout at
-        interval 100: the reading thread's CPU 21.3-23.9 s against 22.8-24.4 s, lower in each of 6
-        alternated pairs. A record is hashed once: the partition keeps its hash from then on."""
+        with stdout), which slowed the whole read loop. A record is hashed once."""
         number = self._next_mark
         self._next_mark += 1
         if self._dirty or self._dropped:

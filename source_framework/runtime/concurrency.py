@@ -9,22 +9,19 @@ fetch the next slices' pages while the read loop is still busy with the first on
                 ...
             stream_slice.close()
 
-Everything the read loop sees is what it would see reading one slice after another: the same
-slices in the same order, each slice's items in order, a failure at the point where it happened
-(a slice that fails, or slices that cannot be generated, raise only once the loop gets there).
-So the cursor moves, the checkpoints are taken and the STATEs leave exactly as they do with
-``workers=1``; what reading ahead changes is only *when* the pages were fetched. Workers touch
-nothing but the slice's items: the stream's state moves in the loop's thread (``SliceRead.observe``,
-``SliceRead.close``), which is why only streams whose items can be produced apart from their
-state read ahead (``StreamAdapter.concurrency_safe``).
+The read loop sees what it would see reading one slice after another: the same slices in the
+same order, each slice's items in order, a failure where it happened. So the cursor, the
+checkpoints and the STATEs are those of ``workers=1``; only *when* pages were fetched changes.
+Workers touch nothing but the slice's items: the stream's state moves in the loop's thread
+(``SliceRead.observe``, ``SliceRead.close``), so only streams whose items can be produced apart
+from their state read ahead (``StreamAdapter.concurrency_safe``).
 
 Memory stays bounded: a slice read ahead holds about ``capacity`` items; its worker then
 waits for the loop. A crash loses the slices in flight, which no STATE covered yet.
 
-Pages too, where the stream allows it (``streams.pages``: it names every page of a slice from
-the first one): a worker fetches them at once with the fetch permits no other slice holds
-(``SparePermitPages``), so the last slices of a sync, or a sync of fewer slices than permits, keep
-every permit busy; the records still come in page order.
+Pages too, where the stream names every page of a slice from the first (``streams.pages``): a
+worker fetches them at once with the permits no other slice holds (``SparePermitPages``), so a
+sync's last slices keep every permit busy; the records still come in page order.
 
 Only while the API is the limit (``_Pace``): while the process keeps a core busy (an API that
 answers at once), workers read about a page ahead and fetch a slice's pages one after another,
@@ -33,9 +30,7 @@ one interpreter. And once the process has been seen busy, the loop reads each sl
 own thread: it takes what the slice's worker read, then the slice's iterator itself (and the
 worker's fetch permit), which the worker lends it at its next chunk (``_Channel.borrow``). Why:
 records made in one thread and read in another cost the loop the interpreter's hand-overs and
-cold caches, per record (1,000,000 demo orders into Spark at slice checkpoints, 2 interleaved
-rounds of 2: concurrency 4 at 0.82-0.93x of concurrency 1 against 0.73-0.86x before, 8 at
-0.77-0.86x against 0.63-0.83x). The pace is looked at again as each slice begins.
+cold caches, per record. The pace is looked at again as each slice begins.
 """
 
 from __future__ import annotations
@@ -76,15 +71,12 @@ FIRST_WINDOW = 0.1
 class _Pace:
     """How far the workers of one ``read_ahead`` may read ahead of its loop.
 
-    Why: reading ahead is for an API slower than this process: while its threads wait for pages,
-    the workers fetch far ahead. Where the API answers at once, the process's one interpreter is
-    the limit, busy all the time: pages read far ahead are parsed by workers that take it from
-    the loop, five and more threads trade it every millisecond, the pages are cold by the time the
-    loop gets to them, and memory grows (1,000,000 demo orders into Spark, slice checkpoints:
-    180,300 records/s at concurrency 4 against 309,800 at 1; the read alone 222,400 against
-    346,600). So the workers start a page or so ahead, and go far while the process keeps less
-    than ``IDLE`` of a core busy; once it keeps ``SATURATED`` busy, they come back to a page. Pages
-    a stream fetches at once (``SparePermitPages``) take the permits of the workers that wait."""
+    Why: reading ahead is for an API slower than this process. Where the API answers at once, the
+    one interpreter is the limit: workers parsing pages far ahead take it from the loop, the pages
+    are cold when the loop gets to them, and memory grows. So the workers start a page or so
+    ahead, go far while the process keeps less than ``IDLE`` of a core busy, and come back to a
+    page once it keeps ``SATURATED`` busy. Pages a stream fetches at once (``SparePermitPages``)
+    take the permits of the workers that wait."""
 
     def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic,
                  cpu_clock: Callable[[], float] = time.process_time) -> None:
@@ -365,7 +357,7 @@ class _SliceReadAhead(SliceRead):
                 if error is not None:
                     raise error
                 return
-            yield from iterator  # (no look at the pace per item: that cost the loop 0.15-0.3 s per 1,000,000)
+            yield from iterator  # (no look at the pace per item: a cost on every record)
         finally:  # read to its end, or the loop stopped in it
             if iterator is not None:
                 self._give_back(iterator)

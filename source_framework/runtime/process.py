@@ -87,19 +87,11 @@ READING_GC_THRESHOLDS = (50_000, 20, 100)
 def gc_for_streaming() -> Iterator[None]:
     """Keep the cyclic garbage collector from scanning what a sync holds while it reads.
 
-    Why: a page of records is thousands of fresh dicts, and the collector's default pace (a pass
-    every 700 new objects, a full pass over every object in the process every few hundred) made
-    it the largest single cost of ``read``: py-spy put half of the samples in orjson's page parse
-    and in the Arrow conversion on the collector's account (1,000,000 records into Spark, 2 cores:
-    20.2 s of CPU with the default pace, 15.2 s with this one). Objects that exist before the
-    sync (imported modules, Spark's and the CDK's objects) are frozen out of its passes, and
+    Why: a page is thousands of fresh dicts, and the collector's default pace made it the largest
+    single cost of ``read``. Objects that exist before the sync are frozen out of its passes, and
     passes come less often; records are freed by reference counting anyway, and cycles are still
-    collected. Both are undone afterwards, for callers running many syncs in one process.
-
-    Only the young generations are collected before the freeze: a full pass walks every object
-    of the process (0.1 s in ``main.py``'s, 0.2-0.3 s in a test run's or a notebook's holding Spark
-    and airbyte-cdk, at every sync). Older garbage frozen with the rest is collected after the
-    sync, when it is unfrozen.
+    collected. Only the young generations are collected before the freeze (a full pass walks every
+    object of the process); older garbage is collected after the sync, when it is unfrozen.
     """
     previous = gc.get_threshold()
     gc.collect(1)
@@ -121,13 +113,8 @@ READING_SWITCH_INTERVAL = 0.001
 def threads_for_streaming() -> Iterator[None]:
     """Let the sync's other threads have the interpreter sooner while the reading thread keeps it busy.
 
-    Why: the committer and the page converter's sender (``destinations/spark``) each need the
-    interpreter for a moment between their waits on the disk and the pipe, and wait up to the
-    switch interval for the reading thread to let it go, several times a commit. At
-    ``state_checkpoint_interval`` 100 that made the commits the pace of the sync (the reading
-    thread waited for them a third of its time): 1,000,000 demo orders took a median 9.0 s at 5 ms
-    (8 runs) against 7.4 s at 1 ms (12 runs, interleaved; 7.6 s at 0.5 ms and 8.5 s at 2 ms, 4
-    runs each), and 3.56 s against 3.46 s at slice checkpoints (5 runs each). Undone afterwards.
+    Why: the committer and the page converter's sender each need the interpreter for a moment
+    between their waits, several times a commit; at Python's 5 ms the commits set the sync's pace.
     """
     previous = sys.getswitchinterval()
     sys.setswitchinterval(READING_SWITCH_INTERVAL)
@@ -146,12 +133,8 @@ def bodies_read_whole() -> Iterator[None]:
     """Have ``requests`` read each response body in one step (as far as the socket has it), not in
     10 KB steps, while streams read.
 
-    Why: every response a stream parses is kept whole (``Response.content``), and requests gathers
-    it through four layers of Python per step (requests, urllib3, http.client, the socket's file):
-    for a page of 1,000 demo orders (250 KB), 25 steps, each with its Python overhead.
-    1,000,000 orders, the read alone: 0.45 s of the reading thread's CPU in sending
-    requests and reading their bodies against 0.33 s (3 runs each). A step never asks for more than
-    the body's announced length, so memory is what the body takes anyway. Undone afterwards.
+    Why: each step goes through four layers of Python (requests, urllib3, http.client, the socket's
+    file). A step never asks for more than the body's announced length.
     """
     import requests.models
 
@@ -173,16 +156,11 @@ def proxies_looked_up_once() -> Iterator[None]:
     """Have ``requests`` look up the proxy environment variables once per host while streams read,
     not before every request.
 
-    Why: airbyte-cdk's ``HttpClient`` merges the environment's settings into every request
-    (``Session.merge_environment_settings``), and requests then walks the whole environment twice
-    to find the ``*_proxy`` variables and matches the host against ``no_proxy``: 74-87 µs a
-    request on a machine with 39 variables, more in a larger environment, and a page of 100
-    records pays it as much as a page of 1,000. 1,000,000 demo orders, the read alone: its 1,017
-    requests spent 86-88 ms of 2.82-2.87 s there (3 runs), 3% of the reading thread; now one
-    lookup, 0.1 ms. The answer depends on the URL's scheme and host and on the environment, which
-    a sync reads once: a variable changed while streams read applies from the next sync. Syncs
-    running at once in one process share one replacement; the last one to end puts requests'
-    own back.
+    Why: airbyte-cdk's ``HttpClient`` merges the environment's settings into every request, and
+    requests then walks the whole environment to find the ``*_proxy`` variables. The answer depends
+    on the URL's scheme and host and on the environment, which a sync reads once: a variable changed
+    while streams read applies from the next sync. Syncs running at once in one process share one
+    replacement; the last one to end puts requests' own back.
     """
     global _proxy_lookups_users, _proxy_lookup
     import requests.sessions

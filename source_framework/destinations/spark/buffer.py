@@ -29,15 +29,8 @@ stream) are not converted here at all: ``write`` checks that each is the next it
 and the page converter (``page_conversion``) makes their rows from the pages' bytes in a process
 of its own. A checkpoint then also ends the rows sent to it (a token the job carries), and the
 committer asks that process for them as a staged file. Why: reading and converting share this
-process's one interpreter, which bounds a sync however many threads it runs (1,000,000 demo
-orders on 2 cores: the reading thread spent ~3.0 s reading and ~2.5 s converting).
-
-Measured before the page converter, for records still converted here (other streams): a helper
-process sent each batch's records (``marshal``) was no faster (packing cost the reader most of
-what converting did), nor was Arrow's JSON reader on the committer's thread (writing the records
-as JSON cost as much), nor smaller batches (256, 1,024), nor the garbage collector off. A batch of
-4,096 distinct demo orders converts at 1.1-1.3 µs a record just parsed, 2.3-3.5 µs inside a
-sync: the cost is memory traffic, not Arrow's work.
+process's one interpreter, which bounds a sync however many threads it runs. (The figures behind
+this module's settings: ``bench/RESULTS.md``, "Figures behind the settings in the code".)
 """
 
 from __future__ import annotations
@@ -67,31 +60,18 @@ BATCH_ROWS = 4096
 
 #: At a checkpoint, records not yet in a batch are converted here, in the reading thread, when
 #: there are at least this many; fewer go to the committer as they are, which converts those of
-#: all the checkpoints it merges at once. Why here: converting in the committer costs the
-#: interpreter both threads share more than here (the records are no longer in the CPU's caches,
-#: and the two threads trade the interpreter back and forth): 1,000,000 demo orders at
-#: ``state_checkpoint_interval`` 100 took 11.6-12.9 s against 13.2-14.6 s (4 interleaved runs).
-#: Why not always: a conversion costs ~50 µs whatever its size, so a checkpoint every few records
-#: (interval 1) would pay it per record, where the committer pays it once per merged commit.
+#: all the checkpoints it merges at once. Why here: the records are still in the CPU's caches, and
+#: the threads do not trade the interpreter for it. Why not always: a conversion has a fixed cost
+#: (~50 µs), which a checkpoint every few records would pay per record.
 CONVERT_AT_COMMIT_ROWS = 64
 
 #: Checkpoints that come fast (``FAST_MS`` or less after the one before) are held in the buffer, up
 #: to this many, and handed to the committer as one job: one conversion and one commit for all, each
-#: STATE still printed after the commit that covers it. Why: at ``state_checkpoint_interval`` 100 a
-#: checkpoint of 100 records is converted while the conversion's code and data are no longer in the
-#: CPU's caches (3.8 µs a record in the sync, against 1.6 in a loop), and each commit costs the
-#: committer's thread the interpreter the reader needs. Why no more: a held checkpoint is in the
-#: runtime's queue like any other, and reading runs at most ``runtime.read.MAX_IN_FLIGHT`` (128)
-#: checkpoints ahead of its last STATE (a crash costs no more records than before); half of that
-#: lets one job commit while the next is read (holding 30 of 32 made them take turns). That pays
-#: since the page converter carries out a commit's file work (``SparkTable.commit(pages=...)``):
-#: 1,000,000 demo orders at interval 100, 5 interleaved runs each, 32 in flight, holding 16:
-#: 6.3-7.6 s (median 7.3), reading waiting 0.7-1.1 s for commits; 30: 8.0-9.4 s (9.1), waiting
-#: 1.8-2.7 s. Since 128 in flight, 64 (see ``runtime.read.MAX_IN_FLIGHT``). Before, the committer's
-#: thread did that work, and holding 16 was slower than 30 (10.8 s against 9.8 s, medians of 10):
-#: the commits' file operations each waited for the interpreter the reading thread held. Whoever
-#: waits for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
-#: A smaller ``max_checkpoints_ahead`` holds fewer (``hold_for``).
+#: STATE still printed after the commit that covers it. Why no more: reading runs at most
+#: ``runtime.read.MAX_IN_FLIGHT`` (128) checkpoints ahead of its last STATE, and half of that lets
+#: one job commit while the next is read. Whoever waits for a held one has it handed over
+#: (``_HeldCheckpoint``), so waiting never hangs. A smaller ``max_checkpoints_ahead`` holds fewer
+#: (``hold_for``).
 HOLD_CHECKPOINTS = 64
 
 #: A checkpoint is held only if the previous came at most this long before it: a stream reading a
@@ -99,25 +79,14 @@ HOLD_CHECKPOINTS = 64
 FAST_MS = 20
 
 #: Held checkpoints are handed over once the first of them is this old, when the next record, page
-#: or checkpoint comes (if the ``HOLD_CHECKPOINTS``-th has not come first). It is what a STATE may
-#: wait beyond its commit. (The runtime prints STATEs between records, so those of checkpoints held
-#: while a slow page is awaited could not have left sooner than its first record.) Why 100, not the
-#: 20 of ``FAST_MS`` it was until 2026-11-27: where reading is slower than on a fast core, 20 ms
-#: closed a hold long before its 64th checkpoint, and every commit costs the page converter about
-#: the same whatever its size. On a 2-core machine reading about 70,000 records/s, 1,000,000 demo
-#: orders at interval 100 took 430-620 commits with 20 against 158 with 100; in 8 alternated
-#: rounds of the whole process the sync took a median 15.1 s against 18.1 s (faster in 6 of 8). On
-#: a machine reading 300,000 records/s, 64 checkpoints come within about 21 ms and the count
-#: closes the hold either way.
+#: or checkpoint comes (if the ``HOLD_CHECKPOINTS``-th has not come first): what a STATE may wait
+#: beyond its commit. Why not ``FAST_MS``: on a slower core that closed a hold long before its 64th
+#: checkpoint, and every commit costs about the same whatever its size.
 HOLD_MS = 100
 
-#: What the page path holds of a page once its last item was written: nothing. Why not the page
-#: until the next page's first record: that comes after the next page was parsed, and the parse
-#: then ran beside a thousand records still alive instead of in the memory they had just freed,
-#: which slowed it (orjson's allocations) and the whole reading thread. 1,000,000 demo orders at
-#: slice checkpoints, 16 interleaved pairs (either first): the reading thread's CPU was lower in
-#: each, 3.6-4.7 s against 4.1-6.3 s (the stream: 3.5-4.6 s against 3.9-6.3 s). The read loop alone,
-#: into a destination that keeps the last 1,000 records: 3.3-5.0 s against 3.1-4.0 s keeping none.
+#: What the page path holds of a page once its last item was written: nothing. Why: keeping the page
+#: until the next page's first record made the next parse run beside a thousand records still alive,
+#: which slowed the whole reading thread.
 PAGE_DONE: tuple[Any, ...] = ()
 
 #: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
@@ -440,7 +409,7 @@ class StreamBuffer(StreamSink):
         """The batches and records held so far, as one job; the buffer starts holding anew."""
         batches, records, extracted = self._batches, self._records, self._extracted_at
         self._batches, self._batched_rows, self._records, self._extracted_at = [], 0, [], []
-        # (``nbytes`` walks every buffer's slice: ~20 µs a batch, paid once a checkpoint)
+        # (``nbytes`` walks every buffer's slice: paid once a checkpoint)
         nbytes = sum(b.get_total_buffer_size() for b in batches) + RAW_RECORD_BYTES * len(records)
         rows = sum(b.num_rows for b in batches) + len(records)
         token, token_rows = self._page_token, self._token_rows

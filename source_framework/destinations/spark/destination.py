@@ -16,12 +16,10 @@ table layout and the rules for changing a table live here only.
 
 Who writes a commit's Parquet file (``writer``): by default this process, with Arrow's Parquet
 writer, the same file Spark's writer makes of the rows (``SparkTable.arrow_writes``), whatever the
-master; ``writer: spark`` hands each commit to Spark. Measured on 1,000,000 records on 2 cores,
-handing each commit to a local Spark (``createDataFrame``, a Spark job, Hadoop's ``chmod`` forks)
-cost more CPU than reading the records, and no STATE could leave before the JVM had started.
-Through a Spark Connect server already running on the same machine, the first commit came 1.0-1.5 s
-after the first slice's end (the client session's start, then the rows sent over gRPC and a job
-under the reader's load), against 0.1 s written here. A cluster gains nothing from writing a commit
+master; ``writer: spark`` hands each commit to Spark. Why not Spark by default: a commit handed to a
+local Spark (``createDataFrame``, a job, Hadoop's ``chmod`` forks) cost more CPU than reading its
+records, and no STATE could leave before the JVM had started (through Spark Connect, the first
+commit came a second or more later). A cluster gains nothing from writing a commit
 itself: a commit is one file, written by one executor, into the folder this process must reach
 anyway (it moves the files in and writes the logs). Spark still runs what needs it:
 ``append_dedup`` merges, the rewrite a widened column needs, ``state set``.

@@ -1,8 +1,7 @@
 """Records converted from their pages' bytes, in a process of their own.
 
-Why: converting records to Arrow costs the interpreter that reads them as much as reading does
-(a sync of 1,000,000 demo orders on 2 cores: the reading thread spent 3.0 s reading and ~2.5 s
-converting, in one interpreter whatever the threads). Where a stream's records are the items of
+Why: converting records to Arrow costs the interpreter that reads them about as much as reading
+does, in one interpreter whatever the threads. Where a stream's records are the items of
 its pages, unchanged (``streams.responses.RecordsAtPath``), the page's bytes are all another
 process needs to make the same rows: this process sends each page once, then which of its items
 were written and where each checkpoint ends, and the committer asks for a checkpoint's rows as a
@@ -72,8 +71,7 @@ MAX_PIECES = 16
 
 
 #: Linux's ``F_SETPIPE_SZ``, and the pipe size asked for: 4 pages of 1,000 records rather than a
-#: quarter of one, so the sender and the other process trade fewer wake-ups (1,000,000 demo orders
-#: at slice checkpoints: 5.2-5.5 s against 5.4-6.1 s from the process's start, 3 runs each).
+#: quarter of one, so the sender and the other process trade fewer wake-ups.
 F_SETPIPE_SZ = 1031
 PIPE_BYTES = 1 << 20
 
@@ -237,9 +235,7 @@ class PageConverter:
     def _send(self, kind: bytes, meta: Any, data: bytes = b"") -> None:
         """Send a frame: into the pipe now, as far as it has room and nothing sent before waits;
         the rest to the sender thread. Why not always through that thread: waking it for each page
-        cost the reading thread the interpreter each time (1,000,000 demo orders at slice
-        checkpoints, ``bench/run.py``: 3.41 s against 3.59 s, and faster in 5 of 6 interleaved
-        pairs of syncs). Runs and ends wait for the next other frame, which must follow them anyway:
+        cost the reading thread the interpreter each time. Runs and ends wait for the next other frame, which must follow them anyway:
         at ``state_checkpoint_interval`` 100 each checkpoint sends one (its end, with its runs)."""
         blob = orjson.dumps(meta)
         head = HEADER.pack(kind[0], len(blob), len(data)) + blob
@@ -328,8 +324,7 @@ class PageConverter:
 class ConverterPool:
     """Page converters for one sync's streams: one started ahead, before the first stream reads
     anything, and each taken back when its stream's last job is done, for the next stream. Why: a
-    process takes 0.1-0.3 s to start, which fell on a small stream's only commit (the demo's stores
-    and products took 0.3 s against 0.0 s; its two syncs of five 20,000-record streams 1.1 s more).
+    process takes 0.1-0.3 s to start, which fell on a small stream's only commit.
     ``read`` starts the first as soon as it has read the config, before the source's spec, the
     catalog, the states and the streams' set-up (``runtime.entrypoint.start_page_converters``), and
     hands the pool to the destination (this module imports no Arrow for that).

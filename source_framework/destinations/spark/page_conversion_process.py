@@ -52,9 +52,8 @@ from typing import Any, BinaryIO
 
 class _NotHere:
     """An import finder that refuses pandas and NumPy (this process only): pages never hold their
-    objects, and Arrow works without them. Why: Arrow imports NumPy with itself (~35 ms of this
-    process's ~80 ms of imports), and its first type inference imports pandas (0.21 s), which fell
-    on the stream's first commit: at interval 100 reading waited for it, 64 checkpoints ahead."""
+    objects, and Arrow works without them. Why: Arrow imports NumPy with itself, and its first type
+    inference imports pandas, which made the stream's first commit wait a quarter of a second."""
 
     REFUSED = ("numpy", "pandas")
 
@@ -113,7 +112,7 @@ class Converter:
     def page(self, page_id: int, extracted_at_ms: int, body: bytes) -> None:
         # The runs before a page are those of the pages before it: converted now, while a write is
         # not waiting for them (at a checkpoint every 100 records, a write would otherwise convert
-        # thousands of rows while the commit waits: 8.5 ms a commit against 2-3).
+        # thousands of rows while the commit waits).
         self.convert()
         self.pages[page_id] = (records_path.records_at(orjson.loads(body), self.path), extracted_at_ms)
 
@@ -337,8 +336,7 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Below the reading process and the API it waits on: this process works in their gaps, and a
-    # reader woken by a page should not wait for a core (1,000,000 orders at slice checkpoints,
-    # from the process's start: 4.8-5.5 s against 5.0-5.5 s at the same priority, 4 runs each).
+    # reader woken by a page should not wait for a core.
     os.nice(NICENESS)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
