@@ -20,19 +20,14 @@ from hypothesis import strategies as st
 from source_framework.destinations.spark import page_conversion_process
 from source_framework.destinations.spark.arrow_conversion import ConversionCounts, arrow_schema, records_to_arrow
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, PageRows, StagedFiles
 from source_framework.destinations.spark.page_conversion import (
     ConverterPool,
     PageConversionFailed,
     PageConverter,
     _unwritten,
 )
-from source_framework.destinations.spark.table import (
-    ARROW_PARQUET_OPTIONS,
-    PageRows,
-    SparkTable,
-    StagedFiles,
-    _local_path,
-)
+from source_framework.destinations.spark.table import SparkTable, _local_path
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.helpers.raw_pages import RawPage
 

@@ -17,8 +17,8 @@ from source_framework.destinations.base import APPEND, OVERWRITE, CommitReceipt,
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import arrow_schema
 from source_framework.destinations.spark.buffer import StreamBuffer
+from source_framework.destinations.spark.commit_parts import CommitInfo, StagedFiles
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
-from source_framework.destinations.spark.table import CommitInfo, StagedFiles
 from source_framework.destinations.spark.table_writer import TableWriter
 
 JSON_SCHEMA = {"properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}

@@ -14,8 +14,9 @@ import pytest
 
 from source_framework.destinations.spark import atomic_files
 from source_framework.destinations.spark.atomic_files import write_atomically
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, StagedFiles
 from source_framework.destinations.spark.file_sink_log import FileSinkLog
-from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS, SparkTable, StagedFiles
+from source_framework.destinations.spark.table import SparkTable
 from source_framework.destinations.spark.table_lock import TableLock
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 

@@ -27,6 +27,7 @@ import json
 import posixpath
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -203,3 +204,20 @@ def file_name(path: str) -> str:
     if "://" in path or path.startswith("file:"):
         path = unquote(urlparse(path).path)
     return posixpath.basename(path)
+
+
+#: How a record's ``committed_at`` is written: UTC, microseconds.
+COMMITTED_AT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def committed_at_now() -> str:
+    return datetime.now(UTC).strftime(COMMITTED_AT_FORMAT)
+
+
+def committed_at_seconds(text: str) -> float:
+    """A ``committed_at`` as seconds since the epoch; an unreadable one is never old enough to
+    delete anything (infinity)."""
+    try:
+        return datetime.strptime(text, COMMITTED_AT_FORMAT).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return float("inf")

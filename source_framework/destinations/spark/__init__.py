@@ -4,7 +4,10 @@ Modules, one job each:
 
 * ``arrow_conversion`` - JSON schema -> Arrow schema; API records -> Arrow table.
 * ``session``          - ``get_spark()``: a configured SparkSession that keeps stdout clean.
-* ``table``            - ``SparkTable``: all-or-nothing commits of Arrow tables.
+* ``table``            - ``SparkTable``: all-or-nothing commits into a Parquet file-sink folder.
+* ``delta_table``      - ``DeltaLakeTable``: the same commits as Delta transactions (delta-rs or Spark).
+* ``commit_parts``     - what a commit is made of, whichever the format (staged files, page rows).
+* ``spark_frames``     - Spark DataFrames and column expressions over a table's rows.
 * ``table_recovery``   - clean-up before writing: only an interrupted commit of ours is deleted.
 * ``file_sink_log``    - Spark's ``_spark_metadata`` log format and read rules.
 * ``checkpoint_folder`` - our per-commit records (state, files, rows).

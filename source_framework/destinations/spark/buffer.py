@@ -45,10 +45,10 @@ import pyarrow as pa
 
 from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
 from source_framework.destinations.checkpoint_record import CheckpointRecord, Notes, ResumeNotes, built
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.page_conversion import ConverterPool, PageConverter
 from source_framework.destinations.spark.passed_states import PassedStates
-from source_framework.destinations.spark.table import ARROW_PARQUET_OPTIONS
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.raw_pages import RawPages
 

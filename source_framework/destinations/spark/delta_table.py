@@ -51,24 +51,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, committed_at_now
 from source_framework.destinations.spark.arrow_conversion import parquet_options
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
 from source_framework.destinations.spark.delta_merge import DedupMerge
 from source_framework.destinations.spark.layout import is_object_store
-from source_framework.destinations.spark.table import (
-    ARROW_PARQUET_OPTIONS,
-    CommitInfo,
-    PageRows,
-    StagedFiles,
-    arrow_frame,
-    spark_path,
-)
+from source_framework.destinations.spark.spark_frames import arrow_frame, spark_path
 from source_framework.destinations.spark.table_recovery import STAGING_DIR
 from source_framework.destinations.spark.table_schema import schema_from_footer, schema_from_json
 from source_framework.helpers.faults import fault_point
@@ -184,7 +177,7 @@ class DeltaLakeTable:
             self._newest = None
             notes = notes or ResumeNotes()
             record = CheckpointRecord(
-                seq=seq, batch_id=-1, state=state, rows=0, replace=replace, committed_at=_now(),
+                seq=seq, batch_id=-1, state=state, rows=0, replace=replace, committed_at=committed_at_now(),
                 start_state=notes.start_state, boundary=dict(notes.boundary), boundary_full=notes.boundary_full,
                 merged_states=tuple(dict(s) for s in merged_states), reset_id=reset_id,
                 schema=dict(schema) if schema is not None else None,
@@ -504,7 +497,3 @@ def _reset_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     reset = content.get(RESET_KEY) if isinstance(content, dict) else None
     return reset if isinstance(reset, dict) else None
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

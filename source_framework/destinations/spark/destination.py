@@ -45,13 +45,14 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord, Re
 from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATCH, arrow_schema, warm_up
 from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS, STAGE_ROWS, StreamBuffer
+from source_framework.destinations.spark.commit_parts import CommitInfo
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
 from source_framework.destinations.spark.delta_table import DeltaLakeTable, delete_delta_table, is_delta_table
 from source_framework.destinations.spark.layout import is_object_store, table_path, warehouse_for
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
-from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, CommitInfo, SparkTable
+from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point

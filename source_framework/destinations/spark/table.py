@@ -1,11 +1,9 @@
 """All-or-nothing commits of Arrow tables into one Parquet table folder, readable by plain Spark.
 
-Why: a STATE message may only be emitted once the records before it are durable, and a
-reader using nothing but ``spark.read.parquet(table_path)`` (a new session, none of our
-code) must see exactly the committed rows: never half a commit, even after a SIGKILL that
-leaves stray files in the folder. Spark's file-sink metadata log gives exactly that when
-the log is the source of truth, so each commit ends by appending one batch to it (see
-``file_sink_log.py``).
+Why: a reader using nothing but ``spark.read.parquet(table_path)`` must see exactly the committed
+rows, never half a commit, even after a SIGKILL that leaves stray files. Spark's file-sink log
+gives that when it is the source of truth: each commit ends by appending one batch to it
+(``file_sink_log.py``).
 
 Usage::
 
@@ -17,78 +15,30 @@ Usage::
     table.last_checkpoint()   # CheckpointRecord(seq=4, state=None, ...): the newest committed
     table.live_files()        # file: URIs Spark reads now
 
-Folder layout::
-
-    users/
-      _spark_metadata/0, 1, ..., 9.compact, 10, ...   Spark's log (the commit points)
-      _checkpoints/00000003.json, ...                 our records (state per commit, checkpoint_record.py)
-      _staging/<commit>/                              Spark's writer output, transient
-      _sf_reset.json                                  a pending state reset (the lock is beside: table_lock.py)
-      _sf_passed_states                               states of reclaimed records (passed_states.py)
-      c00000003-0-<uuid>.parquet, ...                 data files (a<...>: a commit that added columns)
-
-One commit, in order:
-
-1. ``spark.createDataFrame(arrow_table)`` (pyspark 4 takes a ``pyarrow.Table`` directly,
-   classic or Spark Connect), ``.coalesce(1).write.mode("overwrite").parquet(_staging/<commit>)``.
-   With ``arrow_writes`` there is no Spark job and no staging folder: see step 3.
-2. Write ``_checkpoints/<seq>.json`` atomically: the caller's state, the row count, and the
-   names the data files will have in the table.
-3. Rename the ``part-*.parquet`` file(s) into the table folder under those names
-   (``c<seq:08d>-<n>-<uuid>.parquet``; atomic, same file system), fsync them. With
-   ``arrow_writes`` this process writes the Arrow table straight to its name there instead,
-   and checks the rows in the footer it wrote against the record.
-4. Write the next ``_spark_metadata`` batch atomically: **the commit point**.
+One commit: the rows are written to Parquet (by Spark into ``_staging/<commit>``, or with
+``arrow_writes`` by this process), a checkpoint record names the files they will have, the files
+are moved (or written) into the table folder and fsynced, and the next ``_spark_metadata`` batch
+is written atomically: **the commit point**. The folder's layout, the steps and what Spark's
+reader does with such a folder are in ``docs/tables.md`` ("How a commit lands").
 
 Where the commit's new rows are held by the stream's page converter (``page_conversion``), that
-process carries out steps 2-4 (``commit(pages=...)``): this object makes the plan (the record, the
-names, the log's lines) and the converter writes the record, moves the staged files in, writes
-its rows to their name in the table, fsyncs the folder and writes the batch, in that order, and
-stops at the fault points where this process asks it to. Why: each file operation costs the
-committer's thread the interpreter, which the reading thread holds (~1 ms each at the sync's 1 ms
-switch interval), so a commit done here could not run while reading went on. The converter holds
-the table folder's ``flock`` (shared) through a commit and carries on only while the sync lives;
-clean-up holds it exclusively (``table_lock.no_commit_in_flight``), so the two never overlap,
-even where the converter outlives a killed sync.
+process does the commit's file work (``commit(pages=...)``): this object plans it (the record, the
+names, the log's lines), the converter carries it out in order and stops at the fault points this
+process asks it to. Why: each file operation costs the committer's thread the interpreter the
+reading thread holds. The converter holds the folder's ``flock`` (shared) through a commit;
+clean-up holds it exclusively (``table_lock.no_commit_in_flight``), so the two never overlap.
 
-The object remembers its own last commit (and the log what its last batch left), so at a small
-interval a commit does not list and read the table's folders again: any other object's commit
-would have written the record this object's next commit checks for first.
+The object remembers its own last commit, so at a small interval a commit does not read the
+table's folders again: any other object's commit would have written the record it checks first.
 
-A crash before step 4 leaves only leftovers no reader sees, each of which :meth:`recover` can
-prove an interrupted commit of ours wrote: the staging folder, and a record whose batch was
-never written, with the files it names. Anything else (a log lost or older than the records, a
-batch lost that the given state proves was written, data files missing or cut) is refused with
-nothing deleted; a table that was moved, copied or reached through a symlink keeps its data
-(``table_recovery.py`` has the rules). A crash after step 4 loses nothing:
+A crash before the commit point leaves only leftovers no reader sees, each of which
+:meth:`recover` can prove an interrupted commit of ours wrote; anything else is refused with
+nothing deleted (``table_recovery.py`` has the rules). A crash after it loses nothing:
 :meth:`last_checkpoint` returns the committed state, which the runtime resumes from.
 
-Files a replace made invisible (``overwrite``, ``append_dedup``, ``state set``) are kept for
-``retention_seconds`` (readers that listed them may still be reading), then :meth:`reclaim`
-deletes them, with the log batches and checkpoint records nobody needs any more.
-
-What pyspark 4.3 does, checked empirically:
-
-* Given a single folder that contains ``_spark_metadata``, ``spark.read.parquet`` reads
-  only the logged files; stray ``.parquet`` files in the folder and in ``_staging`` are
-  ignored. A log with no batch yet fails with ``UNABLE_TO_INFER_SCHEMA``; a folder without
-  ``_spark_metadata`` is listed, stray files and all. So a table's first commit makes the log's
-  folder before anything enters the table folder, and the table becomes readable with its batch.
-* An empty Arrow table becomes a DataFrame with 0 partitions, and the writer still writes
-  one schema-only Parquet file (about 400 bytes): an empty commit keeps the table
-  readable with its columns, no special case needed.
-* The writer also leaves ``_SUCCESS`` and Hadoop ``.crc`` side files in staging; only the
-  Parquet files are moved (a missing ``.crc`` merely skips checksum verification).
-* ``delete`` log entries are read as ``add``, so ``replace=True`` cannot delete; it jumps
-  to the next compaction batch id and writes a compaction batch listing only the new
-  files. The replaced files are named in the replacing commit's record, for ``reclaim``.
-
-Limits: one writer per table (``table_lock.py``; within a process a per-object lock serialises
-threads), and ``seq`` must grow from commit to commit. Spark
-writes the files (on its executors, or on a Spark Connect server) and this process moves them
-and writes the logs with plain file operations: the table folder must be on a file system both
-reach at the same path (a local disk for a local Spark, a shared mount for a cluster). Nothing
-here talks to the JVM directly, so the same code runs on a Spark Connect session.
+Limits: one writer per table (``table_lock.py``), ``seq`` growing from commit to commit, and a
+folder that Spark's writers and this process reach at the same path (a local disk, a shared
+mount). Nothing here talks to the JVM directly: the same code runs on a Spark Connect session.
 """
 
 from __future__ import annotations
@@ -101,22 +51,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, file_name
+from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, committed_at_now, committed_at_seconds, file_name
 from source_framework.destinations.spark.arrow_conversion import parquet_options
 from source_framework.destinations.spark.atomic_files import fsync_directory, fsync_file, make_folders
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
 from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.file_sink_log import local_path as _local_path
 from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.reset_marker import ResetMarker
+from source_framework.destinations.spark.spark_frames import arrow_frame, spark_path
 from source_framework.destinations.spark.table_lock import no_commit_in_flight
 from source_framework.destinations.spark.table_recovery import STAGING_DIR, FolderRecovery
 from source_framework.destinations.spark.table_recovery import InconsistentTable as InconsistentTable  # (for callers)
@@ -128,7 +78,6 @@ from source_framework.helpers.faults import crashed_elsewhere, fault_point, reac
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from source_framework.destinations.spark.page_conversion import PageConverter
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -136,48 +85,6 @@ logger = logging.getLogger("source_framework.spark")
 DEFAULT_RETENTION_SECONDS = 6 * 3600
 #: Checkpoint records kept however old (``runtime.resume`` looks back through them).
 KEEP_RECORDS = 1000
-#: How this process writes a commit's Parquet file when it writes it itself (``arrow_writes``):
-#: the file Spark's own writer makes of the same rows (snappy; timestamps as UTC-adjusted
-#: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both;
-#: dictionaries for text columns only (``arrow_conversion.parquet_options``).
-ARROW_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us", "allow_truncated_timestamps": False}
-
-
-@dataclass(frozen=True)
-class StagedFiles:
-    """Data files written ahead of their commit: a folder under the staging folder."""
-
-    folder: str
-    rows: int
-    #: the folder's files, when whoever wrote them counted ``rows`` in their footers and fsynced
-    #: them (the page converter, in its own process): the commit then only renames them. Why: each
-    #: file operation costs the committer's thread the interpreter the reading thread holds
-    files: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class CommitInfo:
-    """What one :meth:`SparkTable.commit` published."""
-
-    seq: int
-    batch_id: int
-    files: list[str]  # file: URIs, as listed in the metadata log
-    rows: int  # counted in the published files' Parquet footers
-    ms: float  # wall time of the whole commit
-    #: what converting the rows the page converter wrote for the commit could not keep as given
-    #: (``PageRows``; ``ConversionCounts.as_dict()``)
-    counts: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class PageRows:
-    """Rows a commit publishes that the stream's page converter holds (``page_conversion``): those
-    up to ``token``, ``rows`` of them. The converter writes them into the table, and carries out
-    the commit's file work with them in its own process (``SparkTable.commit``)."""
-
-    converter: PageConverter
-    token: int
-    rows: int
 
 
 class SparkTable(ResetMarker):
@@ -231,16 +138,12 @@ class SparkTable(ResetMarker):
     ) -> CommitInfo:
         """Make ``data`` visible together with ``state``, all or nothing.
 
-        ``data`` is an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
-        ``staged``: files written earlier by :meth:`stage` for this commit; they become visible
-        with ``data``. ``pages``: rows the page converter writes into the table as part of the commit,
-        whose file work it then does in its own process (``data`` must then have no rows). Why: each
-        of the commit's ~25 file operations costs the committer's thread the interpreter, which the
-        reading thread holds (~1 ms each), so the commits could not run while reading went on.
-        ``replace=True`` atomically swaps every previously visible row for
-        ``data``. ``notes``, ``merged_states``, ``reset_id`` and ``schema`` go into the
-        checkpoint record (``checkpoint_record.py``). ``seq`` must be greater than the last
-        committed one. Returns when the commit is durable, i.e. when the STATE may be printed.
+        ``data``: an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
+        ``staged``: files written earlier by :meth:`stage`, visible with ``data``. ``pages``: rows the
+        page converter writes, which then does the commit's file work (``data`` has no rows then).
+        ``replace=True`` atomically swaps every visible row for ``data``. ``notes``,
+        ``merged_states``, ``reset_id`` and ``schema`` go into the checkpoint record. ``seq`` must
+        be greater than the last committed one. Returns once the commit is durable.
         """
         started = time.perf_counter()
         state = dict(state) if state is not None else None
@@ -267,7 +170,8 @@ class SparkTable(ResetMarker):
             notes = notes or ResumeNotes()
             record = CheckpointRecord(
                 seq=seq, batch_id=batch_id, state=state, files=tuple(names), rows=rows, replace=replace,
-                committed_at=_now(), start_state=notes.start_state, boundary=dict(notes.boundary), boundary_full=notes.boundary_full,
+                committed_at=committed_at_now(), start_state=notes.start_state, boundary=dict(notes.boundary),
+                boundary_full=notes.boundary_full,
                 merged_states=tuple(dict(s) for s in merged_states), reset_id=reset_id,
                 schema=dict(schema) if schema is not None else None, replaced=replaced,
             )
@@ -328,12 +232,8 @@ class SparkTable(ResetMarker):
         return statuses, answer
 
     def stage(self, data: pa.Table) -> StagedFiles:
-        """Write ``data``'s files now for a commit still to come (see ``commit(staged=...)``).
-
-        Why: a checkpoint can be far away (a large slice), and rows held until then would grow
-        the process's memory with the slice. Staged files sit in the staging folder, invisible
-        to readers; a run that dies before the commit leaves them to the next run's clean-up.
-        """
+        """Write ``data``'s files now, invisible to readers, for a commit still to come (see
+        ``commit(staged=...)``). Why: a far checkpoint would otherwise hold a whole slice in memory."""
         staging = self.staging_folder()
         self._write_parquet(data, staging)
         return StagedFiles(staging, data.num_rows)
@@ -500,13 +400,9 @@ class SparkTable(ResetMarker):
     def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
         """Before writing: delete what an interrupted commit of ours left, and point a moved
         table's log at its files (the rules: ``table_recovery.py``). Returns the removed paths.
-        ``given_state``: the state the sync was given for the stream, which can prove that a
-        commit without its batch did happen. Call it only while no commit on this table is in
-        progress (the table's lock is held: ``table_lock.py``).
-
-        Everything is checked before anything is deleted: a table whose records and log do not
-        tell one interrupted commit apart (``InconsistentTable``), or whose log names files that
-        are not here whole (``TableMoved``), is refused as it is."""
+        ``given_state``: the stream's given state, which can prove that a commit without its batch
+        did happen. Call it holding the table's lock (``table_lock.py``). Everything is checked
+        before anything is deleted (else ``InconsistentTable`` or ``TableMoved``)."""
         with self._lock, no_commit_in_flight(self.path):
             self._newest = None
             self._log.forget()
@@ -534,7 +430,7 @@ class SparkTable(ResetMarker):
             records = list(self.committed_checkpoints())
             removed, dropped = [], []
             for index, record in enumerate(records):
-                old_enough = _timestamp(record.committed_at) < cutoff
+                old_enough = committed_at_seconds(record.committed_at) < cutoff
                 if record.replaced and old_enough:
                     removed += [_remove(path) for path in self._files_here(record.replaced, live)]
                 if index >= KEEP_RECORDS and old_enough and not (set(record.files) - live) & self._present():
@@ -588,35 +484,6 @@ def _data_file_names(seq: int, count: int, commit_id: str, leads_schema: bool) -
     """
     prefix = f"a{LEADING_BASE - seq:08d}" if leads_schema else f"c{seq:08d}"
     return [f"{prefix}-{n}-{commit_id}.parquet" for n in range(count)]
-
-
-def arrow_frame(spark: SparkSession, data: pa.Table) -> DataFrame:
-    """A DataFrame of ``data`` under a classic or a Spark Connect session.
-
-    The schema is the one Spark would infer from the Arrow schema, given explicitly because
-    Spark Connect refuses to infer one from an empty table (a commit with no records).
-    """
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return spark.createDataFrame(data, schema=from_arrow_schema(data.schema))
-
-
-def spark_path(path: str) -> str:
-    """``path`` for Spark: always the local file system, whatever the cluster's default file
-    system is (HDFS on YARN). A plain "file://" + path, not a percent-encoded URI: Hadoop's
-    Path takes it literally."""
-    return "file://" + path
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _timestamp(text: str) -> float:
-    try:
-        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return float("inf")  # an unreadable time is never old enough to delete anything
 
 
 def _remove_folder(folder: str) -> None:

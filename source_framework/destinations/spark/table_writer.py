@@ -61,9 +61,11 @@ from source_framework.destinations.spark.arrow_conversion import (
     ConversionCounts,
     records_to_arrow,
 )
+from source_framework.destinations.spark.commit_parts import PageRows, StagedFiles
 from source_framework.destinations.spark.committer import CommitJob
 from source_framework.destinations.spark.delta_merge import DedupMerge
-from source_framework.destinations.spark.table import PageRows, SparkTable, StagedFiles, arrow_frame
+from source_framework.destinations.spark.spark_frames import arrow_frame, conformed, cursor_value, path_value
+from source_framework.destinations.spark.table import SparkTable
 
 if TYPE_CHECKING:
     from source_framework.destinations.spark.delta_table import DeltaLakeTable
@@ -419,7 +421,7 @@ class TableWriter:
 _PART, _ROW = "_sf_merge_part", "_sf_merge_row"
 
 
-# -- Spark columns ------------------------------------------------------------------------------------
+# -- what a row read again is compared as -------------------------------------------------------------
 
 
 def _as_rewritten(rows: pa.Table, names: list[str]) -> pa.Table | None:
@@ -474,75 +476,3 @@ def _row_digest(row: Mapping[str, Any]) -> bytes:
     16 bytes each to count, not their size."""
     encoded = orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.blake2b(encoded, digest_size=16).digest()
-
-
-def column(name: str) -> Any:
-    """The top-level column ``name``, whatever characters it holds (``a.b`` is not a field of ``a``)."""
-    from pyspark.sql import functions as F
-
-    return F.col("`" + name.replace("`", "``") + "`")
-
-
-def path_value(path: list[str]) -> Any:
-    """A key or cursor path's value: the column ``path[0]``, or, for a longer path, the value inside
-    that column's JSON text (objects are stored as JSON): text, or JSON text for an object or array
-    found there; null where the path leads nowhere."""
-    from pyspark.sql import functions as F
-
-    value = column(path[0])
-    for name in path[1:]:
-        # As DDL: pyspark 4.2's from_json takes a MapType but its type hints do not say so.
-        value = F.from_json(value.cast("string"), "map<string,string>").getItem(name)
-    return value
-
-
-def cursor_value(path: list[str], json_schema: Mapping[str, Any]) -> Any:
-    """A cursor's value, to order rows by: its column (typed by the table), or, for a path into an
-    object column, the value read out of its JSON text as the type the stream's schema declares
-    there (integer, number, date-time), since as text 9 comes after 10 and 10:00+02:00 after
-    09:00Z; a value that is not of that type is null, and orders last."""
-    from pyspark.sql import functions as F
-
-    value = path_value(path)
-    if len(path) == 1:
-        return value
-    spec: Any = json_schema
-    for name in path:
-        spec = ((spec or {}).get("properties") or {}).get(name) if isinstance(spec, Mapping) else None
-    if not isinstance(spec, Mapping):
-        return value
-    declared = spec.get("type")
-    kinds = {declared} if isinstance(declared, str) else set(declared or ())
-    kinds.discard("null")
-    if kinds == {"integer"}:
-        return value.try_cast("decimal(38,0)")
-    if kinds <= {"integer", "number"} and kinds:
-        return value.try_cast("double")
-    if kinds == {"string"} and spec.get("format") == "date-time":
-        return F.try_to_timestamp(value)
-    return value
-
-
-def conformed(frame: Any, schema: pa.Schema) -> Any:
-    """``frame`` with exactly ``schema``'s columns, in its order: columns it lacks are null, columns
-    of another type are cast (``table_schema.py`` allows only widenings: bigint -> double, any ->
-    string; timestamps become ISO 8601 UTC text, whatever the session's time zone)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import StringType, TimestampType
-
-    present = {field.name: field.dataType for field in frame.schema.fields}
-    columns = []
-    for field in from_arrow_schema(schema).fields:
-        old = present.get(field.name)
-        if old is None:
-            value = F.lit(None).cast(field.dataType)
-        elif old == field.dataType:
-            value = column(field.name)
-        elif isinstance(old, TimestampType) and isinstance(field.dataType, StringType):
-            utc = F.to_utc_timestamp(column(field.name), F.current_timezone())
-            value = F.date_format(utc, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
-        else:
-            value = column(field.name).cast(field.dataType)
-        columns.append(value.alias(field.name))
-    return frame.select(*columns)
