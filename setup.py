@@ -21,8 +21,10 @@ setup(
         "requests>=2.31,<3",
         # The demo API serialises pages and the runtime writes protocol lines with it: 5-10x faster than json.
         "orjson>=3.9,<4",
-        # The acceptance runner reads acceptance-test-config.yml itself.
+        # The acceptance runner reads acceptance-test-config.yml itself, and checks it against
+        # CAT's schema written as pydantic models (pydantic also comes with airbyte-cdk).
         "PyYAML>=6",
+        "pydantic>=2",
         # The live progress table of `read` on a terminal: redraws in place, keeps log lines above it.
         "rich>=13",
     ],

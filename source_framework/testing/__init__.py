@@ -27,7 +27,8 @@ YAML's folder. From a shell, without writing a test module::
 
     python -m source_framework.testing --connector main.py --acceptance-config acceptance-test-config.yml [-- pytest args]
 
-Modules: ``acceptance_config`` (the YAML), ``connector_reference`` (script or module:Class),
+Modules: ``acceptance_config`` (the YAML), ``acceptance_schema`` (CAT's keys and rules, as pydantic
+models), ``connector_reference`` (script or module:Class),
 ``connector_runs`` (subprocess runs and their parsed output), ``in_process`` (``read`` in this
 process, for tests that need no process of their own: ``from source_framework.testing import
 read``), ``catalogs``, ``cursors``,
