@@ -95,6 +95,31 @@ def test_a_second_sync_resumes_from_the_delta_log_and_writes_nothing_twice(spark
     assert products.to_pyarrow_dataset().count_rows() == len(all_records(demo_api, "products", {"limit": 1000}))
 
 
+def test_files_added_as_written_count_right_for_every_reader_and_leave_no_stray_file(spark, demo_api, tmp_path):
+    """A checkpoint's rows that the page converter wrote to Parquet are added to the Delta log as
+    they are (``delta_file_commit``): each added file's ``numRecords``, which Spark's Delta takes
+    counts from, is the rows its footer holds; Spark and delta-rs read the same rows; and after a
+    sync every data file in the folder is one the log names."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    run, warehouse = sync(tmp_path, demo_api, ["users", "orders"])
+    assert run.returncode == 0, run.stderr
+    for name, expected in (("users", all_records(demo_api, "users")), ("orders", all_records(demo_api, "orders"))):
+        path = os.path.join(str(warehouse), "demo", name)
+        table = DeltaTable(path)
+        assert len(table.history()) > 2, name  # (commits after the first are the ones added as written)
+        adds = table.get_add_actions(flatten=True).to_pylist()
+        for add in adds:
+            assert add["num_records"] == pq.read_metadata(os.path.join(path, add["path"])).num_rows, (name, add["path"])
+        assert sum(add["num_records"] for add in adds) == len(expected), name
+        assert spark.read.format("delta").load(path).count() == len(expected), name
+        by_spark, by_rs = read_both(spark, path)
+        assert [r["id"] for r in by_spark] == [r["id"] for r in by_rs] == sorted(r["id"] for r in expected), name
+        on_disk = {entry for entry in os.listdir(path) if entry.endswith(".parquet")}
+        assert on_disk == {add["path"] for add in adds}, name
+
+
 def test_a_parquet_table_made_before_delta_became_the_default_stays_a_parquet_table(spark, demo_api, tmp_path):
     """A table keeps the format it was made in: a sync with the default (Delta) goes on appending to a
     ``parquet`` table an earlier sync made (no conversion, no re-sync from scratch, nothing orphaned),

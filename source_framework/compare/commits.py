@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from source_framework.destinations.spark.delta_table import RECORD_KEY, is_delta_table
+from source_framework.destinations.spark.delta_log import RECORD_KEY
+from source_framework.destinations.spark.delta_table import is_delta_table
 from source_framework.destinations.spark.destination import CommittedTable
 
 

@@ -59,6 +59,16 @@ import pyarrow.parquet as pq
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, committed_at_now
 from source_framework.destinations.spark.arrow_conversion import parquet_options
 from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
+from source_framework.destinations.spark.delta_file_commit import commit_files, files_fit
+from source_framework.destinations.spark.delta_log import (
+    RECORD_KEY,
+    RESET_KEY,
+    history_newest_first,
+    record_of,
+    reset_of,
+    rows_of,
+    with_rows,
+)
 from source_framework.destinations.spark.delta_merge import DedupMerge
 from source_framework.destinations.spark.layout import is_object_store
 from source_framework.destinations.spark.spark_frames import arrow_frame, spark_path
@@ -74,10 +84,6 @@ logger = logging.getLogger("source_framework.spark")
 
 #: the app id of our app transactions: one per table, whose versions are the table's commit seqs
 APP_ID = "source_framework"
-#: the key of our checkpoint record inside ``commitInfo.userMetadata`` (a JSON object)
-RECORD_KEY = "source_framework_checkpoint"
-#: the key of a ``state reset``'s mark inside ``commitInfo.userMetadata``
-RESET_KEY = "source_framework_reset"
 #: Delta's own default (``delta.deletedFileRetentionDuration``): time travel reaches back this far
 VACUUM_RETENTION_HOURS = 7 * 24
 LOG_FOLDER = "_delta_log"
@@ -214,11 +220,17 @@ class DeltaLakeTable:
         from deltalake.exceptions import CommitFailedError
 
         table = self._delta or self._open()
+        as_written = (merge is None and not replace and table is not None and not self.remote
+                      and files_fit(table, data, staged))
         if merge is not None:  # (MERGE takes its source whole; a new or replaced table gets one row per key)
             rows = pa.Table.from_batches(batches, data.schema)
             rows = rows if table is not None and not replace else merge.latest_per_key(rows)
         try:
-            if merge is not None and table is not None and not replace:
+            if as_written:
+                assert table is not None
+                commit_files(table, data, staged, seq, hooks=hooks, properties_for=lambda counted: CommitProperties(
+                    app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": with_rows(metadata, counted)}))
+            elif merge is not None and table is not None and not replace:
                 before = table.version()
                 merge.apply(table, rows, properties, hooks)
                 if table.version() == before:
@@ -263,9 +275,9 @@ class DeltaLakeTable:
             raise RuntimeError(f"{self.path}: no Delta table after commit {seq}")
         table.update_incremental()
         for info in table.history(10):
-            record = _record_of(info)
+            record = record_of(info)
             if record is not None and record.get("seq") == seq:
-                return _rows_of(info), int(info["version"])
+                return rows_of(info), int(info["version"])
         raise RuntimeError(f"{self.path}: commit {seq} is not in the table's newest Delta log entries")
 
     def stage(self, data: pa.Table) -> StagedFiles:
@@ -312,12 +324,12 @@ class DeltaLakeTable:
             return
         done = table.transaction_version(APP_ID)
         first = True
-        for info in _history_newest_first(table):
-            raw = _record_of(info)
+        for info in history_newest_first(table):
+            raw = record_of(info)
             if raw is None:
                 continue
             # (the rows and the version are known once the transaction is in: its metrics say them)
-            record = CheckpointRecord.from_json({**raw, "batch_id": info["version"], "rows": _rows_of(info)})
+            record = CheckpointRecord.from_json({**raw, "batch_id": info["version"], "rows": rows_of(info)})
             if first and done is not None and record.seq < done:
                 raise RecordLost(
                     f"{self.path}: the Delta table holds commit {done} of source_framework, but its newest checkpoint "
@@ -381,10 +393,10 @@ class DeltaLakeTable:
         """The id of a reset no commit of ours followed yet (the one that applied it, a ``state
         set`` that superseded it, or a sync given a state that discarded it), or None."""
         table = self._open()
-        for info in _history_newest_first(table) if table is not None else ():
-            if _record_of(info) is not None:
+        for info in history_newest_first(table) if table is not None else ():
+            if record_of(info) is not None:
                 return None
-            reset = _reset_of(info)
+            reset = reset_of(info)
             if reset is not None:
                 return reset.get("requested")
         return None
@@ -456,44 +468,3 @@ def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.Record
                 columns = [batch.column(field.name).cast(field.type) if field.name in batch.schema.names
                            else pa.nulls(batch.num_rows, field.type) for field in schema]
                 yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _history_newest_first(table: DeltaTable) -> Iterator[dict[str, Any]]:
-    """The table's commit infos, newest first: the last few read first (a resume mostly needs the
-    newest), the whole history only if asked for more."""
-    seen = 0
-    for info in table.history(20):
-        seen += 1
-        yield info
-    if seen == 20:
-        yield from table.history()[20:]
-
-
-def _record_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Our checkpoint record in a commit's info, or None (another writer's commit)."""
-    raw = info.get("userMetadata")
-    if not raw:
-        return None
-    try:
-        content = json.loads(raw)
-    except ValueError:
-        return None
-    record = content.get(RECORD_KEY) if isinstance(content, dict) else None
-    return record if isinstance(record, dict) else None
-
-
-def _rows_of(info: Mapping[str, Any]) -> int:
-    """The rows a commit wrote, as its writer counted them (delta-rs's and Spark's own names)."""
-    metrics = info.get("operationMetrics") or {}
-    return int(next((metrics[key] for key in ("num_added_rows", "numOutputRows", "num_source_rows") if key in metrics), 0) or 0)
-
-
-def _reset_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A ``state reset``'s mark in a commit's info (``DeltaLakeTable.request_reset``), or None."""
-    raw = info.get("userMetadata")
-    try:
-        content = json.loads(raw) if raw else None
-    except ValueError:
-        return None
-    reset = content.get(RESET_KEY) if isinstance(content, dict) else None
-    return reset if isinstance(reset, dict) else None

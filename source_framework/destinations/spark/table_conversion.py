@@ -26,7 +26,8 @@ from typing import Any
 
 import pyarrow.dataset as ds
 
-from source_framework.destinations.spark.delta_table import APP_ID, RECORD_KEY, DeltaLakeTable, is_delta_table
+from source_framework.destinations.spark.delta_log import RECORD_KEY
+from source_framework.destinations.spark.delta_table import APP_ID, DeltaLakeTable, is_delta_table
 from source_framework.destinations.spark.file_sink_log import local_path
 from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.table import SparkTable
