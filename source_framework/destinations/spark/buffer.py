@@ -81,13 +81,13 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: checkpoint of 100 records is converted while the conversion's code and data are no longer in the
 #: CPU's caches (3.8 µs a record in the sync, against 1.6 in a loop), and each commit costs the
 #: committer's thread the interpreter the reader needs. Why no more: a held checkpoint is in the
-#: runtime's queue like any other, and reading runs at most ``runtime.read.MAX_IN_FLIGHT`` (128)
+#: runtime's queue like any other, and reading runs at most ``runtime.state_barrier.MAX_IN_FLIGHT`` (128)
 #: checkpoints ahead of its last STATE (a crash costs no more records than before); half of that
 #: lets one job commit while the next is read (holding 30 of 32 made them take turns). That pays
 #: since the page converter carries out a commit's file work (``SparkTable.commit(pages=...)``):
 #: 1,000,000 demo orders at interval 100, 5 interleaved runs each, 32 in flight, holding 16:
 #: 6.3-7.6 s (median 7.3), reading waiting 0.7-1.1 s for commits; 30: 8.0-9.4 s (9.1), waiting
-#: 1.8-2.7 s. Since 128 in flight, 64 (see ``runtime.read.MAX_IN_FLIGHT``). Before, the committer's
+#: 1.8-2.7 s. Since 128 in flight, 64 (see ``runtime.state_barrier.MAX_IN_FLIGHT``). Before, the committer's
 #: thread did that work, and holding 16 was slower than 30 (10.8 s against 9.8 s, medians of 10):
 #: the commits' file operations each waited for the interpreter the reading thread held. Whoever
 #: waits for a held one has it handed over (``_HeldCheckpoint``), so waiting never hangs.
