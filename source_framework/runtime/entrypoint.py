@@ -77,15 +77,8 @@ from source_framework.runtime.state_commands import (
     run_state_command,
 )
 from source_framework.runtime.state_file import StateFile
-from source_framework.runtime.stream_adapters import (
-    MessageDrain,
-    StreamAdapter,
-    adapt,
-    is_concurrent,
-    manifest_concurrency,
-    means_no_state,
-    supports_incremental,
-)
+from source_framework.runtime.stream_adapter_base import StreamAdapter, is_concurrent, means_no_state, supports_incremental
+from source_framework.runtime.stream_adapters import MessageDrain, adapt, manifest_concurrency
 from source_framework.runtime.summary import format_summary
 from source_framework.runtime.table_maintenance import COMMANDS as MAINTENANCE_COMMANDS
 from source_framework.runtime.table_maintenance import add_maintenance_commands, run_maintenance_command

@@ -63,7 +63,7 @@ from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.resume import TABLE_AHEAD, resume_from_table
-from source_framework.runtime.stream_adapters import SliceRead, StreamAdapter
+from source_framework.runtime.stream_adapter_base import SliceRead, StreamAdapter
 from source_framework.runtime.stream_items import CONTROL, LOG, RECORD, STATE, TRACE, StreamItem, classify, placed_record
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
