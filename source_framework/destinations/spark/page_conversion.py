@@ -331,7 +331,7 @@ class ConverterPool:
     process takes 0.1-0.3 s to start, which fell on a small stream's only commit (the demo's stores
     and products took 0.3 s against 0.0 s; its two syncs of five 20,000-record streams 1.1 s more).
     ``read`` starts the first as soon as it has read the config, before the source's spec, the
-    catalog, the states and the streams' set-up (``runtime.entrypoint.start_page_converters``), and
+    catalog, the states and the streams' set-up (``runtime.destination_setup.start_page_converters``), and
     hands the pool to the destination (this module imports no Arrow for that).
 
     Usage::
