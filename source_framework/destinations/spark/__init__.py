@@ -3,6 +3,7 @@
 Modules, one job each:
 
 * ``arrow_conversion`` - JSON schema -> Arrow schema; API records -> Arrow table.
+* ``arrow_columns``    - one column's values -> an Arrow array of its type (fast path, value by value).
 * ``session``          - ``get_spark()``: a configured SparkSession that keeps stdout clean.
 * ``table``            - ``SparkTable``: all-or-nothing commits of Arrow tables.
 * ``table_recovery``   - clean-up before writing: only an interrupted commit of ours is deleted.

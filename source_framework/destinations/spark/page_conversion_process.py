@@ -1,8 +1,8 @@
 """The page converter's own process: pages' bytes in, a table's Parquet files out.
 
 Run by ``page_conversion.PageConverter`` as ``python -P <this file>``; it loads only
-``arrow_conversion.py`` and ``helpers/records_path.py``, by their paths, so it starts in a
-fraction of the package's import time. It reads frames from stdin, in the order the reading
+``arrow_conversion.py`` (with ``arrow_columns.py``) and ``helpers/records_path.py``, by their
+paths, so it starts in a fraction of the package's import time. It reads frames from stdin, in the order the reading
 thread sent them, and answers each write on its own copy of stdout (descriptor 1 itself points
 at stderr, so nothing stray can reach the answers):
 
@@ -52,9 +52,9 @@ from typing import Any, BinaryIO
 
 class _NotHere:
     """An import finder that refuses pandas and NumPy (this process only): pages never hold their
-    objects, and Arrow works without them. Why: Arrow imports NumPy with itself (~35 ms of this
-    process's ~80 ms of imports), and its first type inference imports pandas (0.21 s), which fell
-    on the stream's first commit: at interval 100 reading waited for it, 64 checkpoints ahead."""
+    objects, and Arrow works without them. Why: Arrow imports NumPy with itself (a large part of
+    this process's imports), and its first type inference imports pandas, which fell on the
+    stream's first commit, with reading waiting for it."""
 
     REFUSED = ("numpy", "pandas")
 
@@ -89,6 +89,11 @@ def _load(name: str, path: str) -> ModuleType:
     return module
 
 
+# arrow_conversion.py imports arrow_columns by the package's name: that name is given the file
+# first (unless this process has the package already: the tests'), so no package is imported.
+COLUMNS = "source_framework.destinations.spark.arrow_columns"
+if COLUMNS not in sys.modules:
+    _load(COLUMNS, os.path.join(HERE, "arrow_columns.py"))
 conversion = _load("_sf_arrow_conversion", os.path.join(HERE, "arrow_conversion.py"))
 records_path = _load("_sf_records_path", os.path.join(HERE, "..", "..", "helpers", "records_path.py"))
 atomic_files = _load("_sf_atomic_files", os.path.join(HERE, "atomic_files.py"))
@@ -112,8 +117,7 @@ class Converter:
 
     def page(self, page_id: int, extracted_at_ms: int, body: bytes) -> None:
         # The runs before a page are those of the pages before it: converted now, while a write is
-        # not waiting for them (at a checkpoint every 100 records, a write would otherwise convert
-        # thousands of rows while the commit waits: 8.5 ms a commit against 2-3).
+        # not waiting for them (a write would otherwise convert thousands of rows while the commit waits).
         self.convert()
         self.pages[page_id] = (records_path.records_at(orjson.loads(body), self.path), extracted_at_ms)
 
@@ -337,8 +341,7 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Below the reading process and the API it waits on: this process works in their gaps, and a
-    # reader woken by a page should not wait for a core (1,000,000 orders at slice checkpoints,
-    # from the process's start: 4.8-5.5 s against 5.0-5.5 s at the same priority, 4 runs each).
+    # reader woken by a page should not wait for a core.
     os.nice(NICENESS)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
