@@ -26,7 +26,7 @@ from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.side_messages import print_leftovers
 from source_framework.runtime.state_barrier import MAX_IN_FLIGHT
-from source_framework.runtime.stream_adapters import StreamAdapter
+from source_framework.runtime.stream_adapter_base import StreamAdapter
 from source_framework.runtime.stream_sync import Shared, StreamSync, report_error
 
 if TYPE_CHECKING:

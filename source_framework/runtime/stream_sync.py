@@ -52,7 +52,7 @@ from source_framework.runtime.resume import plan_start
 from source_framework.runtime.side_messages import drain_side_messages, pass_on
 from source_framework.runtime.state_barrier import MAX_IN_FLIGHT, RowsMissing, StateBarrier
 from source_framework.runtime.state_checks import StateCheck, json_state
-from source_framework.runtime.stream_adapters import SliceRead, StreamAdapter
+from source_framework.runtime.stream_adapter_base import SliceRead, StreamAdapter
 from source_framework.runtime.stream_items import RECORD, STATE, StreamItem, classify, placed_record
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
