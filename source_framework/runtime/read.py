@@ -57,7 +57,7 @@ def read_streams(
     unless ``stop_on_failure`` (the source's ``stop_sync_on_stream_failure``, as airbyte-cdk
     reads it): then no stream starts after the first failure.
 
-    ``adapters`` holds every stream the catalog names (see ``runtime.entrypoint``), so nothing
+    ``adapters`` holds every stream the catalog names (see ``runtime.read_command``), so nothing
     here fails on bad input. Streams named in ``rebuild`` (``"*"``: all) start over and replace
     their tables. ``progress`` is told when each stream starts and ends. ``side_messages``
     yields what the source's components emitted outside the streams' items. ``concurrency``:
