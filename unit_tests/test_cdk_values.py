@@ -23,10 +23,10 @@ import pytest
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 from airbyte_cdk.models import AirbyteMessage, AirbyteRecordMessage, Type
 
+from source_framework.destinations.spark.arrow_columns import ValueNotSerializable
 from source_framework.destinations.spark.arrow_conversion import (
     ConversionCounts,
     TypeMismatch,
-    ValueNotSerializable,
     arrow_schema,
     records_to_arrow,
 )

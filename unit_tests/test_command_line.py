@@ -14,7 +14,8 @@ from airbyte_cdk.models import ConnectorSpecification, FailureType
 from airbyte_cdk.sources import AbstractSource
 from airbyte_cdk.utils.traced_exception import AirbyteTracedException
 
-from source_framework.runtime.entrypoint import EXIT_BAD_INPUT, EXIT_FAILED, build_parser, concurrency_of, run_command
+from source_framework.runtime.entrypoint import EXIT_BAD_INPUT, EXIT_FAILED, build_parser, run_command
+from source_framework.runtime.read_command import concurrency_of
 from source_framework.testing import read
 from unit_tests.conftest import catalog_of, configured
 

@@ -294,8 +294,10 @@ def source_of(script: str | None) -> tuple[Any, Any]:
 
 def check_config(config: Any, script: str | None, folder: Path) -> None:
     from source_framework.runtime import inputs
-    from source_framework.runtime.entrypoint import build_parser, concurrency_of, make_destination
+    from source_framework.runtime.destination_setup import make_destination
+    from source_framework.runtime.entrypoint import build_parser
     from source_framework.runtime.output import ProtocolOutput
+    from source_framework.runtime.read_command import concurrency_of
 
     path = folder / "config.json"
     path.write_text(json.dumps(config))
@@ -308,8 +310,9 @@ def check_config(config: Any, script: str | None, folder: Path) -> None:
 
 
 def check_catalog(catalog: Any, script: str | None, config_path: str | None, folder: Path) -> None:
-    from source_framework.runtime.entrypoint import build_parser, prepare_streams
+    from source_framework.runtime.entrypoint import build_parser
     from source_framework.runtime.inputs import load_catalog
+    from source_framework.runtime.read_command import prepare_streams
 
     path = folder / "catalog.json"
     path.write_text(json.dumps(catalog))

@@ -76,7 +76,7 @@ def test_the_library_leaves_the_process_settings_alone_and_main_py_read_tunes_it
 
     import requests.models
 
-    from source_framework.runtime import entrypoint
+    from source_framework.runtime import entrypoint, read_command
     from source_framework.runtime.process import READING_BODY_STEP, READING_GC_THRESHOLDS, READING_SWITCH_INTERVAL
 
     catalog = catalog_of(configured("numbers", "incremental", "append", cursor_field=["n"]))
@@ -88,8 +88,8 @@ def test_the_library_leaves_the_process_settings_alone_and_main_py_read_tunes_it
 
     # main.py read: no protocol stream handed in, so the process is its own (its stdout and
     # logging set-up stood in for here, to keep the test run's own)
-    monkeypatch.setattr(entrypoint, "private_stdout", io.BytesIO)
-    monkeypatch.setattr(entrypoint, "log_to_stderr", lambda debug=False: None)
+    monkeypatch.setattr(read_command, "private_stdout", io.BytesIO)
+    monkeypatch.setattr(read_command, "log_to_stderr", lambda debug=False: None)
     from airbyte_cdk.models import ConfiguredAirbyteCatalogSerializer
 
     (tmp_path / "catalog.json").write_text(json.dumps(ConfiguredAirbyteCatalogSerializer.dump(catalog)))

@@ -20,7 +20,7 @@ from source_framework.runtime.concurrency import (
     read_ahead,
     run_in_order,
 )
-from source_framework.runtime.stream_adapters import SliceRead
+from source_framework.runtime.stream_adapter_base import SliceRead
 from unit_tests.conftest import ConditionWaits
 
 

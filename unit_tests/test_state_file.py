@@ -2,7 +2,7 @@
 became a 16.7 MB indented file, which the next run refused as over the 10 MB limit).
 
 The size limit is one rule on both sides: per stream, on the compact JSON of its state. The
-output side is ``read``'s own check before a STATE line (``runtime.read``), run here through
+output side is ``read``'s own check before a STATE line (``runtime.state_checks``), run here through
 ``read_streams`` over an in-memory stream (``unit_tests.conftest.sync``).
 """
 

@@ -49,8 +49,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from source_framework.runtime.output import ProtocolOutput, to_json
-from source_framework.runtime.read import json_problem, json_state, read_streams
-from source_framework.runtime.stream_adapters import MessageDrain, StateNotApplicable, adapt
+from source_framework.runtime.read import read_streams
+from source_framework.runtime.state_checks import json_problem, json_state
+from source_framework.runtime.stream_adapter_base import StateNotApplicable
+from source_framework.runtime.stream_adapters import MessageDrain, adapt
 from unit_tests.conftest import EventOutput, RecordingDestination, catalog_of, configured, sync, threads_switching_often
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}

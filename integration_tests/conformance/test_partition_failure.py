@@ -164,7 +164,7 @@ def test_without_a_primary_key_the_partitions_after_a_failed_one_are_synced_and_
     from airbyte_cdk.sources.declarative.yaml_declarative_source import YamlDeclarativeSource
 
     from source_framework.destinations.spark.destination import SparkDestination
-    from source_framework.runtime.entrypoint import default_namespace
+    from source_framework.runtime.destination_setup import default_namespace
     from source_framework.testing import read, table_checks
 
     monkeypatch.chdir(harness.HERE)  # the manifest names its schemas relative to it

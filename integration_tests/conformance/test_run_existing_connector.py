@@ -23,7 +23,7 @@ import pytest
 
 from source_framework.__main__ import build_source, main
 from source_framework.destinations.spark.destination import SparkDestination
-from source_framework.runtime.entrypoint import default_namespace
+from source_framework.runtime.destination_setup import default_namespace
 from source_framework.testing import table_checks
 
 FORMS = {

@@ -31,10 +31,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from source_framework.compare.settings import Setting, parse_intervals, with_concurrency, with_read_ahead
-from source_framework.runtime.entrypoint import SourceFailed, prepare_streams, run_script, source_call
+from source_framework.runtime.command_errors import SourceFailed, source_call
 from source_framework.runtime.entrypoint import build_parser as build_read_parser
+from source_framework.runtime.entrypoint import run_script
 from source_framework.runtime.inputs import InputError, check_config, load_catalog, load_config
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, log_to_stderr
+from source_framework.runtime.read_command import prepare_streams
 from source_framework.runtime.secrets import SecretFilter, find_secrets
 
 DEFAULT_INTERVALS = "none,10000,1000,100"

@@ -15,7 +15,7 @@ Per setting, in its own folder ``<workdir>/<setting>/``:
 Rows, duplicates and missing rows of ``crash/`` against ``clean/`` are checked afterwards with
 Spark (``table_diff``), once all children are done, so no JVM of ours competes with the
 measured runs. Where a stream's table is, the Spark destination says: the one the children's
-``read`` built from the same arguments (``runtime.entrypoint.spark_destination``).
+``read`` built from the same arguments (``runtime.destination_setup.spark_destination``).
 
 Usage::
 
@@ -40,7 +40,8 @@ from source_framework.compare.commits import CommitStats, commit_stats
 from source_framework.compare.runner import RunResult, SyncRunner
 from source_framework.compare.settings import Setting
 from source_framework.compare.table_diff import Diff, diff_tables
-from source_framework.runtime.entrypoint import build_parser, spark_destination
+from source_framework.runtime.destination_setup import spark_destination
+from source_framework.runtime.entrypoint import build_parser
 from source_framework.runtime.process import EXIT_OK
 
 logger = logging.getLogger("source_framework.compare")

@@ -84,7 +84,8 @@ def _main_py() -> str:
 def read_destination(config_path: str, catalog_path: str) -> Any:
     """The Spark destination ``main.py read --config <config_path> --catalog <catalog_path>`` writes
     with, built by ``read``'s own function. Close it after use."""
-    from source_framework.runtime.entrypoint import build_parser, spark_destination
+    from source_framework.runtime.destination_setup import spark_destination
+    from source_framework.runtime.entrypoint import build_parser
 
     with open(config_path) as handle:
         config = json.load(handle)

@@ -29,7 +29,7 @@ from typing import Any
 from airbyte_cdk.sources.connector_state_manager import ConnectorStateManager
 from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
 
-from source_framework.runtime.stream_adapters import StateNotApplicable, concurrent_stream, is_concurrent, short_state
+from source_framework.runtime.stream_adapter_base import StateNotApplicable, concurrent_stream, is_concurrent, short_state
 
 StateSetter = Callable[[str, str | None, Mapping[str, Any]], AbstractStream]
 

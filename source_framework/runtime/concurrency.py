@@ -42,7 +42,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from source_framework.runtime.stream_adapters import SliceRead
+from source_framework.runtime.stream_adapter_base import SliceRead
 
 T = TypeVar("T")
 R = TypeVar("R")

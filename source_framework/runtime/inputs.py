@@ -18,7 +18,7 @@ from airbyte_cdk.models import (
 )
 
 #: The most one stream's state may take as compact JSON (as a STATE line carries it); the one
-#: rule for a state ``read`` prints (``runtime.read``) and for one it is given (``load_state``).
+#: rule for a state ``read`` prints (``runtime.state_checks``) and for one it is given (``load_state``).
 MAX_STATE_BYTES = 10 * 1024 * 1024
 
 
@@ -106,7 +106,7 @@ def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
 
 def compact_state_size(state: Any) -> int:
     """Bytes of ``state`` as its STATE line carries it: what the size limit is measured on, in and
-    out (``runtime.read`` measures a state it prints the same way). That is orjson's compact JSON,
+    out (``runtime.state_checks`` measures a state it prints the same way). That is orjson's compact JSON,
     or, for what orjson refuses (integers beyond 64 bits, nesting beyond 254 levels, text with a
     lone surrogate), the same text written without those limits (``runtime.output.to_json``)."""
     try:

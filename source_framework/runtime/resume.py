@@ -24,10 +24,13 @@ In the first two cases the run also gets the boundary of the commit it resumes f
 records it will read again, ``runtime.boundary``). A record may hold only the partitions that
 changed since an earlier record of its run, so the boundary is rebuilt by walking the records
 newest first back to one that holds a full boundary (``boundary_rebuilt``).
+
+Before any of that, a ``state reset`` left unfinished is applied or dropped (``plan_start``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -53,6 +56,43 @@ class ResumePoint:
     seq: int | None = None
     #: ``STATE_AHEAD``: where the given state is ahead of the table's newest checkpoint
     ahead: list[str] = field(default_factory=list)
+
+
+def plan_start(
+    stream: str, given: dict[str, Any], sink: StreamSink, checkpoints: bool, state_as_given: bool, cursor_field: str | None,
+) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
+    """The state a stream's sync starts from, picked from the table's commits (a state ahead of the
+    table is refused), and the boundary of the records it will read again (None: nothing to skip).
+    ``checkpoints``: the sync commits under its states (else nothing in the table counts for resuming)."""
+    if not apply_pending_reset(stream, given, sink) or not checkpoints:
+        return given, None
+    if state_as_given:
+        logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", stream, _brief(given))
+        return given, None
+    point = resume_from_table(stream, given, sink, cursor_field)  # (it logs which case it is)
+    if point.reason == TABLE_AHEAD:
+        return copy.deepcopy(dict(point.state)), point.boundary
+    return given, point.boundary
+
+
+def apply_pending_reset(stream: str, given: Mapping[str, Any], sink: StreamSink) -> bool:
+    """A ``state reset`` left a marker: it applies only to a sync that starts from an empty
+    state (what the reset saved). Given another state, the reset did not finish, or ``state
+    set`` came after it: the marker goes and the state is read as given. False when this
+    sync starts over (nothing in the table counts for resuming)."""
+    reset_id = sink.pending_reset()
+    if reset_id is None:
+        return True
+    if not given:
+        logger.info("stream %s: its state was reset; this sync reads it from the start and replaces its table", stream)
+        sink.apply_reset(reset_id)
+        return False
+    logger.warning(
+        "stream %s: a state reset was left unfinished (or a later 'state set' replaced it) and this sync was "
+        "given a state, %s; the reset is dropped and the state read as given", stream, _brief(given),
+    )
+    sink.discard_reset(reset_id)
+    return True
 
 
 def resume_from_table(stream: str, given: Mapping[str, Any], sink: StreamSink, cursor_field: str | None) -> ResumePoint:

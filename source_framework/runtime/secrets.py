@@ -29,7 +29,7 @@ How a secret is masked (``SecretFilter``):
   merely contain its letters. Known limit: a short secret printed bare, not quoted (jsonschema's
   ``1234 is not of type 'string'``), stays readable; a secret worth the name is longer.
 - ``contains_secret`` is true exactly when ``mask`` would change the text, so a state is refused
-  (``runtime.read``, ``runtime.entrypoint``) on the same matches a log line is masked on: a state
+  (``runtime.state_checks``, ``runtime.read_command``) on the same matches a log line is masked on: a state
   holding a short secret as a whole string value is refused, one holding ``"cab"`` when the
   secret is ``ab`` is not.
 

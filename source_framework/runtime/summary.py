@@ -26,7 +26,7 @@ from typing import Any
 from source_framework.runtime.error_log import failure_reason
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.secrets import SecretFilter
-from source_framework.runtime.stream_adapters import FULL_REFRESH_COMPLETE, FULL_REFRESH_STATE, means_no_state
+from source_framework.runtime.stream_adapter_base import FULL_REFRESH_COMPLETE, FULL_REFRESH_STATE, means_no_state
 
 HEADER = ("stream", "status", "read", "committed", "skipped", "checkpoints", "commits", "final cursor", "time", "where")
 

@@ -14,7 +14,7 @@ prints the first ``--limit`` rows of one table as its readers see them. Readable
 or one JSON document with ``--json``.
 
 The tables are found as ``read`` finds them (the config's ``destination`` section, ``--warehouse``:
-``entrypoint.spark_destination``) and read through their own logs with pure file reads: the
+``destination_setup.spark_destination``) and read through their own logs with pure file reads: the
 checkpoint records (``SparkTable``/``DeltaLakeTable``), row counts from the Delta log with
 ``deltalake`` or from the Parquet footers of the files the folder's log lists. Nothing is locked
 or changed, so it also looks at a table a sync is writing (it shows the last finished commit).

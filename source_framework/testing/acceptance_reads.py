@@ -161,9 +161,10 @@ class AcceptanceReads:
 
     def spark_destination(self, entry: IncrementalEntry) -> Any:
         """The Spark destination the Spark reads of ``entry`` write with, built by ``read``'s own
-        function (``runtime.entrypoint.spark_destination``) from the same config and flags: it alone
+        function (``runtime.destination_setup.spark_destination``) from the same config and flags: it alone
         says where a stream's table is. Close it after use."""
-        from source_framework.runtime.entrypoint import build_parser, spark_destination
+        from source_framework.runtime.destination_setup import spark_destination
+        from source_framework.runtime.entrypoint import build_parser
 
         # The catalog does not place tables; read's parser wants one all the same.
         argv = ["read", "--config", entry.config_path, "--catalog", os.devnull, *self._spark_flags(entry)]

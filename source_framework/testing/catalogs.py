@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from source_framework.runtime.stream_adapters import value_at
+from source_framework.runtime.stream_adapter_base import value_at
 
 FieldPath = tuple[str, ...]
 

@@ -3,6 +3,7 @@
 Modules, one job each:
 
 * ``arrow_conversion`` - JSON schema -> Arrow schema; API records -> Arrow table.
+* ``arrow_columns``    - one column's values -> an Arrow array of its type (fast path, value by value).
 * ``session``          - ``get_spark()``: a configured SparkSession that keeps stdout clean.
 * ``table``            - ``SparkTable``: all-or-nothing commits into a Parquet file-sink folder.
 * ``delta_table``      - ``DeltaLakeTable``: the same commits as Delta transactions (delta-rs or Spark).

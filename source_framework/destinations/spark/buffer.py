@@ -68,7 +68,7 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: Checkpoints that come fast (``FAST_MS`` or less after the one before) are held in the buffer, up
 #: to this many, and handed to the committer as one job: one conversion and one commit for all, each
 #: STATE still printed after the commit that covers it. Why no more: reading runs at most
-#: ``runtime.read.MAX_IN_FLIGHT`` (128) checkpoints ahead of its last STATE, and half of that lets
+#: ``runtime.state_barrier.MAX_IN_FLIGHT`` (128) checkpoints ahead of its last STATE, and half of that lets
 #: one job commit while the next is read. Whoever waits for a held one has it handed over
 #: (``_HeldCheckpoint``), so waiting never hangs. A smaller ``max_checkpoints_ahead`` holds fewer
 #: (``hold_for``).

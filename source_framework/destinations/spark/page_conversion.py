@@ -326,7 +326,7 @@ class ConverterPool:
     anything, and each taken back when its stream's last job is done, for the next stream. Why: a
     process takes 0.1-0.3 s to start, which fell on a small stream's only commit.
     ``read`` starts the first as soon as it has read the config, before the source's spec, the
-    catalog, the states and the streams' set-up (``runtime.entrypoint.start_page_converters``), and
+    catalog, the states and the streams' set-up (``runtime.destination_setup.start_page_converters``), and
     hands the pool to the destination (this module imports no Arrow for that).
 
     Usage::

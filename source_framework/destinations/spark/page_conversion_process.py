@@ -1,8 +1,8 @@
 """The page converter's own process: pages' bytes in, a table's Parquet files out.
 
 Run by ``page_conversion.PageConverter`` as ``python -P <this file>``; it loads only
-``arrow_conversion.py`` and ``helpers/records_path.py``, by their paths, so it starts in a
-fraction of the package's import time. It reads frames from stdin, in the order the reading
+``arrow_conversion.py`` (with ``arrow_columns.py``) and ``helpers/records_path.py``, by their
+paths, so it starts in a fraction of the package's import time. It reads frames from stdin, in the order the reading
 thread sent them, and answers each write on its own copy of stdout (descriptor 1 itself points
 at stderr, so nothing stray can reach the answers):
 
@@ -88,6 +88,11 @@ def _load(name: str, path: str) -> ModuleType:
     return module
 
 
+# arrow_conversion.py imports arrow_columns by the package's name: that name is given the file
+# first (unless this process has the package already: the tests'), so no package is imported.
+COLUMNS = "source_framework.destinations.spark.arrow_columns"
+if COLUMNS not in sys.modules:
+    _load(COLUMNS, os.path.join(HERE, "arrow_columns.py"))
 conversion = _load("_sf_arrow_conversion", os.path.join(HERE, "arrow_conversion.py"))
 records_path = _load("_sf_records_path", os.path.join(HERE, "..", "..", "helpers", "records_path.py"))
 atomic_files = _load("_sf_atomic_files", os.path.join(HERE, "atomic_files.py"))

@@ -1,0 +1,135 @@
+"""The destination a command writes to, as the config's ``destination`` section and the flags
+describe it: ``make_destination`` for ``read`` (Spark tables or stdout), ``spark_destination`` for
+every command that works on the tables (``read``, ``state``, the maintenance commands, ``tables``),
+and the page converters ``read`` starts ahead of it (``start_page_converters``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from source_framework.destinations.base import Destination
+from source_framework.destinations.spark.layout import warehouse_for
+from source_framework.runtime.inputs import InputError
+from source_framework.runtime.output import ProtocolOutput
+
+if TYPE_CHECKING:
+    from source_framework.destinations.spark.page_conversion import ConverterPool
+
+
+def start_page_converters(config: Mapping[str, Any], parsed: argparse.Namespace) -> ConverterPool | None:
+    """The sync's page converters, the first already starting, where the config sends the records to
+    Spark through this process (``destinations/spark/page_conversion``); None otherwise.
+
+    Why as soon as the config is read, before the source's spec, the catalog, the states and the
+    streams' set-up: a converter takes a while to start (Arrow's import mostly), and one started with
+    the destination, after all that, could still be starting when the first page came.
+    """
+    settings = config.get("destination") or {}
+    if not isinstance(settings, Mapping) or _destination_kind(settings, parsed) != "spark":
+        return None
+    from source_framework.destinations.spark.page_conversion import ConverterPool
+
+    converters = ConverterPool()
+    if str(settings.get("writer", "auto")) != "spark":
+        converters.warm()
+    return converters
+
+
+def _destination_kind(settings: Mapping[str, Any], parsed: argparse.Namespace) -> Any:
+    return getattr(parsed, "destination", None) or settings.get("type", "spark")
+
+
+def make_destination(
+    source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput,
+    converters: ConverterPool | None = None, max_checkpoints_ahead: int | None = None,
+) -> Destination:
+    """The destination ``read`` writes to; ``converters``: the sync's page converters, where
+    ``start_page_converters`` started them (the destination owns them now, and closes them);
+    ``max_checkpoints_ahead``: the read's bound (``checkpoints_ahead_of``), which sets how many
+    checkpoints a Spark table holds for one commit."""
+    settings = dict(config.get("destination") or {})
+    kind = _destination_kind(settings, parsed)
+    if kind == "stdout":
+        from source_framework.destinations.stdout import StdoutDestination
+
+        return StdoutDestination(output)
+    if kind != "spark":
+        raise InputError(f"config file '{parsed.config}': destination.type must be 'spark' or 'stdout', got {kind!r}")
+    return spark_destination(source, config, parsed, converters, max_checkpoints_ahead)
+
+
+def spark_destination(
+    source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, converters: ConverterPool | None = None,
+    max_checkpoints_ahead: int | None = None,
+) -> Any:
+    """The Spark destination the config's ``destination`` section and the flags describe;
+    ``converters``: the sync's page converters (``ConverterPool``), where it started them already
+    (closed here if the destination cannot be made); ``max_checkpoints_ahead``: a read's bound
+    (None: the default's)."""
+    from source_framework.destinations.spark.buffer import hold_for
+    from source_framework.destinations.spark.destination import SparkDestination
+    from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
+
+    settings = dict(config.get("destination") or {})
+    warehouse = parsed.warehouse or settings.get("warehouse", "./warehouse")
+    table_format = str(settings.get("table_format", "delta"))
+    try:
+        warehouse_for(str(warehouse), table_format)
+    except ValueError as error:
+        if converters is not None:
+            converters.close()
+        given = "--warehouse" if parsed.warehouse else f"config file '{parsed.config}': destination.warehouse"
+        raise InputError(f"{given}: {error}") from None
+    try:
+        return SparkDestination(
+            warehouse=warehouse,
+            default_namespace=default_namespace(source),
+            former_namespaces=former_namespaces(source),
+            master=getattr(parsed, "spark_master", None) or settings.get("spark_master", "local[*]"),
+            spark_conf=settings.get("spark_conf") or {},
+            max_pending_records=int(settings.get("max_pending_records", 200_000)),
+            max_pending_bytes=int(settings.get("max_pending_mb", 256)) * 1024 * 1024,
+            stage_rows=int(settings.get("stage_rows", 100_000)),
+            retention_seconds=float(settings.get("retention_hours", 6)) * 3600,
+            wait_for_lock=bool(getattr(parsed, "wait_for_lock", False)),
+            writer=str(settings.get("writer", "auto")),
+            connect_retry_seconds=float(settings.get("connect_retry_seconds", CONNECT_RETRY_SECONDS)),
+            converters=converters,
+            on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
+            table_format=table_format,
+            # half the read's bound, so one commit runs while the next is read (a larger hold is only handed over)
+            hold_checkpoints=hold_for(max_checkpoints_ahead),
+        )
+    except (TypeError, ValueError) as error:
+        if converters is not None:
+            converters.close()
+        raise InputError(f"config file '{parsed.config}': the destination section is not valid: {error}") from None
+
+
+def default_namespace(source: Any) -> str:
+    """The namespace of the tables of streams that have none: the source's name; for a manifest
+    run as airbyte-cdk's own declarative class (``python -m source_framework shop.yaml``), whose
+    name is that class's whatever the manifest, the manifest's: its file's name, or its folder's
+    for the ``manifest.yaml`` of airbyte's manifest-only connectors (``source-shop/manifest.yaml``)."""
+    manifest = getattr(source, "_path_to_yaml", None)
+    if not isinstance(manifest, str) or former_namespaces(source) == ():
+        return str(source.name)
+    stem = os.path.splitext(os.path.basename(manifest))[0]
+    if stem == "manifest":
+        return os.path.basename(os.path.dirname(os.path.abspath(manifest))) or stem
+    return stem or str(source.name)
+
+
+def former_namespaces(source: Any) -> tuple[str, ...]:
+    """Where earlier versions put the tables ``default_namespace`` now puts elsewhere: a manifest's
+    under the name of airbyte-cdk's class. A source class of the connector's own keeps its name."""
+    cls = type(source)
+    manifest = getattr(source, "_path_to_yaml", None)
+    if isinstance(manifest, str) and cls.__module__.startswith("airbyte_cdk.") and source.name == cls.__name__:
+        return (str(source.name),)
+    return ()
+

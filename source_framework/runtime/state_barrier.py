@@ -1,0 +1,110 @@
+"""The STATE barrier: a stream's STATE lines wait for the commits of the records read before them.
+
+A checkpoint asks the sink to ``commit(state)`` and queues the STATE line behind the returned
+future; lines leave the queue strictly in order, each only after its commit finished and only if
+the commit holds every record handed to the sink before it (``results`` says how the counts add up).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from source_framework.destinations.base import CommitReceipt
+from source_framework.helpers.faults import fault_point
+from source_framework.runtime.output import ProtocolOutput
+from source_framework.runtime.results import StreamResult
+
+#: Checkpoints a stream may have asked for whose STATE is not printed yet; at the next one the
+#: reading waits for the oldest. 128 lets queued checkpoints share commits where reading outpaces
+#: them (see bench/RESULTS.md); ``max_checkpoints_ahead`` lowers it to read less again after a crash.
+MAX_IN_FLIGHT = 128
+
+
+class RowsMissing(Exception):
+    """The sink committed fewer rows than the records handed to it: the STATE is not printed."""
+
+
+class StateBarrier:
+    """A stream's checkpoints awaiting their commits, and the printing of their STATEs in order."""
+
+    def __init__(self, stream: str, namespace: str | None, output: ProtocolOutput, result: StreamResult,
+                 max_ahead: int = MAX_IN_FLIGHT) -> None:
+        self.name = stream
+        self.namespace = namespace
+        self.output = output
+        #: where the commits' rows and the STATEs printed are counted; ``handed`` is the reader's
+        self.result = result
+        #: checkpoints asked whose STATE may be unprinted while reading goes on (``MAX_IN_FLIGHT``)
+        self.max_ahead = max(1, max_ahead)
+        # (future, state to print or None, records handed since the one before, records handed when
+        # the commit was asked for)
+        self._queue: deque[tuple[Any, dict[str, Any] | None, int, int]] = deque()
+        self._handed_before = 0  # records handed when the last commit was asked for
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def enqueue(self, future: Any, state: dict[str, Any] | None) -> None:
+        """Queue ``state`` (None: a commit with no STATE of its own) behind the commit ``future``."""
+        handed = self.result.handed
+        self._queue.append((future, state, handed - self._handed_before, handed))
+        self._handed_before = handed
+
+    def unconfirmed(self) -> int:
+        """The queued commits not known to be done: commits complete in order, so the ones known
+        done are the queue's first."""
+        confirmed = 0
+        for future, *_ in self._queue:
+            if not (future.done() and not future.cancelled() and future.exception() is None):
+                break
+            confirmed += 1
+        return len(self._queue) - confirmed
+
+    def bound(self) -> None:
+        """Wait for the oldest commits until at most ``max_ahead`` are in flight: what a crash can
+        cost stays a few checkpoints' records, whatever the commits' pace."""
+        while len(self._queue) > self.max_ahead:
+            self.print_next()
+
+    def print_ready(self, wait: bool) -> None:
+        """Print the STATEs whose commits are done (``wait``: all, as their commits complete), in
+        order. Why one flush after them: checkpoints held back complete together, and a write per
+        line would cost this thread a system call, and whoever reads our stdout a wake-up, per line."""
+        if not self._queue or not (wait or self._queue[0][0].done()):
+            return  # (most calls: a look between records)
+        try:
+            while self._queue:
+                if not self._queue[0][0].done():
+                    if not wait:
+                        break
+                    self.output.flush()  # before waiting for the next commit, the STATEs ready are out
+                self.print_next(flush=False)
+        finally:
+            self.output.flush()
+
+    def print_committed(self) -> None:
+        """The stream failed: print the STATEs of the commits that completed anyway, in order, up
+        to the first that did not, so that the next run starts from what the table holds."""
+        while self._queue:
+            try:
+                self.print_next()
+            except Exception:
+                return
+
+    def print_next(self, flush: bool = True) -> None:
+        future, state, count, handed = self._queue.popleft()
+        receipt: CommitReceipt = future.result()  # a failed commit raises here: no STATE
+        self.result.committed = max(self.result.committed, receipt.rows_through)
+        self.result.commits = receipt.writes
+        if receipt.rows_through < handed:
+            raise RowsMissing(
+                f"stream '{self.name}': {handed:,} records were handed to the destination before this checkpoint "
+                f"but its commit holds {receipt.rows_through:,} rows; the STATE was not printed"
+            )
+        if state is None:
+            return
+        self.output.state(self.name, self.namespace, state, count, flush=flush)
+        fault_point("state.printed", before=self.output.flush)  # (a kill there finds the line out)
+        self.result.states += 1
+        self.result.final_state = state

@@ -1,0 +1,216 @@
+"""The one shape the read loop drives a stream in, whatever its kind: ``StreamAdapter`` (a
+configured stream) and ``SliceRead`` (one of its slices or partitions), with what the adapters of
+both kinds share: telling the kinds apart (``is_concurrent``, ``concurrent_stream``), airbyte-cdk's
+"no state" (``means_no_state``), and a record's data, values and keys. ``runtime.stream_adapters``
+picks the adapter for a stream (``adapt``).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from airbyte_cdk.models import AirbyteMessage, ConfiguredAirbyteStream, SyncMode, Type
+from airbyte_cdk.sources.streams.concurrent.abstract_stream import AbstractStream
+from airbyte_cdk.sources.streams.concurrent.abstract_stream_facade import AbstractStreamFacade
+from airbyte_cdk.sources.streams.core import NO_CURSOR_STATE_KEY
+
+from source_framework.helpers.raw_pages import RawPages
+from source_framework.streams.pages import PageFetches
+
+logger = logging.getLogger("source_framework.read")
+
+#: The final state of a full-refresh stream: what airbyte-cdk prints for streams without a
+#: cursor, and what it (and we) read back as "no state".
+FULL_REFRESH_STATE: Mapping[str, Any] = {NO_CURSOR_STATE_KEY: True}
+#: What airbyte-cdk ends a resumable full refresh with (an ``HttpStream``'s cursor): "no state" too.
+FULL_REFRESH_COMPLETE: Mapping[str, Any] = {"__ab_full_refresh_sync_complete": True}
+
+
+def means_no_state(state: Any) -> bool:
+    """A full refresh's final state: a later sync starts from nothing, as after no state at all."""
+    return not state or state == FULL_REFRESH_STATE or state == FULL_REFRESH_COMPLETE
+
+
+class StateNotApplicable(Exception):
+    """The state a sync must start from cannot be given to a stream built before it was known."""
+
+
+class CursorFieldMissing(Exception):
+    """A stream's own code raised ``KeyError`` for its cursor field: its records (or the state it
+    was given) lack it. The original error is the cause."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SliceRead(ABC):
+    """One slice (``Stream``) or partition (``AbstractStream``) being read."""
+
+    #: identifies the slice's partition (a parent record, ...); "" when the stream has none
+    partition: str = ""
+    #: called by the read loop, in its own thread, with each record of the slice (before the
+    #: record is written): what moves the stream's state. None: the items move it themselves.
+    observe: Callable[[Any], None] | None = None
+
+    @abstractmethod
+    def items(self, pages: PageFetches | None = None) -> Iterable[Any]:
+        """What the stream yields for this slice, in order. ``pages``: what a worker may lend the
+        slice to fetch its pages at once (``streams.pages``), where the stream allows it."""
+
+    def close(self) -> None:
+        """Every item was read: let the stream's state move past this slice."""
+
+
+class StreamAdapter(ABC):
+    """One configured stream, whatever its kind."""
+
+    def __init__(self, configured: ConfiguredAirbyteStream) -> None:
+        self.configured = configured
+        self.incremental = configured.sync_mode == SyncMode.incremental
+        #: records in a slice between checkpoints (None: a checkpoint per slice only)
+        self.checkpoint_interval: int | None = None
+        #: records of a slice arrive in ascending cursor order (see ``IncrementalHttpStream``)
+        self.is_sorted = True
+        #: how many slices, when known without reading any (set once ``slices()`` started)
+        self.slices_total: int | None = None
+        #: a callable applied to each record's data (airbyte-cdk's TypeTransformer), or None
+        self.transform: Callable[[dict[str, Any]], None] | None = None
+        #: the slices' items can be read in worker threads, several at once (``runtime.concurrency``):
+        #: reading them moves no state (that is ``SliceRead.observe``'s and ``close``'s job)
+        self.concurrency_safe = False
+        #: the stream may be synced while other such streams are (in other threads): it shares
+        #: no object with them. Only airbyte-cdk's concurrent framework promises that; a Python
+        #: connector's substream often reads its parent through the parent stream's own object.
+        self.syncs_alongside_others = False
+        #: a slice whose reading fails ends alone: the stream reads its other slices, and its state
+        #: leaves the failed one where it was (``close`` is not called for it). Only a cursor that
+        #: tracks each slice apart can promise that, as airbyte-cdk's concurrent cursors do.
+        self.slices_fail_apart = False
+        #: what a failed slice yielded before its error is covered by the state (its cursor moved
+        #: with each record, in order), so it may be committed whatever the sink; else only where
+        #: the sink finds such records again (``StreamSink.may_commit_uncovered_rows``)
+        self.failed_slices_covered = False
+        #: the pages the stream's records are the items of, unchanged (``RecordsAtPath``): a
+        #: destination may make their rows from the pages' bytes. None for any other stream.
+        self.raw_pages: RawPages | None = None
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def namespace(self) -> str | None: ...
+
+    @abstractmethod
+    def json_schema(self) -> Mapping[str, Any]: ...
+
+    @abstractmethod
+    def default_primary_key(self) -> list[list[str]]: ...
+
+    @abstractmethod
+    def default_cursor_field(self) -> list[str]: ...
+
+    @abstractmethod
+    def validate_state(self, state: Mapping[str, Any]) -> None:
+        """Give the stream ``state`` as the input state; raises if the stream refuses its shape."""
+
+    @abstractmethod
+    def start(self, state: Mapping[str, Any]) -> None:
+        """The state this sync starts from ({} for a full refresh or a first sync)."""
+
+    @abstractmethod
+    def slices(self) -> Iterator[SliceRead]: ...
+
+    @abstractmethod
+    def state(self) -> Mapping[str, Any] | None:
+        """The state that covers every record read so far (None: the stream keeps none)."""
+
+    def finish(self) -> None:
+        """The last slice is closed."""
+
+    def full_refresh_state(self) -> Mapping[str, Any]:
+        """The STATE a full refresh ends with, after ``finish``: airbyte-cdk's for the stream."""
+        return FULL_REFRESH_STATE
+
+    @property
+    def primary_key(self) -> list[list[str]]:
+        configured = self.configured.primary_key
+        return [list(k) for k in configured] if configured else self.default_primary_key()
+
+    def source_defined_cursor(self) -> bool:
+        """The stream reads on its own cursor, whatever the catalog's ``cursor_field`` names
+        (airbyte-cdk's ``source_defined_cursor``)."""
+        return bool(self.default_cursor_field())
+
+    @property
+    def cursor_field(self) -> list[str]:
+        # A source-defined cursor is the one the stream's state holds: the boundary of a resume and
+        # the latest row of a dedup must follow it, not a field the catalog names instead.
+        default = self.default_cursor_field()
+        if default and self.source_defined_cursor():
+            return default
+        return list(self.configured.cursor_field or default)
+
+    def ignored_catalog_cursor(self) -> list[str] | None:
+        """The catalog's ``cursor_field`` where the stream reads on another one, else None."""
+        configured = list(self.configured.cursor_field or [])
+        return configured if configured and configured != self.cursor_field else None
+
+
+def is_concurrent(stream: Any) -> bool:
+    """A stream of airbyte-cdk's concurrent framework (``DefaultStream``, declarative streams), or
+    a ``Stream`` facade over one (``StreamFacade``, what ``ConcurrentSourceAdapter`` sources return)."""
+    return isinstance(stream, (AbstractStream, AbstractStreamFacade))
+
+
+def concurrent_stream(stream: Any) -> AbstractStream:
+    """The ``AbstractStream`` that is read: the stream itself, or the one behind a facade.
+
+    A facade is only the old ``Stream`` interface over a ``DefaultStream`` (its ``state`` raises);
+    airbyte-cdk's ``ConcurrentSourceAdapter.read`` reads the stream behind it, and so do we."""
+    return stream.get_underlying_stream() if isinstance(stream, AbstractStreamFacade) else stream
+
+
+def supports_incremental(stream: Any) -> bool:
+    """What airbyte-cdk's ``discover`` says: the stream offers the incremental sync mode."""
+    if is_concurrent(stream):
+        return SyncMode.incremental in (concurrent_stream(stream).as_airbyte_stream().supported_sync_modes or [])
+    return bool(getattr(stream, "supports_incremental", False))
+
+
+def record_data(item: Any) -> Mapping[str, Any] | None:
+    """The record an item carries (a ``Mapping``, airbyte-cdk's ``Record``, a RECORD message), or None."""
+    if isinstance(item, Mapping):
+        return item
+    if isinstance(item, AirbyteMessage) and item.type == Type.RECORD and item.record is not None:
+        return item.record.data
+    return None
+
+
+def value_at(data: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at a field path of a record, or None where the record has none."""
+    value: Any = data
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def wrap_keys(keys: Any) -> list[list[str]]:
+    """A primary key in any of airbyte-cdk's forms, as a list of field paths."""
+    if not keys:
+        return []
+    if isinstance(keys, str):
+        return [[keys]]
+    return [[k] if isinstance(k, str) else list(k) for k in keys]
+
+
+def short_state(state: Mapping[str, Any], limit: int = 160) -> str:
+    text = repr(dict(state))
+    return text if len(text) <= limit else text[:limit] + "..."
