@@ -104,6 +104,9 @@ def test_files_added_as_written_count_right_for_every_reader_and_leave_no_stray_
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
+    from source_framework.compare.commits import commit_stats
+    from source_framework.destinations.spark.delta_table import DeltaLakeTable
+
     run, warehouse = sync(tmp_path, demo_api, ["users", "orders"])
     assert run.returncode == 0, run.stderr
     for name, expected in (("users", all_records(demo_api, "users")), ("orders", all_records(demo_api, "orders"))):
@@ -119,6 +122,14 @@ def test_files_added_as_written_count_right_for_every_reader_and_leave_no_stray_
         assert [r["id"] for r in by_spark] == [r["id"] for r in by_rs] == sorted(r["id"] for r in expected), name
         on_disk = {entry for entry in os.listdir(path) if entry.endswith(".parquet")}
         assert on_disk == {add["path"] for add in adds}, name
+        # what the commits added, as compare-checkpoints and the benchmark count it from the log
+        # (no writer's metrics count files added as written: our record does)
+        stats = commit_stats(DeltaLakeTable(lambda: spark, path))
+        assert (stats.commits, stats.files, stats.rows) == (len(table.history()), len(adds), len(expected)), name
+        from source_framework.runtime.tables_command import _delta_added_rows
+
+        last = DeltaLakeTable(lambda: spark, path).last_checkpoint()
+        assert _delta_added_rows(path, last) == last.rows > 0, name
 
 
 def test_a_parquet_table_made_before_delta_became_the_default_stays_a_parquet_table(spark, demo_api, tmp_path):

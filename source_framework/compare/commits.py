@@ -7,7 +7,7 @@
 A Parquet folder's records list each commit's files and rows. A Delta table's commits are counted
 from its Delta log instead: each of our commits there (the entries carrying our checkpoint record)
 has the files and rows it added in the transaction's metrics, as its writer (delta-rs or Spark's
-Delta writer) counted them.
+Delta writer) counted them, or, for files added as written, in our record (``delta_log``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from source_framework.destinations.spark.delta_log import RECORD_KEY
+from source_framework.destinations.spark.delta_log import RECORD_KEY, added_files, added_rows
 from source_framework.destinations.spark.delta_table import is_delta_table
 from source_framework.destinations.spark.destination import CommittedTable
 
@@ -44,11 +44,6 @@ def commit_stats(table: CommittedTable) -> CommitStats:
     return stats
 
 
-#: the files and rows a Delta transaction added, as delta-rs and as Spark's Delta writer name them
-_ADDED_FILES = ("num_added_files", "numFiles", "numAddedFiles")
-_ADDED_ROWS = ("num_added_rows", "numOutputRows")
-
-
 def _delta_commit_stats(path: str) -> CommitStats:
     from deltalake import DeltaTable
 
@@ -56,10 +51,9 @@ def _delta_commit_stats(path: str) -> CommitStats:
     for info in DeltaTable(path).history():
         if not _ours(info):
             continue  # another writer's commit (OPTIMIZE, a user's own write)
-        metrics = info.get("operationMetrics") or {}
         stats.commits += 1
-        stats.files += _metric(metrics, _ADDED_FILES)
-        stats.rows += _metric(metrics, _ADDED_ROWS)
+        stats.files += added_files(info)
+        stats.rows += added_rows(info) or 0
     return stats
 
 
@@ -70,10 +64,3 @@ def _ours(info: Mapping[str, Any]) -> bool:
     except ValueError:
         return False
     return isinstance(content, dict) and isinstance(content.get(RECORD_KEY), dict)
-
-
-def _metric(metrics: Mapping[str, Any], names: tuple[str, ...]) -> int:
-    for name in names:
-        if metrics.get(name) is not None:
-            return int(metrics[name])
-    return 0

@@ -226,10 +226,10 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
 
 
 def _delta_added_rows(path: str, last: Any) -> int | None:
-    """The rows commit ``last`` wrote, from its Delta commit's metrics: not in our record, which
-    goes into the transaction before Delta counts its rows (``DeltaLakeTable`` keeps the count of
-    its own last commit only)."""
+    """The rows commit ``last`` wrote, from its Delta commit (``delta_log.added_rows``)."""
     from deltalake import DeltaTable
+
+    from source_framework.destinations.spark.delta_log import added_rows
 
     if last is None:
         return None
@@ -237,9 +237,7 @@ def _delta_added_rows(path: str, last: Any) -> int | None:
     for limit in (20, None):  # the last commit of ours is mostly among the newest
         for info in delta.history(limit):
             if info.get("version") == last.batch_id:
-                metrics = info.get("operationMetrics") or {}
-                added = metrics.get("num_added_rows", metrics.get("numOutputRows"))
-                return int(added) if added is not None else None
+                return added_rows(info)
     return None
 
 

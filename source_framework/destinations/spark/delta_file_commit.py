@@ -42,11 +42,11 @@ def files_fit(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles]) 
 
 
 def commit_files(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles], seq: int,
-                 properties_for: Callable[[int], CommitProperties], hooks: PostCommitHookProperties) -> int:
+                 properties_for: Callable[[int, list[str]], CommitProperties], hooks: PostCommitHookProperties) -> int:
     """One append transaction adding the staged files, moved into the table's folder, and
     ``data``'s rows as one more file; returns the rows it added (counted in the files' footers,
-    or by the page converter that wrote and counted them). ``properties_for(rows)``: the
-    transaction's properties, given the rows (no writer's metrics count them here)."""
+    or by the page converter that wrote and counted them). ``properties_for(rows, files)``: the
+    transaction's properties, given what it adds (no writer's metrics count it here)."""
     from deltalake.transaction import AddAction, RemoveAction
 
     folder = table.table_uri.removeprefix("file://")
@@ -67,7 +67,7 @@ def commit_files(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles
         actions.append(AddAction(name, stat.st_size, {}, stat.st_mtime_ns // 1_000_000, True, json.dumps({"numRecords": rows})))
     total = sum(rows for _, rows in added)
     table.create_write_transaction(actions, mode="append", schema=table.schema(),
-                                   commit_properties=properties_for(total), post_commithook_properties=hooks)
+                                   commit_properties=properties_for(total, [name for name, _ in added]), post_commithook_properties=hooks)
     return total
 
 

@@ -41,19 +41,44 @@ def record_of(info: Mapping[str, Any]) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
-def rows_of(info: Mapping[str, Any]) -> int:
-    """The rows a commit wrote, as its writer counted them (delta-rs's and Spark's own names), or,
-    for files added as written (``delta_file_commit``), as the record says they were counted."""
+#: the rows and files a transaction added, as delta-rs and as Spark's Delta writer name them
+ADDED_ROWS = ("num_added_rows", "numOutputRows")
+ADDED_FILES = ("num_added_files", "numFiles", "numAddedFiles")
+
+
+def added_rows(info: Mapping[str, Any]) -> int | None:
+    """The rows a commit added, as its writer counted them, or, for files added as written
+    (``delta_file_commit``: no writer's metrics), as our record says they were counted; None if
+    neither says."""
     metrics = info.get("operationMetrics") or {}
-    for key in ("num_added_rows", "numOutputRows", "num_source_rows"):
-        if key in metrics:
-            return int(metrics[key] or 0)
-    return int((record_of(info) or {}).get("rows") or 0)
+    for key in ADDED_ROWS:
+        if metrics.get(key) is not None:
+            return int(metrics[key])
+    record = record_of(info)
+    return int(record["rows"]) if not metrics and record is not None and record.get("rows") is not None else None
 
 
-def with_rows(metadata: str, rows: int) -> str:
+def added_files(info: Mapping[str, Any]) -> int:
+    """The data files a commit added (as ``added_rows`` finds them)."""
+    metrics = info.get("operationMetrics") or {}
+    for key in ADDED_FILES:
+        if metrics.get(key) is not None:
+            return int(metrics[key])
+    return len((record_of(info) or {}).get("files") or ()) if not metrics else 0
+
+
+def rows_of(info: Mapping[str, Any]) -> int:
+    """The rows a commit wrote: ``added_rows``, or a MERGE's source rows."""
+    metrics = info.get("operationMetrics") or {}
+    merged = metrics.get("num_source_rows")
+    rows = added_rows(info)
+    return int(rows if rows is not None else merged or 0)
+
+
+def with_counts(metadata: str, rows: int, files: list[str]) -> str:
+    """Our record in ``metadata`` with the rows and files of a commit that no writer's metrics count."""
     content = json.loads(metadata)
-    content[RECORD_KEY]["rows"] = rows
+    content[RECORD_KEY].update(rows=rows, files=files)
     return json.dumps(content, separators=(",", ":"))
 
 

@@ -67,7 +67,7 @@ from source_framework.destinations.spark.delta_log import (
     record_of,
     reset_of,
     rows_of,
-    with_rows,
+    with_counts,
 )
 from source_framework.destinations.spark.delta_merge import DedupMerge
 from source_framework.destinations.spark.layout import is_object_store
@@ -228,8 +228,8 @@ class DeltaLakeTable:
         try:
             if as_written:
                 assert table is not None
-                commit_files(table, data, staged, seq, hooks=hooks, properties_for=lambda counted: CommitProperties(
-                    app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": with_rows(metadata, counted)}))
+                commit_files(table, data, staged, seq, hooks=hooks, properties_for=lambda rows, files: CommitProperties(
+                    app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": with_counts(metadata, rows, files)}))
             elif merge is not None and table is not None and not replace:
                 before = table.version()
                 merge.apply(table, rows, properties, hooks)
