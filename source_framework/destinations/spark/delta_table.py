@@ -191,28 +191,25 @@ class DeltaLakeTable:
             metadata = json.dumps({RECORD_KEY: json.loads(record.to_json())}, separators=(",", ":"))
             fault_point("commit.files_written")  # (nothing is written before the transaction itself)
             if isinstance(data, pa.Table) and (self.arrow_writes or merge is not None):
-                self._write_arrow(data, staged, seq, metadata, replace, merge)
+                counted = self._write_arrow(data, staged, seq, metadata, replace, merge)
             else:
                 self._write_spark(data, staged, seq, metadata, replace)
-            rows, version = self._committed_rows(seq)
+                counted = None
+            rows, version = counted or self._committed_rows(seq)
             for item in staged:
-                shutil.rmtree(item.folder, ignore_errors=True)
+                _remove_folder(item.folder)
             self._newest = CheckpointRecord.from_json({**json.loads(record.to_json()), "batch_id": version, "rows": rows})
             fault_point("commit.done")
         return CommitInfo(seq, version, [], rows, (time.perf_counter() - started) * 1000)
 
     def _write_arrow(self, data: pa.Table, staged: Sequence[StagedFiles], seq: int, metadata: str, replace: bool,
-                     merge: DedupMerge | None = None) -> None:
+                     merge: DedupMerge | None = None) -> tuple[int, int] | None:
         """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction (or
-        merged into the table by key: MERGE needs them all at once, one per key)."""
+        merged into the table by key: MERGE needs them all at once, one per key), or, where they
+        fit the table as they are, their files added (``delta_file_commit``): then the rows added
+        and the table's new version, else None (the log says them)."""
         from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
-        files = [os.path.join(item.folder, name) for item in staged
-                 for name in (item.files or sorted(os.listdir(item.folder))) if name.endswith(".parquet")]
-        batches = data.to_batches()
-        if files:
-            batches = [*_file_batches(files, data.schema), *batches]
-        rows: Any = pa.RecordBatchReader.from_batches(data.schema, batches)
         properties = CommitProperties(app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": metadata})
         # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence
         # (checkpoints every 100 commits keep opening the table fast).
@@ -222,14 +219,21 @@ class DeltaLakeTable:
         table = self._delta or self._open()
         as_written = (merge is None and not replace and table is not None and not self.remote
                       and files_fit(table, data, staged))
+        files = [os.path.join(item.folder, name) for item in staged
+                 for name in (item.files or sorted(os.listdir(item.folder))) if name.endswith(".parquet")]
+        batches = [*_file_batches(files, data.schema), *data.to_batches()] if not as_written else []
+        rows: Any = pa.RecordBatchReader.from_batches(data.schema, batches)
         if merge is not None:  # (MERGE takes its source whole; a new or replaced table gets one row per key)
             rows = pa.Table.from_batches(batches, data.schema)
             rows = rows if table is not None and not replace else merge.latest_per_key(rows)
         try:
             if as_written:
                 assert table is not None
-                commit_files(table, data, staged, seq, hooks=hooks, properties_for=lambda rows, files: CommitProperties(
+                added = commit_files(table, data, staged, seq, hooks=hooks, properties_for=lambda rows, files: CommitProperties(
                     app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": with_counts(metadata, rows, files)}))
+                table.update_incremental()  # (the object does not follow its own transaction)
+                self._delta = table
+                return added, table.version()
             elif merge is not None and table is not None and not replace:
                 before = table.version()
                 merge.apply(table, rows, properties, hooks)
@@ -254,6 +258,7 @@ class DeltaLakeTable:
         except Exception:
             self._delta = None  # read again: whatever happened, the log says
             raise
+        return None
 
     def _write_spark(self, data: pa.Table | DataFrame, staged: Sequence[StagedFiles], seq: int, metadata: str,
                      replace: bool) -> None:
@@ -468,3 +473,11 @@ def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.Record
                 columns = [batch.column(field.name).cast(field.type) if field.name in batch.schema.names
                            else pa.nulls(batch.num_rows, field.type) for field in schema]
                 yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _remove_folder(folder: str) -> None:
+    """A staged folder after its commit: empty when its files were moved into the table."""
+    try:
+        os.rmdir(folder)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
