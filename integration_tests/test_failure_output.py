@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 from integration_tests.conftest import API_KEY, catalog, config_for, run_main, write_json
 from source_framework.demo.api import DemoApi
@@ -18,10 +19,20 @@ from source_framework.demo.api import DemoApi
 
 class Down(DemoApi):
     """The demo API whose ``/orders`` answers 500 to every request; the error body quotes the
-    API key, as careless APIs do, so the summary's reason must mask it."""
+    API key, as careless APIs do, so the summary's reason must mask it. Each answer waits until
+    the 4 workers have all asked (or 3 s have passed): their retries run in step, so they run out
+    together, however loaded the machine, and each worker's failure is there to be told."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.together = threading.Barrier(4)
 
     def respond(self, method, target, headers, body):
         if target.startswith("/orders"):
+            try:
+                self.together.wait(timeout=3)
+            except threading.BrokenBarrierError:
+                self.together.reset()
             return 500, {"error": f"database unavailable (key {API_KEY})"}, {}
         return super().respond(method, target, headers, body)
 
