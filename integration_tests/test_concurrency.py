@@ -73,7 +73,7 @@ def test_concurrency_4_leaves_the_tables_and_states_of_concurrency_1(spark, tmp_
 
 def test_slices_the_loop_reads_on_itself_leave_the_tables_and_states_of_concurrency_1(spark, tmp_path, monkeypatch):
     """An API that answers at once keeps the process busy, and the loop then reads each slice on
-    in its own thread, from the iterator its worker lends it (``runtime.concurrency``). Here the
+    in its own thread, from the iterator its worker gives it (``runtime.concurrency``). Here the
     pace always finds the process busy, so every slice its worker has not read to the end by then
     is read that way: the tables and STATE lines are those of concurrency 1."""
     from source_framework.runtime import concurrency
@@ -82,19 +82,19 @@ def test_slices_the_loop_reads_on_itself_leave_the_tables_and_states_of_concurre
     monkeypatch.setattr(concurrency, "PACE_WINDOW", 1e-9)
     monkeypatch.setattr(concurrency, "SATURATED", -1.0)
     monkeypatch.setattr(concurrency, "IDLE", -2.0)
-    lent = []  # per slice the loop asked for: whether its worker lent the iterator (else it had ended)
-    borrow = concurrency._Channel.borrow
+    given = []  # per slice the loop asked for: whether its worker gave the iterator (else it had ended)
+    take_iterator = concurrency._Channel.take_iterator
 
-    def noted_borrow(channel):
-        chunks, iterator, error = borrow(channel)
-        lent.append(iterator is not None)
+    def noted_take(channel):
+        chunks, iterator, error = take_iterator(channel)
+        given.append(iterator is not None)
         return chunks, iterator, error
 
-    monkeypatch.setattr(concurrency._Channel, "borrow", noted_borrow)
+    monkeypatch.setattr(concurrency._Channel, "take_iterator", noted_take)
     with DemoApi(records=30_000, api_key=API_KEY, seed=22).start() as api:
         one, warehouse_one, _ = sync(tmp_path, api, 1, "first")
         four, warehouse_four, _ = sync(tmp_path, api, 4, "first")
-    assert sum(lent) >= 10, "the loop read hardly any slice on itself"
+    assert sum(given) >= 10, "the loop read hardly any slice on itself"
     assert states(four) == states(one)
     for name in STREAMS:
         assert table_rows(spark, warehouse_four, name) == table_rows(spark, warehouse_one, name), name
@@ -145,7 +145,7 @@ def _broken_users(name, broken_id, how):
 
 def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_permits_to_the_next(spark, tmp_path, monkeypatch):
     """The fetch permits are one set for the whole sync. A stream that failed while the loop read
-    its slice on itself (from the iterator its worker lent it, with the worker's permit) kept that
+    its slice on itself (from the iterator its worker gave it, with the worker's permit) kept that
     permit: the failure's traceback kept the suspended slice alive. After ``concurrency`` such
     failures, the next stream waited for a permit forever. Five streams fail so at concurrency 4
     (at their first page, and pages later); the sixth must complete."""
@@ -154,20 +154,20 @@ def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_perm
     from source_framework.demo.source import DemoSource
     from source_framework.runtime import concurrency
 
-    # The process always looks busy: the loop borrows every slice its worker has not read to the end.
+    # The process always looks busy: the loop takes every slice its worker has not read to the end.
     monkeypatch.setattr(concurrency, "FIRST_WINDOW", 1e-9)
     monkeypatch.setattr(concurrency, "PACE_WINDOW", 1e-9)
     monkeypatch.setattr(concurrency, "SATURATED", -1.0)
     monkeypatch.setattr(concurrency, "IDLE", -2.0)
-    lent = []
-    borrow = concurrency._Channel.borrow
+    given = []
+    take_iterator = concurrency._Channel.take_iterator
 
-    def noted_borrow(channel):
-        chunks, iterator, error = borrow(channel)
-        lent.append(iterator is not None)
+    def noted_take(channel):
+        chunks, iterator, error = take_iterator(channel)
+        given.append(iterator is not None)
         return chunks, iterator, error
 
-    monkeypatch.setattr(concurrency._Channel, "borrow", noted_borrow)
+    monkeypatch.setattr(concurrency._Channel, "take_iterator", noted_take)
     broken = [("users_broken_1", 2, "backwards"), ("users_broken_2", 150, "missing"), ("users_broken_3", 351, "backwards"),
               ("users_broken_4", 420, "missing"), ("users_broken_5", 777, "missing")]
 
@@ -192,7 +192,7 @@ def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_perm
         reading.join(timeout=120)
         assert not reading.is_alive(), "the sync hangs: a stream waits for a fetch permit that failed streams kept"
     run = done[0]
-    assert sum(lent[:5]) == 5, f"the failing streams' slices were not read on by the loop: {lent}"
+    assert sum(given[:5]) == 5, f"the failing streams' slices were not read on by the loop: {given}"
     statuses = {m["trace"]["stream_status"]["stream_descriptor"]["name"]: m["trace"]["stream_status"]["status"]
                 for m in run.of_type("TRACE") if m["trace"]["type"] == "STREAM_STATUS"}
     assert statuses == {**{name: "INCOMPLETE" for name, _, _ in broken}, "users": "COMPLETE"}, statuses

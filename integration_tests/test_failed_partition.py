@@ -76,12 +76,12 @@ def test_a_failed_store_does_not_keep_the_stores_after_it_from_syncing(spark, tm
         assert _ids(spark, warehouse) == Counter((store, r["id"]) for store, records in everything.items() for r in records)
 
 
-@pytest.mark.parametrize("attributes, settings", [({"partitions_fail_apart": False}, {}), ({}, {"assume_sorted": False})],
+@pytest.mark.parametrize("attributes, settings", [({"partitions_fail_alone": False}, {}), ({}, {"assume_sorted": False})],
                          ids=["opted-out", "unsorted"])
 def test_a_stream_that_may_not_read_on_stops_at_the_failed_store_and_resumes_from_there(
     spark, tmp_path, monkeypatch, attributes, settings
 ):
-    """Opted out (``partitions_fail_apart = False``, airbyte-cdk's ``HttpSubStream`` behaviour), or
+    """Opted out (``partitions_fail_alone = False``, airbyte-cdk's ``HttpSubStream`` behaviour), or
     unsorted (the partition's cursor may have passed records it had not read yet): the stream stops
     at the failed store, keeping what the stores before it committed."""
     from source_framework.demo.source import StoreOrders

@@ -254,9 +254,9 @@ def test_a_records_row_does_not_depend_on_the_records_converted_with_it(records,
                   "t": {"type": "string", "format": "date-time"}, "d": {"type": "string", "format": "date"},
                   "s": {"type": "string"}, "o": {"type": "object"}}
     together = convert(properties, records)
-    apart = pa.concat_tables([convert(properties, part) for part in (records[:cut], records[cut:]) if part])
+    in_parts = pa.concat_tables([convert(properties, part) for part in (records[:cut], records[cut:]) if part])
     alone = pa.concat_tables([convert(properties, [record]) for record in records])
-    assert together.equals(apart) and together.equals(alone)
+    assert together.equals(in_parts) and together.equals(alone)
 
 
 def test_boolean_column():

@@ -68,7 +68,7 @@ def test_date_time_cursors_and_composite_keys():
     assert snap["cursor"] == "2025-01-01T00:00:00Z" and keys(snap) == [[1, 2]]
 
 
-# -- without a primary key, every record read again is for the table to tell (``holds``) ----------
+# -- without a primary key, every record read again is for the table to tell (``already_in_table``) ----------
 
 
 def test_without_primary_key_the_boundary_keeps_each_partitions_cursor_only():
@@ -296,7 +296,7 @@ def test_slots_of_an_earlier_run_are_dropped_once_the_stream_was_read_to_its_end
 
 def test_a_record_below_where_the_resumed_partition_had_got_is_for_the_table_to_tell():
     """None: read again under the resumed state (a lookback window, a parent read from the start);
-    only the table can say whether it holds that very record (``StreamSink.holds``)."""
+    only the table can say whether it holds that very record (``StreamSink.already_in_table``)."""
     first = Boundary(["t"], [["id"]])
     first.start_partition('{"store": 1}')
     for record in ({"id": 1, "t": 1}, {"id": 2, "t": 5}):
@@ -337,8 +337,8 @@ _news = st.lists(
 )
 
 
-def table_holds(table, held, this_sync, keyed, answered):
-    """What ``TableWriter.holds`` answers, as a model: with a key, a row equal to the record (in
+def model_already_in_table(table, held, this_sync, keyed, answered):
+    """What ``TableWriter.already_in_table`` answers, as a model: with a key, a row equal to the record (in
     any sync), each row once per call; without one, a row of an earlier sync equal to it, each row
     once per sync (``answered``)."""
     rows = Counter(repr(row) for row, sync in table if keyed or sync != this_sync)
@@ -356,7 +356,7 @@ def table_holds(table, held, this_sync, keyed, answered):
 def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed, lookback):
     """Syncs read each partition from its state's cursor less ``lookback``, inclusive, as APIs
     filter (``updatedAt >= cursor``); the records the boundary leaves to the table go to a model of
-    ``holds``. The table must end each sync holding exactly the API's records, with a primary key
+    ``already_in_table``. The table must end each sync holding exactly the API's records, with a primary key
     (ids unique) or without one (identical records are separate rows)."""
     api: dict = {None: [], 1: [], 2: []}
     top = {None: 0, 1: 0, 2: 0}
@@ -385,7 +385,7 @@ def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed
                     held.append(record)
                 elif not seen:
                     written.append(record)
-            written += [r for r, found in zip(held, table_holds(table, held, sync, keyed, answered), strict=True) if not found]
+            written += [r for r, found in zip(held, model_already_in_table(table, held, sync, keyed, answered), strict=True) if not found]
             table += [(record, sync) for record in written]
             if records:
                 state[partition] = records[-1]["t"]

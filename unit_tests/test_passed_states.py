@@ -14,10 +14,10 @@ def record(seq, state, start=None, merged=()):
 
 def test_every_state_a_record_passed_is_held_once_added(tmp_path):
     passed = PassedStates(str(tmp_path))
-    assert not passed.holds({})  # no file yet
+    assert not passed.includes({})  # no file yet
     passed.add([record(2, {"t": 2}, {}, merged=[{"t": 1}]), record(3, {"t": 3}, {"t": 2})])
-    assert all(passed.holds(state) for state in ({}, {"t": 1}, {"t": 2}, {"t": 3}))
-    assert not passed.holds({"t": 4}) and not passed.holds({"t": "3"})
+    assert all(passed.includes(state) for state in ({}, {"t": 1}, {"t": 2}, {"t": 3}))
+    assert not passed.includes({"t": 4}) and not passed.includes({"t": "3"})
     assert os.path.getsize(passed.path) == 4 * STATE_DIGEST_BYTES  # each state once
     passed.add([])
     assert os.path.getsize(passed.path) == 4 * STATE_DIGEST_BYTES
@@ -28,10 +28,10 @@ def test_an_append_cut_short_is_ignored_then_cut_off(tmp_path):
     passed.add([record(1, {"t": 1})])
     with open(passed.path, "ab") as handle:
         handle.write(state_digest({"t": 2})[:5])  # killed mid-write
-    assert passed.holds({"t": 1}) and not passed.holds({"t": 2})
+    assert passed.includes({"t": 1}) and not passed.includes({"t": 2})
     passed.add([record(2, {"t": 2})])
     assert os.path.getsize(passed.path) == 2 * STATE_DIGEST_BYTES
-    assert passed.holds({"t": 1}) and passed.holds({"t": 2})
+    assert passed.includes({"t": 1}) and passed.includes({"t": 2})
 
 
 def test_a_digest_found_across_two_entries_does_not_count(tmp_path, monkeypatch):
@@ -42,7 +42,7 @@ def test_a_digest_found_across_two_entries_does_not_count(tmp_path, monkeypatch)
     data = open(passed.path, "rb").read()
     straddling = data[3:3 + STATE_DIGEST_BYTES]
     monkeypatch.setattr(passed_states, "state_digest", lambda state: straddling if state == {"c": 3} else state_digest(state))
-    assert not passed.holds({"c": 3}) and passed.holds({"b": 2})
+    assert not passed.includes({"c": 3}) and passed.includes({"b": 2})
 
 
 def test_a_state_digest_and_comparison_ignore_the_order_of_keys_and_partitions():

@@ -16,7 +16,7 @@ from source_framework.runtime.concurrency import (
     PACE_WINDOW,
     ReadStopped,
     SparePermitPages,
-    _Pace,
+    _ReadAheadLimit,
     read_ahead,
     run_in_order,
 )
@@ -173,7 +173,7 @@ def test_the_pace_reads_far_ahead_only_while_the_process_leaves_its_core_idle():
     """Reading ahead is for a slow API: the workers go far while the process's threads wait (under
     0.7 of a core), about a page while they keep one busy (0.85 and up); in between, as before."""
     now, cpu = [100.0], [5.0]
-    pace = _Pace(20_000, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
+    pace = _ReadAheadLimit(20_000, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
     assert pace.busy and pace.capacity == BUSY_CAPACITY  # a page ahead, until the process is seen waiting
 
     def window(core_share: float) -> tuple[bool, int]:
@@ -192,7 +192,7 @@ def test_the_pace_reads_far_ahead_only_while_the_process_leaves_its_core_idle():
     pace.took()  # (half a window: not judged yet)
     assert not pace.busy
 
-    first = _Pace(20_000, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
+    first = _ReadAheadLimit(20_000, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
     assert first.busy and not first.seen_busy  # busy is only assumed at the start
     assert 2 * FIRST_WINDOW < PACE_WINDOW
     now[0] += 2 * FIRST_WINDOW
@@ -312,7 +312,7 @@ def test_a_slice_the_loop_reads_on_itself_fails_in_its_place(judged_busy):
             raise ConnectionError(f"failed after {count}")
         return produce
 
-    for count in (3, 3 * CHUNK):  # (the slice ended before the worker could lend it, and after)
+    for count in (3, 3 * CHUNK):  # (the slice ended before the worker could give it, and after)
         permits = threading.Semaphore(2)
         seen = []
         with pytest.raises(ConnectionError, match=f"failed after {count}"):
@@ -343,7 +343,7 @@ def test_a_loop_that_stops_in_a_slice_it_reads_itself_closes_it_and_gives_its_pe
 def test_closing_read_ahead_gives_back_the_permit_of_a_slice_the_loop_reads_itself(judged_busy, stopped_after):
     """The read loop failed in a slice it read on itself, at its first item (one the worker had
     read) or far past them, and kept the slice's items (as a stored error's traceback keeps them):
-    closing ``read_ahead`` alone ends that reading, and the fetch permit it borrowed comes back.
+    closing ``read_ahead`` alone ends that reading, and the fetch permit it took comes back.
     The permits are shared by the whole sync: one kept per such failure had the sync wait forever."""
     cleaned_up = threading.Event()
     permits = threading.Semaphore(2)
@@ -357,20 +357,20 @@ def test_closing_read_ahead_gives_back_the_permit_of_a_slice_the_loop_reads_itse
 
 
 def test_an_interrupt_while_the_loop_waits_for_a_slice_to_be_lent_leaves_no_permit_lent_to_nobody(judged_busy, monkeypatch):
-    """Ctrl-C lands while the loop waits in ``borrow`` for the worker to lend it the slice: the
-    worker lends it anyway, to a loop that is gone. Closing ``read_ahead`` takes it back (the
-    stream's clean-up runs, the fetch permit comes back), or keeps the worker from lending it."""
+    """Ctrl-C lands while the loop waits in ``take_iterator`` for the worker to give it the slice: the
+    worker gives it anyway, to a loop that is gone. Closing ``read_ahead`` takes it back (the
+    stream's clean-up runs, the fetch permit comes back), or keeps the worker from giving it."""
     from source_framework.runtime import concurrency
 
-    def interrupted_borrow(channel):
+    def interrupted_take(channel):
         with channel._condition:
-            channel.lend_asked = channel.waiting = True
+            channel.iterator_asked = channel.waiting = True
             channel._condition.notify_all()
-            while not channel._done:  # (the interrupt lands once the worker lent it)
+            while not channel._done:  # (the interrupt lands once the worker gave it)
                 channel._condition.wait()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(concurrency._Channel, "borrow", interrupted_borrow)
+    monkeypatch.setattr(concurrency._Channel, "take_iterator", interrupted_take)
     cleaned_up = threading.Event()
     permits = threading.Semaphore(2)
     slices = read_ahead([ListSlice("a", endless_until_closed(cleaned_up)), ListSlice("b", slow_numbers(1, 5, 1))],

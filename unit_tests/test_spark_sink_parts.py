@@ -210,64 +210,64 @@ def write_ids(buffer, ids):
         buffer.write({"id": i, "n": i})
 
 
-def test_checkpoints_that_come_fast_are_held_and_committed_as_one_each_state_after_it(committer, clock):
-    from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS
+def test_checkpoints_that_come_fast_are_grouped_and_committed_as_one_each_state_after_it(committer, clock):
+    from source_framework.destinations.spark.buffer import GROUP_CHECKPOINTS
 
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
     write_ids(buffer, [0])
-    first = buffer.commit({"n": 0})  # the first checkpoint is never held: the first STATE leaves early
+    first = buffer.commit({"n": 0})  # the first checkpoint is never grouped: the first STATE leaves early
     assert first.result(5).rows_through == 1
     futures = []
-    for i in range(1, HOLD_CHECKPOINTS):
+    for i in range(1, GROUP_CHECKPOINTS):
         write_ids(buffer, [i])
         futures.append(buffer.commit({"n": i}))
     time.sleep(0.2)  # time for the committer, were they handed over
     assert not any(future.done() for future in futures) and len(table.commits) == 1
-    write_ids(buffer, [HOLD_CHECKPOINTS])
-    futures.append(buffer.commit({"n": HOLD_CHECKPOINTS}))  # the last one a job holds: all are handed over
-    write_ids(buffer, [99])  # read after the last held checkpoint: not covered by it
+    write_ids(buffer, [GROUP_CHECKPOINTS])
+    futures.append(buffer.commit({"n": GROUP_CHECKPOINTS}))  # the last one a job groups: all are handed over
+    write_ids(buffer, [99])  # read after the last grouped checkpoint: not covered by it
     receipts = [future.result(5) for future in futures]
-    assert len(table.commits) == 2  # the held checkpoints: one commit
+    assert len(table.commits) == 2  # the grouped checkpoints: one commit
     commit = table.commits[1]
-    assert commit["state"] == {"n": HOLD_CHECKPOINTS} and commit["rows"] == HOLD_CHECKPOINTS
-    assert commit["merged_states"] == [{"n": i} for i in range(1, HOLD_CHECKPOINTS)]
-    assert all(receipt.rows_through == HOLD_CHECKPOINTS + 1 for receipt in receipts)
-    assert buffer.finish({"n": 99}).result(5).rows_through == HOLD_CHECKPOINTS + 2
+    assert commit["state"] == {"n": GROUP_CHECKPOINTS} and commit["rows"] == GROUP_CHECKPOINTS
+    assert commit["merged_states"] == [{"n": i} for i in range(1, GROUP_CHECKPOINTS)]
+    assert all(receipt.rows_through == GROUP_CHECKPOINTS + 1 for receipt in receipts)
+    assert buffer.finish({"n": 99}).result(5).rows_through == GROUP_CHECKPOINTS + 2
     assert table.commits[2]["rows"] == 1
 
 
-def test_a_read_bounded_to_fewer_checkpoints_ahead_holds_half_as_many_and_at_1_none(committer, clock):
-    """``read --max-checkpoints-ahead N``: a hold is half the bound (as 64 is of the default 128),
+def test_a_read_bounded_to_fewer_checkpoints_ahead_groups_half_as_many_and_at_1_none(committer, clock):
+    """``read --max-checkpoints-ahead N``: a group is half the bound (as 64 is of the default 128),
     so one job commits while the next is read; at 1 every checkpoint commits on its own at once."""
-    from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS, hold_for
+    from source_framework.destinations.spark.buffer import GROUP_CHECKPOINTS, group_size_for
     from source_framework.runtime.read import MAX_IN_FLIGHT
 
-    assert hold_for(None) == hold_for(MAX_IN_FLIGHT) == HOLD_CHECKPOINTS == MAX_IN_FLIGHT // 2
-    assert [hold_for(n) for n in (1, 2, 3, 10, 10_000)] == [1, 1, 1, 5, HOLD_CHECKPOINTS]
+    assert group_size_for(None) == group_size_for(MAX_IN_FLIGHT) == GROUP_CHECKPOINTS == MAX_IN_FLIGHT // 2
+    assert [group_size_for(n) for n in (1, 2, 3, 10, 10_000)] == [1, 1, 1, 5, GROUP_CHECKPOINTS]
     table = FakeTable()
-    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, hold_checkpoints=hold_for(1))
-    for i in range(4):  # as fast as checkpoints come: none held
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, group_size=group_size_for(1))
+    for i in range(4):  # as fast as checkpoints come: none grouped
         write_ids(buffer, [i])
         assert buffer.commit({"n": i}).result(5).rows_through == i + 1
     assert [c["state"] for c in table.commits] == [{"n": i} for i in range(4)]
-    buffer = StreamBuffer(TableWriter(FakeTable(), target(), SCHEMA), committer, hold_checkpoints=hold_for(6))
-    held = []
+    buffer = StreamBuffer(TableWriter(FakeTable(), target(), SCHEMA), committer, group_size=group_size_for(6))
+    grouped = []
     for i in range(3):
         write_ids(buffer, [i])
-        held.append(buffer.commit({"n": i}))
+        grouped.append(buffer.commit({"n": i}))
     time.sleep(0.2)  # time for the committer, were they handed over
-    assert held[0].done() and not held[1].done()  # the first is never held; then three are held
+    assert grouped[0].done() and not grouped[1].done()  # the first is never grouped; then three are grouped
     write_ids(buffer, [3])
-    held.append(buffer.commit({"n": 3}))  # the third held: all handed over
-    assert [f.result(5).rows_through for f in held[1:]] == [4, 4, 4]
+    grouped.append(buffer.commit({"n": 3}))  # the third grouped: all handed over
+    assert [f.result(5).rows_through for f in grouped[1:]] == [4, 4, 4]
 
 
-def test_only_the_notes_of_the_last_held_checkpoint_are_built_on_the_reading_thread_when_it_is_handed_over(committer, clock):
+def test_only_the_notes_of_the_last_grouped_checkpoint_are_built_on_the_reading_thread_when_it_is_handed_over(committer, clock):
     """Notes come as functions that build them (``Boundary.notes``): those of checkpoints a
     commit passes over are never built; the kept ones are built before the job leaves this thread
     (the boundary they read is this thread's, and moves on with the next record)."""
-    from source_framework.destinations.spark.buffer import FAST_MS, HOLD_MS
+    from source_framework.destinations.spark.buffer import FAST_MS, GROUP_MS
 
     built: list = []
 
@@ -280,26 +280,26 @@ def test_only_the_notes_of_the_last_held_checkpoint_are_built_on_the_reading_thr
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
     write_ids(buffer, [0])
-    buffer.commit({"n": 0}, notes(0))  # not held: built at once
+    buffer.commit({"n": 0}, notes(0))  # not grouped: built at once
     assert built == [(0, threading.get_ident())]
-    held = []
+    grouped = []
     for i in (1, 2, 3):
         write_ids(buffer, [i])
-        held.append(buffer.commit({"n": i}, notes(i)))
-    assert len(built) == 1  # held: not built yet
-    clock.now += HOLD_MS / 1000
-    write_ids(buffer, [4])  # the hold is old: handed over with the last one's notes, before the record joins
-    assert built[1:] == [(3, threading.get_ident())] and held[-1].result(5).rows_through == 4
+        grouped.append(buffer.commit({"n": i}, notes(i)))
+    assert len(built) == 1  # grouped: not built yet
+    clock.now += GROUP_MS / 1000
+    write_ids(buffer, [4])  # the group is old: handed over with the last one's notes, before the record joins
+    assert built[1:] == [(3, threading.get_ident())] and grouped[-1].result(5).rows_through == 4
     clock.now += 2 * FAST_MS / 1000
-    buffer.commit({"n": 4}, notes(4)).result(5)  # after a pause: not held
+    buffer.commit({"n": 4}, notes(4)).result(5)  # after a pause: not grouped
     assert built == [(0, threading.get_ident()), (3, threading.get_ident()), (4, threading.get_ident())]
     # each commit keeps the notes of the state it records (the committer may merge queued jobs too)
     assert all(c["notes"].boundary == {"p": {"cursor": c["state"]["n"]}} for c in table.commits)
     assert [s for c in table.commits for s in [*c["merged_states"], c["state"]]] == [{"n": n} for n in range(5)]
 
 
-def holding_one(committer):
-    """A buffer past its first checkpoint (never held) that holds its second, of record 1."""
+def grouping_one(committer):
+    """A buffer past its first checkpoint (never grouped) that groups its second, of record 1."""
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
     buffer.commit({"n": 0}).result(5)
@@ -307,19 +307,19 @@ def holding_one(committer):
     return table, buffer, buffer.commit({"n": 1})
 
 
-def test_a_held_checkpoint_is_handed_over_when_someone_waits_for_it(committer, clock):
-    table, buffer, held = holding_one(committer)
+def test_a_grouped_checkpoint_is_handed_over_when_someone_waits_for_it(committer, clock):
+    table, buffer, grouped = grouping_one(committer)
     write_ids(buffer, [2])
     time.sleep(0.2)
-    assert not held.done()
-    assert held.result(5).rows_through == 1  # waiting does not hang: the buffer hands it over
+    assert not grouped.done()
+    assert grouped.result(5).rows_through == 1  # waiting does not hang: the buffer hands it over
     assert table.commits[-1]["rows"] == 1 and table.commits[-1]["state"] == {"n": 1}
 
 
-def test_held_checkpoints_fail_with_their_commit_and_run_callbacks_added_while_held(committer, clock):
-    """The runtime reads a held checkpoint's outcome as it reads any commit's: a failed merged
-    commit fails every checkpoint it held (no STATE for any), and a callback added while it was
-    held runs once, with the checkpoint's own future."""
+def test_grouped_checkpoints_fail_with_their_commit_and_run_callbacks_added_while_grouped(committer, clock):
+    """The runtime reads a grouped checkpoint's outcome as it reads any commit's: a failed merged
+    commit fails every checkpoint it grouped (no STATE for any), and a callback added while it was
+    grouped runs once, with the checkpoint's own future."""
     table = FakeTable(fail_on_commit=2)
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
     buffer.commit({"n": 0}).result(5)
@@ -332,10 +332,10 @@ def test_held_checkpoints_fail_with_their_commit_and_run_callbacks_added_while_h
     assert not first.done() and not second.done() and seen == []
     with pytest.raises(OSError, match="disk full"):
         second.result(5)  # waiting hands both over; their one commit fails
-    for held in (first, second):
-        assert held.done() and not held.cancelled() and isinstance(held.exception(5), OSError)
+    for grouped in (first, second):
+        assert grouped.done() and not grouped.cancelled() and isinstance(grouped.exception(5), OSError)
         with pytest.raises(OSError):
-            held.result(5)
+            grouped.result(5)
     deadline = time.monotonic() + 5
     while not seen and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -345,10 +345,10 @@ def test_held_checkpoints_fail_with_their_commit_and_run_callbacks_added_while_h
     assert later == [second] and len(table.commits) == 1
 
 
-def test_a_checkpoint_after_a_pause_is_not_held_and_held_ones_leave_once_old(committer, clock):
-    """A stream reading a slow API holds none of its checkpoints; held ones wait at most
-    ``HOLD_MS`` for company, until the next record comes."""
-    from source_framework.destinations.spark.buffer import FAST_MS, HOLD_MS
+def test_a_checkpoint_after_a_pause_is_not_grouped_and_grouped_ones_leave_once_old(committer, clock):
+    """A stream reading a slow API groups none of its checkpoints; grouped ones wait at most
+    ``GROUP_MS`` for company, until the next record comes."""
+    from source_framework.destinations.spark.buffer import FAST_MS, GROUP_MS
 
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
@@ -357,75 +357,75 @@ def test_a_checkpoint_after_a_pause_is_not_held_and_held_ones_leave_once_old(com
     write_ids(buffer, [1])
     assert buffer.commit({"n": 1}).result(5).rows_through == 1  # after a pause: handed over at once
     write_ids(buffer, [2])
-    held = buffer.commit({"n": 2})  # came fast: held
-    clock.now += HOLD_MS / 1000
+    grouped = buffer.commit({"n": 2})  # came fast: grouped
+    clock.now += GROUP_MS / 1000
     committer_commits = len(table.commits)
-    write_ids(buffer, [3])  # the held one is old now: handed over before this record joins
+    write_ids(buffer, [3])  # the grouped one is old now: handed over before this record joins
     time.sleep(0.2)
-    assert held.done() and held.result(5).rows_through == 2 and len(table.commits) == committer_commits + 1
+    assert grouped.done() and grouped.result(5).rows_through == 2 and len(table.commits) == committer_commits + 1
 
 
-def test_checkpoints_that_keep_coming_fast_stay_held_until_the_first_is_hold_ms_old(committer, clock):
+def test_checkpoints_that_keep_coming_fast_stay_grouped_until_the_first_is_group_ms_old(committer, clock):
     """Where reading is slow, fast checkpoints (each within ``FAST_MS`` of the one before) go on
-    joining one hold for ``HOLD_MS``, longer than ``FAST_MS``: one commit for all of them, not one
+    joining one group for ``GROUP_MS``, longer than ``FAST_MS``: one commit for all of them, not one
     each ``FAST_MS`` (at 70,000 records/s, interval 100: 158 commits a million records, not 500)."""
-    from source_framework.destinations.spark.buffer import FAST_MS, HOLD_CHECKPOINTS, HOLD_MS
+    from source_framework.destinations.spark.buffer import FAST_MS, GROUP_CHECKPOINTS, GROUP_MS
 
     gap_ms = FAST_MS // 2
-    # up to HOLD_MS - FAST_MS: well past FAST_MS, short of HOLD_MS; fewer than the count that closes a hold
-    count = min(HOLD_CHECKPOINTS - 2, (HOLD_MS - FAST_MS) // gap_ms)
-    assert count * gap_ms > FAST_MS  # (the hold outlasts FAST_MS, or this would test nothing)
-    table, buffer, _ = holding_one(committer)
-    held = []
+    # up to GROUP_MS - FAST_MS: well past FAST_MS, short of GROUP_MS; fewer than the count that closes a group
+    count = min(GROUP_CHECKPOINTS - 2, (GROUP_MS - FAST_MS) // gap_ms)
+    assert count * gap_ms > FAST_MS  # (the group outlasts FAST_MS, or this would test nothing)
+    table, buffer, _ = grouping_one(committer)
+    grouped = []
     for i in range(2, 2 + count):
         clock.now += gap_ms / 1000
         write_ids(buffer, [i])
-        held.append(buffer.commit({"n": i}))
+        grouped.append(buffer.commit({"n": i}))
     time.sleep(0.2)  # time for the committer, were they handed over
-    assert not any(future.done() for future in held) and len(table.commits) == 1
-    clock.now += HOLD_MS / 1000
-    write_ids(buffer, [99])  # the first held is old now: all are handed over, as one commit
-    assert [future.result(5).rows_through for future in held] == [count + 1] * count
+    assert not any(future.done() for future in grouped) and len(table.commits) == 1
+    clock.now += GROUP_MS / 1000
+    write_ids(buffer, [99])  # the first grouped is old now: all are handed over, as one commit
+    assert [future.result(5).rows_through for future in grouped] == [count + 1] * count
     assert len(table.commits) == 2 and table.commits[1]["rows"] == count + 1
 
 
-def test_a_clock_set_back_hands_held_checkpoints_over_at_the_next_record(committer, clock):
-    table, buffer, held = holding_one(committer)
+def test_a_clock_set_back_hands_grouped_checkpoints_over_at_the_next_record(committer, clock):
+    table, buffer, grouped = grouping_one(committer)
     clock.now -= 3600  # the system clock set back an hour
     write_ids(buffer, [2])
     time.sleep(0.2)
-    assert held.done() and held.result(5).rows_through == 1
+    assert grouped.done() and grouped.result(5).rows_through == 1
 
 
-def test_held_checkpoints_are_handed_over_before_a_batch_of_records_forms(committer, clock):
+def test_grouped_checkpoints_are_handed_over_before_a_batch_of_records_forms(committer, clock):
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, stage_rows=4)  # batches of 4
     buffer.commit({"n": -1}).result(5)
     write_ids(buffer, [0, 1])
-    held = buffer.commit({"n": 1})
+    grouped = buffer.commit({"n": 1})
     write_ids(buffer, range(2, 9))  # a batch and a stage job form after the hand-over, not across it
-    assert held.result(5).rows_through == 2 and table.commits[-1]["state"] == {"n": 1}
+    assert grouped.result(5).rows_through == 2 and table.commits[-1]["state"] == {"n": 1}
     receipt = buffer.commit({"n": 8}).result(5)
     assert receipt.rows_through == 9 and table.commits[-1]["state"] == {"n": 8}
 
 
-def test_an_aborted_stream_commits_its_held_checkpoints_and_drops_the_records_after_them(committer, clock):
-    """A stream that fails keeps what its checkpoints before the failure cover, held or not."""
-    table, buffer, held = holding_one(committer)
+def test_an_aborted_stream_commits_its_grouped_checkpoints_and_drops_the_records_after_them(committer, clock):
+    """A stream that fails keeps what its checkpoints before the failure cover, grouped or not."""
+    table, buffer, grouped = grouping_one(committer)
     write_ids(buffer, [2])
     buffer.abort()
-    assert held.result(5).rows_through == 1
+    assert grouped.result(5).rows_through == 1
     assert table.commits[-1]["state"] == {"n": 1} and table.commits[-1]["rows"] == 1
     assert buffer.finish({"n": 1}).result(5).rows_through == 1 and len(table.commits) == 2  # record 2 is gone
 
 
 def test_a_stream_that_fails_commits_and_prints_the_checkpoints_it_asked_for_before_the_failure(committer, clock):
-    """Through ``read``: a slice-end checkpoint that came fast (held back to share a commit) and a
-    failure in the next slice, after records of it were written. The held checkpoint is committed
+    """Through ``read``: a slice-end checkpoint that came fast (grouped to share a commit) and a
+    failure in the next slice, after records of it were written. The grouped checkpoint is committed
     with exactly the records before it, and its STATE is printed: the next sync starts after it.
-    (``integration_tests/test_failed_partition.py`` end to end, where holding depends on the pace;
-    here the buffer's clock stands still, so the checkpoint is always held. A version of the
-    runtime that dropped held checkpoints with a failed stream failed this.)"""
+    (``integration_tests/test_failed_partition.py`` end to end, where grouping depends on the pace;
+    here the buffer's clock stands still, so the checkpoint is always grouped. A version of the
+    runtime that dropped grouped checkpoints with a failed stream failed this.)"""
     from source_framework.destinations.base import Destination
     from source_framework.runtime.output import ProtocolOutput
     from source_framework.runtime.read import read_streams
@@ -549,32 +549,32 @@ def test_headers_in_the_spark_connect_url_are_not_shown_and_a_url_spark_refuses_
 
 
 def test_the_table_tells_which_records_read_again_it_holds_row_for_row(tmp_path):
-    """``holds``: looked up by key in the committed files (this process's Arrow, no Spark), equal in
-    every data column; each row answers for one record; a record changed since is not held."""
+    """``already_in_table``: looked up by key in the committed files (this process's Arrow, no Spark), equal in
+    every data column; each row answers for one record; a record changed since is not found."""
     from source_framework.destinations.spark.table import SparkTable
 
     def no_spark():
-        raise AssertionError("holds must not start Spark")
+        raise AssertionError("already_in_table must not start Spark")
 
     table = SparkTable(no_spark, str(tmp_path / "numbers"), arrow_writes=True)
     writer = TableWriter(table, target(), SCHEMA)
     writer.apply([job(writer, [1, 2, 3], {"n": 3})])
-    assert writer.holds([{"id": 2, "n": 2}, {"id": 2, "n": 2}, {"id": 3, "n": 4}, {"id": 9, "n": 9}, {"id": 1, "n": 1}]) == [
+    assert writer.already_in_table([{"id": 2, "n": 2}, {"id": 2, "n": 2}, {"id": 3, "n": 4}, {"id": 9, "n": 9}, {"id": 1, "n": 1}]) == [
         True, False, False, False, True]  # one row for two copies; an update; a new key
-    assert writer.holds([]) == []
+    assert writer.already_in_table([]) == []
     nested = TableWriter(table, StreamTarget("numbers", None, JSON_SCHEMA, incremental=True, destination_sync_mode=APPEND,
                                              primary_key=[["meta", "id"]], cursor_field=["n"]), SCHEMA)
-    assert nested.holds([{"id": 1, "n": 1}]) == [False]  # a nested key is not looked up: written again, never dropped
+    assert nested.already_in_table([{"id": 1, "n": 1}]) == [False]  # a nested key is not looked up: written again, never dropped
     wider = {"properties": {**JSON_SCHEMA["properties"], "label": {"type": ["null", "string"]}}}
     grown = TableWriter(table, StreamTarget("numbers", None, wider, incremental=True, destination_sync_mode=APPEND,
                                             primary_key=[["id"]], cursor_field=["n"]),
                         arrow_schema(wider), recorded_schema=table.recorded_schema())
     # files written before the column existed read as null there
-    assert grown.holds([{"id": 1, "n": 1}, {"id": 2, "n": 2, "label": "new"}]) == [True, False]
+    assert grown.already_in_table([{"id": 1, "n": 1}, {"id": 2, "n": 2, "label": "new"}]) == [True, False]
 
 
 def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_record_read_again(tmp_path):
-    """Keyless ``holds``: rows of earlier syncs at the records' cursor values, equal in every data
+    """Keyless ``already_in_table``: rows of earlier syncs at the records' cursor values, equal in every data
     column, each answering for one record read again in the whole sync, whichever call asks; rows
     this sync wrote answer for none (one may be a record read once that an identical new one must
     not be taken for)."""
@@ -582,7 +582,7 @@ def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_re
     from source_framework.destinations.spark.table import SparkTable
 
     def no_spark():
-        raise AssertionError("holds must not start Spark")
+        raise AssertionError("already_in_table must not start Spark")
 
     def rows_job(writer, records):
         data = records_to_arrow(records, SCHEMA, extracted_at_ms=0, sync_id=writer.sync_id, checkpoint=-1)
@@ -596,14 +596,14 @@ def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_re
     writer = TableWriter(table, keyless, SCHEMA, recorded_schema=table.recorded_schema(), sync_id="this")
     assert writer.looks_up_rows
     writer.apply([rows_job(writer, [{"id": 3, "n": 3}])])  # this sync's own row
-    assert writer.holds([{"id": 2, "n": 2}, {"id": 1, "n": 1}, {"id": 3, "n": 3}, {"id": 1, "n": 2}]) == [
+    assert writer.already_in_table([{"id": 2, "n": 2}, {"id": 1, "n": 1}, {"id": 3, "n": 3}, {"id": 1, "n": 2}]) == [
         True, True, False, False]
     # one of the two identical rows is left for this sync, and no row for a second id 1
-    assert writer.holds([{"id": 1, "n": 1}, {"id": 2, "n": 2}, {"id": 2, "n": 2}]) == [False, True, False]
+    assert writer.already_in_table([{"id": 1, "n": 1}, {"id": 2, "n": 2}, {"id": 2, "n": 2}]) == [False, True, False]
     undeclared_cursor = StreamTarget("events", None, JSON_SCHEMA, incremental=True, destination_sync_mode=APPEND,
                                      primary_key=[], cursor_field=["updated"])
     blind = TableWriter(table, undeclared_cursor, SCHEMA, recorded_schema=table.recorded_schema(), sync_id="this")
-    assert not blind.looks_up_rows and blind.holds([{"id": 1, "n": 1}]) == [False]  # no column to look in: written
+    assert not blind.looks_up_rows and blind.already_in_table([{"id": 1, "n": 1}]) == [False]  # no column to look in: written
 
 
 def test_rows_from_before_a_timestamp_column_became_text_answer_for_records_read_again(tmp_path):
@@ -616,7 +616,7 @@ def test_rows_from_before_a_timestamp_column_became_text_answer_for_records_read
     from source_framework.destinations.spark.table_schema import WAS_KEY, WAS_TIMESTAMP
 
     def no_spark():
-        raise AssertionError("holds must not start Spark")
+        raise AssertionError("already_in_table must not start Spark")
 
     texts = {"properties": {"id": {"type": "integer"}, "at": {"type": "string"}}}
     marked = arrow_schema(texts)
@@ -637,7 +637,7 @@ def test_rows_from_before_a_timestamp_column_became_text_answer_for_records_read
         data = records_to_arrow(rewritten, schema, extracted_at_ms=0, sync_id="earlier", checkpoint=-1)
         earlier.apply([CommitJob(earlier, [data], data.num_rows, data.nbytes, {"at": "x"}, ResumeNotes(start_state={}))])
         writer = TableWriter(table, stream, arrow_schema(texts), recorded_schema=table.recorded_schema(), sync_id="this")
-        assert writer.holds(read_again) == expected, name
+        assert writer.already_in_table(read_again) == expected, name
     # the sync that widens the column, before its rewrite: the table's files still hold timestamps
     dates = {"properties": {"id": {"type": "integer"}, "at": {"type": "string", "format": "date-time"}}}
     for keys in ([["id"]], []):
@@ -650,7 +650,7 @@ def test_rows_from_before_a_timestamp_column_became_text_answer_for_records_read
         widening = TableWriter(table, StreamTarget("widening", None, texts, incremental=True, destination_sync_mode=APPEND,
                                                    primary_key=keys, cursor_field=["at"]),
                                arrow_schema(texts), recorded_schema=table.recorded_schema(), sync_id="this")
-        assert widening.schema_change.widened and widening.holds(read_again) == [True, True, False, False], keys
+        assert widening.schema_change.widened and widening.already_in_table(read_again) == [True, True, False, False], keys
 
 
 class IdsTable(FakeTable):
@@ -683,7 +683,7 @@ STEPS = st.lists(st.one_of(
 
 @settings(max_examples=150, deadline=None)
 @given(steps=STEPS, stage_rows=st.integers(1, 16), ends=st.sampled_from(["finish", "abort"]))
-def test_held_or_not_every_checkpoint_commits_exactly_the_records_before_it_in_order(steps, stage_rows, ends):
+def test_grouped_or_not_every_checkpoint_commits_exactly_the_records_before_it_in_order(steps, stage_rows, ends):
     """Whatever the pace of records and checkpoints: each checkpoint's state is recorded once, in
     order, by the commit that holds every record written before it and none written after the
     last state that commit records; its future says so; after ``finish`` every record is in the
@@ -843,12 +843,12 @@ def test_page_checkpoints_merged_into_one_commit_are_written_by_the_converter_an
     assert table.commits[0]["merged_states"] == [{"n": 1}] and table.commits[0]["state"] == {"n": 4}
 
 
-def test_checkpoints_held_on_the_page_path_tell_the_converter_one_end_each_time_they_are_handed_over(tmp_path, clock):
+def test_checkpoints_grouped_on_the_page_path_tell_the_converter_one_end_each_time_they_are_handed_over(tmp_path, clock):
     """A checkpoint after each of ten records: the first is committed at once, the nine that follow
-    it fast are held, and the page converter hears of none of them until they are handed over (here
+    it fast are grouped, and the page converter hears of none of them until they are handed over (here
     at the next page, once the first is old); then of one end, the last one's, though a record
     after it was written by then; that record goes with the next commit."""
-    from source_framework.destinations.spark.buffer import HOLD_MS
+    from source_framework.destinations.spark.buffer import GROUP_MS
     from source_framework.helpers.raw_pages import RawPages
 
     converters, pages = LocalPool(), RawPages(("data",))
@@ -861,12 +861,12 @@ def test_checkpoints_held_on_the_page_path_tell_the_converter_one_end_each_time_
         for item in _page(pages, range(10)):
             buffer.write(item)
             futures.append(buffer.commit({"n": item["id"]}))
-            futures[0].result(5)  # (so that the committer does not merge it with the held ones)
+            futures[0].result(5)  # (so that the committer does not merge it with the grouped ones)
         ended_at = converters.taken[0].ended_at
-        assert ended_at == [1] and not futures[1].done()  # the nine held: nothing told yet
-        clock.now += HOLD_MS / 1000
+        assert ended_at == [1] and not futures[1].done()  # the nine grouped: nothing told yet
+        clock.now += GROUP_MS / 1000
         second = _page(pages, range(10, 13))
-        buffer.write(second[0])  # a new page, the first held checkpoint old: they are handed over
+        buffer.write(second[0])  # a new page, the first grouped checkpoint old: they are handed over
         assert ended_at == [1, 10]  # one end, after the tenth row
         assert [f.result(5).rows_through for f in futures] == [1] + [10] * 9
         for item in second[1:]:
@@ -1004,7 +1004,7 @@ def assert_each_checkpoint_committed_its_records(table, asked, order, ends, in_o
 def test_a_pages_records_are_let_go_once_its_last_item_is_written_and_still_land(tmp_path):
     """The page path keeps a page only while items of it are still to come: once its last item is
     written, the buffer no longer holds it, so the next page is parsed into the memory its records
-    freed, not beside them (see ``buffer.PAGE_DONE``). The records still land, once each."""
+    freed, not beside them (see ``buffer.NO_PAGE_ITEMS``). The records still land, once each."""
     import gc
 
     import orjson
@@ -1017,7 +1017,7 @@ def test_a_pages_records_are_let_go_once_its_last_item_is_written_and_still_land
         pages.add(body, items)
         return items
 
-    def held_by_buffer(items):
+    def kept_by_buffer(items):
         return any(referrer is vars(buffer) for referrer in gc.get_referrers(items))
 
     pages = RawPages(("data",))
@@ -1029,12 +1029,12 @@ def test_a_pages_records_are_let_go_once_its_last_item_is_written_and_still_land
         first = page(range(3))
         buffer.write(first[0])
         buffer.write(first[1])
-        assert held_by_buffer(first)  # its next item is expected
+        assert kept_by_buffer(first)  # its next item is expected
         buffer.write(first[2])
-        assert not held_by_buffer(first)
+        assert not kept_by_buffer(first)
         second = page(range(3, 5))
-        buffer.write(second[1])  # its first item skipped (held by the table on a resume)
-        assert not held_by_buffer(second)
+        buffer.write(second[1])  # its first item skipped (already in the table on a resume)
+        assert not kept_by_buffer(second)
         buffer.write({"id": 5, "n": 5})  # no page holds it: converted here
         assert buffer.finish({"n": "final"}).result(5).rows_through == 5
     finally:

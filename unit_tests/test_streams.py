@@ -362,7 +362,7 @@ class NumberedPages(IncrementalHttpStream):
         return [{"page": page} for page in range(response + 1, 4)] if self.names_pages else None
 
 
-def test_pages_a_stream_names_are_fetched_through_what_the_runtime_lends_in_page_order():
+def test_pages_a_stream_names_are_fetched_through_what_the_runtime_gives_in_page_order():
     import threading
 
     from source_framework.runtime.concurrency import SparePermitPages

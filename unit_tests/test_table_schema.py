@@ -113,7 +113,7 @@ def test_an_object_that_becomes_a_string_keeps_its_column_type_and_takes_the_new
 
 
 def test_a_timestamp_column_that_becomes_text_is_marked_so_in_every_later_schema():
-    """Its rows from before hold the rewrite's text, which ``holds`` must know to find them again."""
+    """Its rows from before hold the rewrite's text, which ``already_in_table`` must know to find them again."""
     from source_framework.destinations.spark.table_schema import was_timestamp
 
     at = {"type": "string", "format": "date-time"}

@@ -80,11 +80,11 @@ class CountingSink(StreamSink):
     def abort(self) -> None:
         self._inner.abort()
 
-    def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
-        return self._inner.holds(records)
+    def already_in_table(self, records: list[Mapping[str, Any]]) -> list[bool]:
+        return self._inner.already_in_table(records)
 
-    def may_commit_uncovered_rows(self) -> bool:
-        return self._inner.may_commit_uncovered_rows()
+    def may_commit_rows_ahead_of_state(self) -> bool:
+        return self._inner.may_commit_rows_ahead_of_state()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -115,14 +115,14 @@ class StreamSink(ABC):
     def abort(self) -> None:
         """The stream failed: drop what is not committed. Committed data stays."""
 
-    def may_commit_uncovered_rows(self) -> bool:
+    def may_commit_rows_ahead_of_state(self) -> bool:
         """Whether records may be committed under a state that does not cover them (those of a slice
         that failed while its stream read on): the next sync reads them again, and they must still
-        end up once. True where ``holds`` finds them again, or where there is no table to hold
+        end up once. True where ``already_in_table`` finds them again, or where there is no table to hold
         them twice (stdout prints what it is given, as airbyte-cdk does)."""
         return False
 
-    def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
+    def already_in_table(self, records: list[Mapping[str, Any]]) -> list[bool]:
         """For each of ``records``, whether the table already holds it as a row of its own (records
         a resumed sync read again below its state: a lookback window, a parent read again). Only
         a row equal in every column counts; each row answers for one record. None where the sink

@@ -41,7 +41,7 @@ class StdoutSink(StreamSink):
     def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         return done(CommitReceipt(self._written))
 
-    def may_commit_uncovered_rows(self) -> bool:
+    def may_commit_rows_ahead_of_state(self) -> bool:
         return True
 
 

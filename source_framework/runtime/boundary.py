@@ -12,18 +12,18 @@ with second granularity), is always written.
 Below the boundary. A record read again with a cursor under the one its partition had reached
 in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
 by the boundary: ``already_committed`` answers None and the read loop asks the table
-(``StreamSink.holds``), which compares it row for row with what it holds under its key. So
+(``StreamSink.already_in_table``), which compares it row for row with what it holds under its key. So
 does a record without a cursor value in a run that resumes from a commit: no state passes it,
 so every sync reads it again.
 
 Without a primary key, the boundary keeps each partition's cursor only (``{"cursor": ...}``),
-and every record read again at or under it is for the table to tell: ``holds`` counts the rows
+and every record read again at or under it is for the table to tell: ``already_in_table`` counts the rows
 of earlier syncs with exactly that data, each answering for one record read again, so two
 identical events committed are skipped twice and a third one like them is written. Only the
 table can count so: the same data may sit in several partitions, which a boundary per partition
 would count once each. (A row written before a date-time column became text holds the rewrite's
 text, which the table also looks for; other widenings keep what a record converts to, but for
-rare number texts: see ``TableWriter.holds``.)
+rare number texts: see ``TableWriter.already_in_table``.)
 
 Which partition a record belongs to: its slice's partition (``streams.cursor.partition_key``:
 a parent record, a store), where the slice names one. Slices that name none (date windows, a
@@ -142,7 +142,7 @@ class Boundary:
         declared: Collection[str] | None = None,
     ) -> None:
         self.enabled = len(cursor_field) == 1
-        # Without a primary key every record read again is known by its data, in the table (``holds``).
+        # Without a primary key every record read again is known by its data, in the table (``already_in_table``).
         self._keyless = not primary_key
         self.stream = stream
         self._declared = frozenset(declared) if declared is not None else None  # see record_hash
@@ -216,7 +216,7 @@ class Boundary:
         None: it lies below where the resumed commit's partition had got (a lookback window, a
         parent read again from the start), or, without a primary key, at or below it, or it has no
         cursor value and the run resumes from a commit, so the table may hold it: ask the table
-        (``holds``)."""
+        (``already_in_table``)."""
         if not self.enabled:
             return False
         value = record.get(self._cursor)

@@ -141,8 +141,11 @@ class CdkStreamAdapter(StreamAdapter):
             logger.warning(_state_moves_in_its_own_code(self.name))
         # source_framework's partitioned bases move one cursor per partition record by record, in
         # order: a partition that fails keeps its cursor at the last record it yielded.
-        self.slices_fail_apart = self.failed_slices_covered = (
-            independent_slices and self._observed and getattr(stream, "partitions_fail_apart", False) is True
+        fail_alone = getattr(stream, "partitions_fail_apart", None)  # (the old name, still honoured)
+        if fail_alone is None:
+            fail_alone = getattr(stream, "partitions_fail_alone", False)
+        self.slices_fail_alone = self.failed_slices_covered = (
+            independent_slices and self._observed and fail_alone is True
             and getattr(stream, "is_sorted", False) is True
         )
 

@@ -23,12 +23,12 @@ Pages too, where the stream names every page of a slice from the first (``stream
 worker fetches them at once with the permits no other slice holds (``SparePermitPages``), so a
 sync's last slices keep every permit busy; the records still come in page order.
 
-Only while the API is the limit (``_Pace``): while the process keeps a core busy (an API that
+Only while the API is the limit (``_ReadAheadLimit``): while the process keeps a core busy (an API that
 answers at once), workers read about a page ahead and fetch a slice's pages one after another,
 as one thread reading alone would, since more threads would only take turns with the loop in the
 one interpreter. And once the process has been seen busy, the loop reads each slice on in its
 own thread: it takes what the slice's worker read, then the slice's iterator itself (and the
-worker's fetch permit), which the worker lends it at its next chunk (``_Channel.borrow``). Why:
+worker's fetch permit), which the worker gives it at its next chunk (``_Channel.take_iterator``). Why:
 records made in one thread and read in another cost the loop the interpreter's hand-overs and
 cold caches, per record. The pace is looked at again as each slice begins.
 """
@@ -51,7 +51,7 @@ R = TypeVar("R")
 CHUNK = 256
 
 #: Items one slice read ahead may hold before its worker waits for the loop (give or take two chunks),
-#: while the process waits for the API (see ``_Pace``).
+#: while the process waits for the API (see ``_ReadAheadLimit``).
 CAPACITY = 20_000
 
 #: Items one slice read ahead may hold while the process is busy: about a page.
@@ -68,7 +68,7 @@ PACE_WINDOW = 0.5
 FIRST_WINDOW = 0.1
 
 
-class _Pace:
+class _ReadAheadLimit:
     """How far the workers of one ``read_ahead`` may read ahead of its loop.
 
     Why: reading ahead is for an API slower than this process. Where the API answers at once, the
@@ -107,7 +107,7 @@ class _Pace:
 class _Channel:
     """The items of one slice, from its worker to the read loop."""
 
-    def __init__(self, pace: _Pace) -> None:
+    def __init__(self, pace: _ReadAheadLimit) -> None:
         self._condition = threading.Condition()
         self._chunks: deque[list[Any]] = deque()
         self._buffered = 0
@@ -117,9 +117,9 @@ class _Channel:
         self.abandoned = False
         #: the loop is waiting for items: hand over what there is (read without the lock, a hint)
         self.waiting = False
-        #: the loop asked for the slice's iterator (``borrow``), and what the worker lent
-        self.lend_asked = False
-        self._lent: Iterator[Any] | None = None
+        #: the loop asked for the slice's iterator (``take_iterator``), and what the worker gave
+        self.iterator_asked = False
+        self._given: Iterator[Any] | None = None
 
     def put(self, chunk: list[Any], permits: threading.Semaphore | None = None) -> bool:
         """Hand ``chunk`` over; wait while the slice holds as many items as the pace allows
@@ -148,7 +148,7 @@ class _Channel:
             return True
 
     def _full(self) -> bool:
-        return self._buffered >= self._pace.capacity and not self.abandoned and not self.lend_asked
+        return self._buffered >= self._pace.capacity and not self.abandoned and not self.iterator_asked
 
     def end(self, error: BaseException | None = None) -> None:
         with self._condition:
@@ -171,39 +171,39 @@ class _Channel:
                 raise self._error
             return None
 
-    def lend(self, iterator: Iterator[Any]) -> bool:
-        """The worker's side of ``borrow``: the slice's iterator, after the items put before it.
+    def give_iterator(self, iterator: Iterator[Any]) -> bool:
+        """The worker's side of ``take_iterator``: the slice's iterator, after the items put before it.
         False: the loop is gone (abandoned), the worker keeps it."""
         with self._condition:
             if self.abandoned:
                 return False
-            self._lent, self._done = iterator, True
+            self._given, self._done = iterator, True
             self._condition.notify_all()
             return True
 
-    def borrow(self) -> tuple[list[list[Any]], Iterator[Any] | None, BaseException | None]:
+    def take_iterator(self) -> tuple[list[list[Any]], Iterator[Any] | None, BaseException | None]:
         """The loop's side: the chunks the worker read, then the slice's iterator to read on from,
-        or, if the slice had ended, None and what it raised. The worker lends the iterator at its
+        or, if the slice had ended, None and what it raised. The worker gives the iterator at its
         next chunk, and its fetch permit with it."""
         with self._condition:
-            self.lend_asked = self.waiting = True
+            self.iterator_asked = self.waiting = True
             self._condition.notify_all()
             while not self._done:
                 self._condition.wait()
             chunks, self._chunks, self._buffered = list(self._chunks), deque(), 0
-            lent, self._lent = self._lent, None
-            return chunks, lent, self._error
+            given, self._given = self._given, None
+            return chunks, given, self._error
 
     def abandon(self) -> Iterator[Any] | None:
         """The loop stopped: release the worker, drop what it read. Returns the slice's iterator
-        if the worker lent it and the loop never took it (interrupted in ``borrow``), with the
+        if the worker gave it and the loop never took it (interrupted in ``take_iterator``), with the
         fetch permit that came with it."""
         with self._condition:
             self.abandoned = True
             self._chunks.clear()
             self._condition.notify_all()
-            lent, self._lent = self._lent, None
-            return lent
+            given, self._given = self._given, None
+            return given
 
 
 class SparePermitPages:
@@ -211,7 +211,7 @@ class SparePermitPages:
     the first with the worker's own permit, the others with permits no other slice holds (taken
     without waiting, given back when the page is in), at most ``most`` pages ahead of the reader."""
 
-    def __init__(self, permits: threading.Semaphore, most: int, pace: _Pace | None = None) -> None:
+    def __init__(self, permits: threading.Semaphore, most: int, pace: _ReadAheadLimit | None = None) -> None:
         self._permits = permits
         self._most = max(1, most)
         self._pace = pace  # while it is ``busy``, pages are fetched one after another, in this thread
@@ -274,22 +274,22 @@ def _in_thread(fetch: Callable[[T], R], token: T, permit: threading.Semaphore | 
 
 
 def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
-          pace: _Pace) -> None:
+          pace: _ReadAheadLimit) -> None:
     """A worker: read the slice's items into its channel, holding a fetch permit meanwhile."""
     if permits is not None:
         permits.acquire()
-    lent = False
+    given = False
     try:
         if not channel.abandoned:
-            lent = _read_into(channel, stream_slice, permits, workers, pace)
+            given = _read_into(channel, stream_slice, permits, workers, pace)
     finally:
-        if permits is not None and not lent:
+        if permits is not None and not given:
             permits.release()
 
 
 def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
-               pace: _Pace) -> bool:
-    """Whether the slice was lent to the loop (with the worker's fetch permit)."""
+               pace: _ReadAheadLimit) -> bool:
+    """Whether the slice was given to the loop (with the worker's fetch permit)."""
     chunk: list[Any] = []
     iterator: Iterator[Any] | None = None
     pages = SparePermitPages(permits, workers, pace) if permits is not None else None
@@ -301,8 +301,8 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
                 if not channel.put(chunk, permits):
                     return False
                 chunk = []
-                if channel.lend_asked:
-                    if not channel.lend(iterator):
+                if channel.iterator_asked:
+                    if not channel.give_iterator(iterator):
                         return False  # the loop is gone: closed below
                     iterator = None  # the loop's now, with the permit
                     return True
@@ -323,7 +323,7 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
 class _SliceReadAhead(SliceRead):
     """A slice whose items a worker thread is reading."""
 
-    def __init__(self, inner: SliceRead, pace: _Pace, permits: threading.Semaphore | None, workers: int) -> None:
+    def __init__(self, inner: SliceRead, pace: _ReadAheadLimit, permits: threading.Semaphore | None, workers: int) -> None:
         self._inner = inner
         self._pace, self._permits = pace, permits
         self.partition = inner.partition
@@ -334,7 +334,7 @@ class _SliceReadAhead(SliceRead):
                                         daemon=True)
         self._worker.start()
 
-    def items(self, pages: Any = None) -> Iterable[Any]:  # the worker lends the slice its pages
+    def items(self, pages: Any = None) -> Iterable[Any]:  # the worker gives the slice its pages
         """The slice's items: from the worker, until the process has been seen busy; then what the
         worker read, and the rest read here (see the module's docstring)."""
         self._reading = self._items()
@@ -349,7 +349,7 @@ class _SliceReadAhead(SliceRead):
                 return
             yield from chunk
         # The process keeps a core busy: the rest of the slice is read here, in the loop's thread.
-        chunks, iterator, error = self.channel.borrow()
+        chunks, iterator, error = self.channel.take_iterator()
         try:  # from here on the worker's fetch permit is the loop's, whatever stops the reading
             for chunk in chunks:
                 yield from chunk
@@ -367,18 +367,18 @@ class _SliceReadAhead(SliceRead):
 
     def abandon(self) -> None:
         """The loop stopped (in this slice or before it): release the worker, and end the reading
-        the loop began here, which gives back the fetch permit it borrowed with the slice."""
+        the loop began here, which gives back the fetch permit it took with the slice."""
         untaken = self.channel.abandon()
         if self._reading is not None:
             self._reading.close()
         if untaken is not None:
             self._give_back(untaken)
 
-    def _give_back(self, lent: Iterator[Any]) -> None:
-        """End the reading of the iterator the worker lent: the stream's clean-up (its finally
+    def _give_back(self, given: Iterator[Any]) -> None:
+        """End the reading of the iterator the worker gave: the stream's clean-up (its finally
         blocks) runs in this thread, and the fetch permit that came with it goes back."""
         try:
-            close = getattr(lent, "close", None)
+            close = getattr(given, "close", None)
             if close is not None:
                 close()
         finally:
@@ -413,7 +413,7 @@ def read_ahead(
         yield from slices
         return
     source = iter(slices)
-    pace = _Pace(capacity)
+    pace = _ReadAheadLimit(capacity)
     ahead: deque[_SliceReadAhead | _Failed] = deque()
     head: _SliceReadAhead | _Failed | None = None
     exhausted = False
@@ -433,7 +433,7 @@ def read_ahead(
             if isinstance(head, _Failed):
                 raise head.error
             yield head
-    finally:  # the caller stopped (or is done): no worker may wait for it, no permit stay borrowed
+    finally:  # the caller stopped (or is done): no worker may wait for it, no permit stay taken
         for pending in (head, *ahead):
             if isinstance(pending, _SliceReadAhead):
                 pending.abandon()

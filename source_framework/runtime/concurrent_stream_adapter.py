@@ -48,7 +48,7 @@ class ConcurrentStreamAdapter(StreamAdapter):
         self.concurrency_safe = True
         self.syncs_alongside_others = True
         # airbyte-cdk's concurrent framework reports a failed partition and reads the others.
-        self.slices_fail_apart = True
+        self.slices_fail_alone = True
 
     @property
     def name(self) -> str:

@@ -50,7 +50,7 @@ def make_destination(
     """The destination ``read`` writes to; ``converters``: the sync's page converters, where
     ``start_page_converters`` started them (the destination owns them now, and closes them);
     ``max_checkpoints_ahead``: the read's bound (``checkpoints_ahead_of``), which sets how many
-    checkpoints a Spark table holds for one commit."""
+    checkpoints a Spark table groups for one commit."""
     settings = dict(config.get("destination") or {})
     kind = _destination_kind(settings, parsed)
     if kind == "stdout":
@@ -70,7 +70,7 @@ def spark_destination(
     ``converters``: the sync's page converters (``ConverterPool``), where it started them already
     (closed here if the destination cannot be made); ``max_checkpoints_ahead``: a read's bound
     (None: the default's)."""
-    from source_framework.destinations.spark.buffer import hold_for
+    from source_framework.destinations.spark.buffer import group_size_for
     from source_framework.destinations.spark.destination import SparkDestination
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
@@ -101,8 +101,8 @@ def spark_destination(
             converters=converters,
             on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
             table_format=table_format,
-            # half the read's bound, so one commit runs while the next is read (a larger hold is only handed over)
-            hold_checkpoints=hold_for(max_checkpoints_ahead),
+            # half the read's bound, so one commit runs while the next is read (a larger group is only handed over)
+            group_size=group_size_for(max_checkpoints_ahead),
         )
     except (TypeError, ValueError) as error:
         if converters is not None:

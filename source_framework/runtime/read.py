@@ -27,7 +27,7 @@ from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.side_messages import print_leftovers
 from source_framework.runtime.state_barrier import MAX_IN_FLIGHT
 from source_framework.runtime.stream_adapter_base import StreamAdapter
-from source_framework.runtime.stream_sync import Shared, StreamSync, report_error
+from source_framework.runtime.stream_sync import StreamSync, SyncControls, report_error
 
 if TYPE_CHECKING:
     from source_framework.runtime.progress import Progress
@@ -68,7 +68,7 @@ def read_streams(
     many checkpoints of a stream may wait for their STATE while its reading goes on (``MAX_IN_FLIGHT``).
     """
     rebuild = set(rebuild)
-    shared = Shared(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
+    shared = SyncControls(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
 
     failed = threading.Event()
 
@@ -119,7 +119,7 @@ def _sync_one(
     side_messages: Callable[[], Iterable[Any]],
     state_as_given: bool,
     concurrency: int,
-    shared: Shared,
+    shared: SyncControls,
     max_checkpoints_ahead: int = MAX_IN_FLIGHT,
 ) -> StreamResult:
     """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""

@@ -69,7 +69,7 @@ class StateBarrier:
 
     def print_ready(self, wait: bool) -> None:
         """Print the STATEs whose commits are done (``wait``: all, as their commits complete), in
-        order. Why one flush after them: checkpoints held back complete together, and a write per
+        order. Why one flush after them: checkpoints grouped complete together, and a write per
         line would cost this thread a system call, and whoever reads our stdout a wake-up, per line."""
         if not self._queue or not (wait or self._queue[0][0].done()):
             return  # (most calls: a look between records)

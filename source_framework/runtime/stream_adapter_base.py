@@ -58,7 +58,7 @@ class SliceRead(ABC):
 
     @abstractmethod
     def items(self, pages: PageFetches | None = None) -> Iterable[Any]:
-        """What the stream yields for this slice, in order. ``pages``: what a worker may lend the
+        """What the stream yields for this slice, in order. ``pages``: what a worker may give the
         slice to fetch its pages at once (``streams.pages``), where the stream allows it."""
 
     def close(self) -> None:
@@ -89,10 +89,10 @@ class StreamAdapter(ABC):
         #: a slice whose reading fails ends alone: the stream reads its other slices, and its state
         #: leaves the failed one where it was (``close`` is not called for it). Only a cursor that
         #: tracks each slice apart can promise that, as airbyte-cdk's concurrent cursors do.
-        self.slices_fail_apart = False
+        self.slices_fail_alone = False
         #: what a failed slice yielded before its error is covered by the state (its cursor moved
         #: with each record, in order), so it may be committed whatever the sink; else only where
-        #: the sink finds such records again (``StreamSink.may_commit_uncovered_rows``)
+        #: the sink finds such records again (``StreamSink.may_commit_rows_ahead_of_state``)
         self.failed_slices_covered = False
         #: the pages the stream's records are the items of, unchanged (``RecordsAtPath``): a
         #: destination may make their rows from the pages' bytes. None for any other stream.

@@ -25,7 +25,7 @@ A stream's next slices are fetched by worker threads while the loop works on the
 STATEs are those of a sync that reads one slice after another.
 
 A slice that fails fails its stream, except where the adapter's cursor tracks slices apart
-(``StreamAdapter.slices_fail_apart``: airbyte-cdk's concurrent framework): there, as airbyte-cdk
+(``StreamAdapter.slices_fail_alone``: airbyte-cdk's concurrent framework): there, as airbyte-cdk
 does, the error is reported, the slice is not closed (its state does not move) and the other
 slices are read; the stream ends INCOMPLETE (``SlicesFailed``).
 """
@@ -60,8 +60,8 @@ logger = logging.getLogger("source_framework.read")
 
 #: Records between two looks at finished background commits and side messages.
 POLL_EVERY = 256
-#: records read again below the resumed state held before the table is asked about them at once
-HELD_RECORDS = 10_000
+#: how many records read again below the resumed state await look-up before the table is asked about them at once
+LOOKUP_BATCH = 10_000
 
 
 class SlicesFailed(Exception):
@@ -75,7 +75,7 @@ class SlicesFailed(Exception):
 
 
 @dataclass
-class Shared:
+class SyncControls:
     """What the streams synced at the same time share (``read_streams`` with concurrency > 1)."""
 
     #: set when one of them died: the others stop at their next slice or poll
@@ -97,13 +97,13 @@ class StreamSync:
         side_messages: Callable[[], Iterable[Any]] = lambda: (),
         state_as_given: bool = False,
         concurrency: int = 1,
-        shared: Shared | None = None,
+        shared: SyncControls | None = None,
         max_checkpoints_ahead: int = MAX_IN_FLIGHT,
     ) -> None:
         self.adapter = adapter
         #: slices read at once where the stream allows it (``runtime.concurrency``)
         self.concurrency = concurrency
-        self.shared = shared or Shared()
+        self.shared = shared or SyncControls()
         self.name = adapter.name
         self.sink = sink
         self.output = output
@@ -116,7 +116,7 @@ class StreamSync:
         self.barrier = StateBarrier(self.name, adapter.namespace, output, self.result, max_checkpoints_ahead)
         self._check_state = StateCheck(self.name, output)
         self._printed_any = False
-        self._held: list[Mapping[str, Any]] = []  # read again below the resumed state (``_write_held``)
+        self._awaiting_lookup: list[Mapping[str, Any]] = []  # read again below the resumed state (``_look_up_and_write``)
         # A state the stream yielded itself, and what the adapter said then (see _current_state)
         self._yielded: tuple[dict[str, Any], Mapping[str, Any] | None] | None = None
         self._slice_error: Exception | None = None  # the slice being read failed (``_until_failure``)
@@ -145,8 +145,8 @@ class StreamSync:
         stopped = self.shared.stop.is_set
         # A failed slice fails the stream where a full refresh publishes only a complete read, and
         # where its records, committed under no state, could not be told apart when read again.
-        apart = adapter.slices_fail_apart and self.checkpoints and (
-            adapter.failed_slices_covered or self.sink.may_commit_uncovered_rows()
+        fail_alone = adapter.slices_fail_alone and self.checkpoints and (
+            adapter.failed_slices_covered or self.sink.may_commit_rows_ahead_of_state()
         )
         for stream_slice in slices:
             if stopped():
@@ -156,7 +156,7 @@ class StreamSync:
             boundary.start_partition(stream_slice.partition)
             observe = stream_slice.observe
             items = stream_slice.items()
-            for item in self._until_failure(items) if apart else items:
+            for item in self._until_failure(items) if fail_alone else items:
                 data: Mapping[str, Any] | None
                 if type(item) is dict:
                     data = item
@@ -179,9 +179,9 @@ class StreamSync:
                     result.skipped += 1
                     continue
                 if seen is None:  # read again below the resumed state: the table is asked before the commit
-                    self._held.append(data)
-                    if len(self._held) >= HELD_RECORDS:
-                        self._write_held()
+                    self._awaiting_lookup.append(data)
+                    if len(self._awaiting_lookup) >= LOOKUP_BATCH:
+                        self._look_up_and_write()
                     continue
                 write(data)
                 result.handed += 1
@@ -209,7 +209,7 @@ class StreamSync:
 
     def _until_failure(self, items: Iterable[Any]) -> Iterator[Any]:
         """The slice's items; what reading them raises ends the slice, not the stream (see
-        ``StreamAdapter.slices_fail_apart``). What the loop itself raises is not caught here."""
+        ``StreamAdapter.slices_fail_alone``). What the loop itself raises is not caught here."""
         try:
             yield from items
         except Exception as error:
@@ -218,7 +218,7 @@ class StreamSync:
     def _slice_failed(self) -> None:
         """Report the slice's error as airbyte-cdk does when a partition fails, and read on. Its
         records read before the error are committed with the next checkpoint, whose state does
-        not cover them: a later sync reads them again and finds them in the table (``holds``)."""
+        not cover them: a later sync reads them again and finds them in the table (``already_in_table``)."""
         error, self._slice_error = self._slice_error, None
         assert error is not None
         self._failed_slices.append(error)
@@ -226,14 +226,14 @@ class StreamSync:
         logger.error("stream %s: a slice failed, its other slices are read on; its state stays where it was for that "
                      "slice: %s", self.name, self.output.secrets.mask(str(error)))
 
-    def _write_held(self) -> None:
+    def _look_up_and_write(self) -> None:
         """Write the records read again that the table does not hold yet; those it holds, row for
         row, are skipped: a resumed sync then writes nothing twice that a lookback window or a
         parent read from the start brings back (the boundary only knows the records at its cursor)."""
-        held, self._held = self._held, []
-        if not held:
+        awaiting, self._awaiting_lookup = self._awaiting_lookup, []
+        if not awaiting:
             return
-        for record, in_table in zip(held, self.sink.holds(held), strict=True):
+        for record, in_table in zip(awaiting, self.sink.already_in_table(awaiting), strict=True):
             if in_table:
                 self.result.skipped += 1
                 continue
@@ -241,7 +241,7 @@ class StreamSync:
             self.result.handed += 1
 
     def _finish(self) -> None:
-        self._write_held()
+        self._look_up_and_write()
         if self.checkpoints:
             self.checkpoint(final=True)
             # Records that did not move the state (cursor ties) are committed under the last one.
@@ -320,7 +320,7 @@ class StreamSync:
     def checkpoint(self, final: bool = False) -> None:
         """Commit what was read and queue its STATE, unless the state has not moved, or lags the
         records read (then they wait for a checkpoint whose state covers them)."""
-        self._write_held()
+        self._look_up_and_write()
         state, encoded = self._current_state()
         if not final and self._lags(state):
             self.barrier.print_ready(wait=False)

@@ -109,7 +109,7 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
         "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",
-        "partitions_fail_apart", "records_path",
+        "partitions_fail_alone", "partitions_fail_apart", "records_path",
     )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -16,7 +16,7 @@ checkpoints and the table are those of a sync that reads one page after another:
             body = page_json(response)
             return [{"page": n} for n in range(body["page"] + 1, body["total_pages"] + 1)]
 
-``PageFetches`` is what the runtime lends a slice's reader for that; without one (airbyte-cdk's
+``PageFetches`` is what the runtime gives a slice's reader for that; without one (airbyte-cdk's
 own ``launch``, ``--concurrency 1``) the pages are fetched one after another.
 """
 

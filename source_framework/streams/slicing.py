@@ -110,7 +110,8 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     Implement ``partitions()``; each slice is ``{"partition": {...}, "cursor_start": value}`` and
     ``cursor_for(slice)`` gives the value the partition's requests start from.
 
-    ``partitions_fail_apart`` (default True): a partition whose reading fails (a parent the API
+    ``partitions_fail_alone`` (default True; ``partitions_fail_apart``, its old name, is still
+    honoured): a partition whose reading fails (a parent the API
     answers 404 for) is reported with a TRACE error and the other partitions are read; the
     failed one's cursor stays at the last record it yielded, which is committed with it, and the
     stream ends INCOMPLETE. Only for a sorted stream (``is_sorted``): an unsorted partition's
@@ -118,7 +119,9 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     False: any failure stops the stream where it happened, as airbyte-cdk's ``HttpSubStream`` does.
     """
 
-    partitions_fail_apart: bool = True
+    partitions_fail_alone: bool = True
+    #: the old name of ``partitions_fail_alone``, still honoured: where set, it wins
+    partitions_fail_apart: bool | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

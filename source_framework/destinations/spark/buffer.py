@@ -13,8 +13,8 @@ it completes. Reading goes on meanwhile::
     buffer.commit({"updatedAt": "2025-01-01T00:00:00Z"}, notes).result()   # CommitReceipt
 
 Checkpoints that come in quick succession (``state_checkpoint_interval`` 100 on a fast API) are
-held back, up to ``HOLD_CHECKPOINTS``, and handed over as one job: their futures complete
-together, with one commit, and waiting for one hands them over (``_HeldCheckpoint``).
+grouped, up to ``GROUP_CHECKPOINTS``, and handed over as one job: their futures complete
+together, with one commit, and waiting for one hands them over (``_GroupedCheckpoint``).
 
 A checkpoint far away (a large slice, an ``overwrite`` stream that commits once at its end)
 does not grow memory: every ``stage_rows`` rows the batches go to Spark as a stage job, written
@@ -65,29 +65,29 @@ BATCH_ROWS = 4096
 #: (~50 µs), which a checkpoint every few records would pay per record.
 CONVERT_AT_COMMIT_ROWS = 64
 
-#: Checkpoints that come fast (``FAST_MS`` or less after the one before) are held in the buffer, up
+#: Checkpoints that come fast (``FAST_MS`` or less after the one before) are grouped in the buffer, up
 #: to this many, and handed to the committer as one job: one conversion and one commit for all, each
 #: STATE still printed after the commit that covers it. Why no more: reading runs at most
 #: ``runtime.state_barrier.MAX_IN_FLIGHT`` (128) checkpoints ahead of its last STATE, and half of that lets
-#: one job commit while the next is read. Whoever waits for a held one has it handed over
-#: (``_HeldCheckpoint``), so waiting never hangs. A smaller ``max_checkpoints_ahead`` holds fewer
-#: (``hold_for``).
-HOLD_CHECKPOINTS = 64
+#: one job commit while the next is read. Whoever waits for a grouped one has it handed over
+#: (``_GroupedCheckpoint``), so waiting never hangs. A smaller ``max_checkpoints_ahead`` groups fewer
+#: (``group_size_for``).
+GROUP_CHECKPOINTS = 64
 
-#: A checkpoint is held only if the previous came at most this long before it: a stream reading a
-#: slow API holds none.
+#: A checkpoint is grouped only if the previous came at most this long before it: a stream reading a
+#: slow API groups none.
 FAST_MS = 20
 
-#: Held checkpoints are handed over once the first of them is this old, when the next record, page
-#: or checkpoint comes (if the ``HOLD_CHECKPOINTS``-th has not come first): what a STATE may wait
-#: beyond its commit. Why not ``FAST_MS``: on a slower core that closed a hold long before its 64th
+#: Grouped checkpoints are handed over once the first of them is this old, when the next record, page
+#: or checkpoint comes (if the ``GROUP_CHECKPOINTS``-th has not come first): what a STATE may wait
+#: beyond its commit. Why not ``FAST_MS``: on a slower core that closed a group long before its 64th
 #: checkpoint, and every commit costs about the same whatever its size.
-HOLD_MS = 100
+GROUP_MS = 100
 
 #: What the page path holds of a page once its last item was written: nothing. Why: keeping the page
 #: until the next page's first record made the next parse run beside a thousand records still alive,
 #: which slowed the whole reading thread.
-PAGE_DONE: tuple[Any, ...] = ()
+NO_PAGE_ITEMS: tuple[Any, ...] = ()
 
 #: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
 STAGE_ROWS = 100_000
@@ -101,13 +101,13 @@ RAW_RECORD_BYTES = 2048
 PAGE_ROW_BYTES = 256
 
 
-def hold_for(max_checkpoints_ahead: int | None) -> int:
-    """Checkpoints held for one job when reading may run ``max_checkpoints_ahead`` checkpoints ahead of
-    its last STATE (None: the runtime's default): half of them, as ``HOLD_CHECKPOINTS`` is of the
-    default, so that one job commits while the next is read; never more than ``HOLD_CHECKPOINTS``."""
+def group_size_for(max_checkpoints_ahead: int | None) -> int:
+    """Checkpoints grouped for one job when reading may run ``max_checkpoints_ahead`` checkpoints ahead of
+    its last STATE (None: the runtime's default): half of them, as ``GROUP_CHECKPOINTS`` is of the
+    default, so that one job commits while the next is read; never more than ``GROUP_CHECKPOINTS``."""
     if max_checkpoints_ahead is None:
-        return HOLD_CHECKPOINTS
-    return min(HOLD_CHECKPOINTS, max(1, max_checkpoints_ahead // 2))
+        return GROUP_CHECKPOINTS
+    return min(GROUP_CHECKPOINTS, max(1, max_checkpoints_ahead // 2))
 
 
 class StreamBuffer(StreamSink):
@@ -115,11 +115,11 @@ class StreamBuffer(StreamSink):
 
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
                  pages: RawPages | None = None, converters: ConverterPool | None = None,
-                 hold_checkpoints: int = HOLD_CHECKPOINTS) -> None:
+                 group_size: int = GROUP_CHECKPOINTS) -> None:
         """``pages``: the stream's pages, where its records are their items unchanged
         (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
         ``PageConverter`` from ``converters`` (the sync's pool); any other record is converted here.
-        ``hold_checkpoints``: the most fast checkpoints held for one job (``hold_for``)."""
+        ``group_size``: the most fast checkpoints grouped for one job (``group_size_for``)."""
         if pages is not None and converters is None:
             raise ValueError("a stream's pages need the sync's page converters")
         self._writer = writer
@@ -133,17 +133,17 @@ class StreamBuffer(StreamSink):
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
-        # Checkpoints held back (see ``HOLD_CHECKPOINTS``): their states, their one future (they
+        # Checkpoints grouped (see ``GROUP_CHECKPOINTS``): their states, their one future (they
         # complete together), how many of ``_records`` and of the page rows they cover, the last
-        # one's notes, and when the first one was held.
-        self._held: list[Mapping[str, Any] | None] = []
-        self._held_future: _HeldCheckpoint | None = None
-        self._held_records = 0
-        self._held_page_rows = 0
-        self._held_notes: Notes | None = None
-        self._held_since_ms = 0
+        # one's notes, and when the first one was grouped.
+        self._grouped: list[Mapping[str, Any] | None] = []
+        self._group_future: _GroupedCheckpoint | None = None
+        self._group_records = 0
+        self._group_page_rows = 0
+        self._group_notes: Notes | None = None
+        self._group_since_ms = 0
         self._last_checkpoint_ms = 0
-        self._hold_checkpoints = max(1, hold_checkpoints)
+        self._group_size = max(1, group_size)
         # Whether this run's first commit replaces the table: known before the first job and
         # kept here, so the reading thread never asks the writer, which the committer's thread owns.
         self._replaces_table = writer.rebuilding
@@ -179,7 +179,7 @@ class StreamBuffer(StreamSink):
         return self._writer.table.committed_checkpoints()
 
     def passed_before(self, state: Mapping[str, Any]) -> bool:
-        return not self._replaces_table and PassedStates(self._writer.table.path).holds(state)
+        return not self._replaces_table and PassedStates(self._writer.table.path).includes(state)
 
     def pending_reset(self) -> str | None:
         return self._writer.table.pending_reset()
@@ -201,46 +201,46 @@ class StreamBuffer(StreamSink):
             if index < self._page_len and items[index] is record:
                 self._next_item = index + 1
                 if index + 1 == self._page_len:
-                    self._page_items = PAGE_DONE
+                    self._page_items = NO_PAGE_ITEMS
                 return
             if self._skip_to(record):
                 return
         if self._raw is not None and self._raw.added != self._missed_at and self._claim(record):
             return
         now_ms = int(time.time() * 1000)
-        if self._held and (not 0 <= now_ms - self._held_since_ms < HOLD_MS or len(self._records) >= self._batch_rows):
-            self._hand_over()  # before a batch forms: held checkpoints end inside ``_records``
+        if self._grouped and (not 0 <= now_ms - self._group_since_ms < GROUP_MS or len(self._records) >= self._batch_rows):
+            self._hand_over()  # before a batch forms: grouped checkpoints end inside ``_records``
         self._records.append(record)
         self._extracted_at.append(now_ms)
-        if len(self._records) >= self._batch_rows and not self._held:
+        if len(self._records) >= self._batch_rows and not self._grouped:
             self._to_arrow()
             if self._batched_rows >= self._stage_rows:
                 self._submit_stage()
 
     def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         now_ms = int(time.time() * 1000)
-        # (a clock set back counts as a pause: held checkpoints never wait on the clock's say-so)
+        # (a clock set back counts as a pause: grouped checkpoints never wait on the clock's say-so)
         fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= FAST_MS, now_ms
-        if not self._held:
+        if not self._grouped:
             if not fast:
                 self._end_pages()
                 return self._submit(state, notes)
-            self._held_since_ms = now_ms
-            self._held_future = _HeldCheckpoint(self._hand_over)
-        future = self._held_future
+            self._group_since_ms = now_ms
+            self._group_future = _GroupedCheckpoint(self._hand_over)
+        future = self._group_future
         assert future is not None
-        self._held.append(state)
+        self._grouped.append(state)
         # Where it ends is noted, not sent: the converter is told one end per hand-over, that of the
-        # last checkpoint held (the others' ends would be passed over by the one commit anyway).
-        self._held_records, self._held_page_rows, self._held_notes = len(self._records), self._page_rows(), notes
-        if not fast or len(self._held) >= self._hold_checkpoints or not 0 <= now_ms - self._held_since_ms < HOLD_MS:
+        # last checkpoint grouped (the others' ends would be passed over by the one commit anyway).
+        self._group_records, self._group_page_rows, self._group_notes = len(self._records), self._page_rows(), notes
+        if not fast or len(self._grouped) >= self._group_size or not 0 <= now_ms - self._group_since_ms < GROUP_MS:
             self._hand_over()
         return future
 
     def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         self._hand_over()
         self._end_pages()
-        if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._holds_rows():
+        if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._has_uncommitted_rows():
             future = self._submit(state, notes)
         else:  # nothing left to write: the last commit's receipt already counts every row
             future = self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
@@ -248,17 +248,17 @@ class StreamBuffer(StreamSink):
         return future
 
     def abort(self) -> None:
-        self._hand_over()  # checkpoints asked before the failure are committed, as if never held
+        self._hand_over()  # checkpoints asked before the failure are committed, as if never grouped
         self._records, self._extracted_at = [], []
         self._batches, self._batched_rows = [], 0
         self._page_token, self._token_rows, self._runs = None, 0, []
         self._ended_at = self._run_rows
         self._stop_pages()
 
-    def holds(self, records: list[Mapping[str, Any]]) -> list[bool]:
-        return self._writer.holds(records)
+    def already_in_table(self, records: list[Mapping[str, Any]]) -> list[bool]:
+        return self._writer.already_in_table(records)
 
-    def may_commit_uncovered_rows(self) -> bool:
+    def may_commit_rows_ahead_of_state(self) -> bool:
         return self._writer.looks_up_rows
 
     def undeclared_fields(self) -> dict[str, int]:
@@ -271,7 +271,7 @@ class StreamBuffer(StreamSink):
         counts = self._writer.counts
         return {name: (count, counts.mismatch_reasons.get(name, "")) for name, count in counts.mismatched.items()}
 
-    def _holds_rows(self) -> bool:
+    def _has_uncommitted_rows(self) -> bool:
         return bool(self._records or self._batches or self._staged_since_commit or self._page_token is not None)
 
     # -- the page path ---------------------------------------------------------------------------
@@ -299,9 +299,9 @@ class StreamBuffer(StreamSink):
         self._page_id = converter.page(page)
         self._page_items, self._page_len = page.items, len(page.items)
         self._run_begins(index)
-        if self._held and not 0 <= int(time.time() * 1000) - self._held_since_ms < HOLD_MS:
+        if self._grouped and not 0 <= int(time.time() * 1000) - self._group_since_ms < GROUP_MS:
             self._hand_over()  # (checked at each page here, as at each record on the other path)
-        elif not self._held and self._run_rows - self._ended_at + self._token_rows + self._batched_rows >= self._stage_rows:
+        elif not self._grouped and self._run_rows - self._ended_at + self._token_rows + self._batched_rows >= self._stage_rows:
             self._submit_stage()
         return True
 
@@ -318,10 +318,10 @@ class StreamBuffer(StreamSink):
 
     def _run_begins(self, index: int) -> None:
         """A run begins with the page's item ``index``, just written (the page is let go if it was
-        its last: see ``PAGE_DONE``)."""
+        its last: see ``NO_PAGE_ITEMS``)."""
         self._run_start, self._next_item = index, index + 1
         if index + 1 == self._page_len:
-            self._page_items = PAGE_DONE
+            self._page_items = NO_PAGE_ITEMS
 
     def _close_run(self) -> None:
         """The items written since the run began become one run (sent with the next frame)."""
@@ -336,12 +336,12 @@ class StreamBuffer(StreamSink):
 
     def _end_pages(self, at: int | None = None) -> None:
         """A checkpoint: the rows written on the page path end here, or after the first ``at`` of
-        them (a checkpoint held back; later rows wait for the next end): a token the next job takes."""
+        them (a checkpoint grouped; later rows wait for the next end): a token the next job takes."""
         if self._converter is None or not self._converter.begun:
             return
         self._close_run()
         at = self._run_rows if at is None else at
-        assert at >= self._ended_at, "an end before the last one: rows after a held checkpoint were ended"
+        assert at >= self._ended_at, "an end before the last one: rows after a grouped checkpoint were ended"
         if at > self._ended_at:  # (runs not sent yet count there too)
             self._page_token = self._converter.end(self._runs, at)
             self._runs = []
@@ -371,17 +371,17 @@ class StreamBuffer(StreamSink):
         self._records, self._extracted_at = [], []
 
     def _hand_over(self) -> None:
-        """The held checkpoints become one job: the records up to the last of them, its state and
+        """The grouped checkpoints become one job: the records up to the last of them, its state and
         notes, the others' states kept with the commit (their STATEs are printed too). Records
         read since the last of them stay here, for the next checkpoint."""
-        if not self._held:
+        if not self._grouped:
             return
-        self._end_pages(at=self._held_page_rows)
-        held, self._held = self._held, []
-        future, self._held_future = self._held_future, None
-        later_records, later_extracted = self._records[self._held_records:], self._extracted_at[self._held_records:]
-        del self._records[self._held_records:], self._extracted_at[self._held_records:]
-        committed = self._submit(held[-1], self._held_notes, earlier_states=held[:-1])
+        self._end_pages(at=self._group_page_rows)
+        grouped, self._grouped = self._grouped, []
+        future, self._group_future = self._group_future, None
+        later_records, later_extracted = self._records[self._group_records:], self._extracted_at[self._group_records:]
+        del self._records[self._group_records:], self._extracted_at[self._group_records:]
+        committed = self._submit(grouped[-1], self._group_notes, earlier_states=grouped[:-1])
         self._records, self._extracted_at = later_records, later_extracted
         assert future is not None
         future.follow(committed)
@@ -391,7 +391,7 @@ class StreamBuffer(StreamSink):
         if len(self._records) >= CONVERT_AT_COMMIT_ROWS:
             self._to_arrow()
         self._staged_since_commit = 0
-        job = self._job(state, built(notes), stage_only=False)  # (the held ones' notes are never built)
+        job = self._job(state, built(notes), stage_only=False)  # (the grouped ones' notes are never built)
         job.earlier_states = earlier_states or []
         self._last_commit = self._last_job = self._committer.submit(job)
         self._replaces_table = False  # that commit replaces it; the next ones add to it
@@ -419,8 +419,8 @@ class StreamBuffer(StreamSink):
                          pages=self._converter if token is not None else None, page_token=token, page_rows=token_rows)
 
 
-class _HeldCheckpoint(Future):
-    """The future of the checkpoints the buffer holds back (one for all: they are handed over
+class _GroupedCheckpoint(Future):
+    """The future of the checkpoints the buffer groups (one for all: they are handed over
     together, in one job): it completes with that job's commit. Whoever waits for it first has
     the buffer hand it over (the reading thread: the only one that waits for a stream's
     checkpoints), so a wait never hangs on it. Why one for all: at interval 100 a future per

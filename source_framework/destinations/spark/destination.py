@@ -44,7 +44,7 @@ from source_framework.destinations.base import APPEND_DEDUP, Destination, Stream
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATCH, arrow_schema, warm_up
 from source_framework.destinations.spark.atomic_files import fsync_directory
-from source_framework.destinations.spark.buffer import HOLD_CHECKPOINTS, STAGE_ROWS, StreamBuffer
+from source_framework.destinations.spark.buffer import GROUP_CHECKPOINTS, STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.commit_parts import CommitInfo
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
@@ -100,16 +100,16 @@ class SparkDestination(Destination):
         on_type_mismatch: str = "null",
         table_format: str = "delta",
         former_namespaces: Iterable[str] = (),
-        hold_checkpoints: int = HOLD_CHECKPOINTS,
+        group_size: int = GROUP_CHECKPOINTS,
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
         destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
         column is stored as null (``"null"``, counted) or fails its stream (``"fail"``);
         ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own;
         ``former_namespaces``: where earlier versions put the tables of streams without a namespace
-        (``table_path``); ``hold_checkpoints``: the most fast checkpoints a stream holds for one
-        commit (``buffer.hold_for``)."""
-        self.hold_checkpoints = hold_checkpoints
+        (``table_path``); ``group_size``: the most fast checkpoints a stream groups for one
+        commit (``buffer.group_size_for``)."""
+        self.group_size = group_size
         if table_format not in TABLE_FORMATS:
             raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
         self.table_format = table_format
@@ -281,7 +281,7 @@ class SparkDestination(Destination):
             warm_up()
             self._warmed = True
         return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters,
-                            hold_checkpoints=self.hold_checkpoints)
+                            group_size=self.group_size)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> Table:
         """The stream's table, locked and made whole for writing: what an interrupted run of ours

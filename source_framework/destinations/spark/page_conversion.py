@@ -174,7 +174,7 @@ class PageConverter:
     def end(self, runs: list[tuple[int, int, int]] | None = None, at: int | None = None) -> int:
         """A checkpoint: a token for the rows of every run sent so far, and of ``runs`` (sent with
         it: at ``state_checkpoint_interval`` 100 a checkpoint's runs and end are one frame); or for
-        the stream's first ``at`` of them (a checkpoint held back: later rows wait for the next end)."""
+        the stream's first ``at`` of them (a checkpoint grouped: later rows wait for the next end)."""
         self._ends += 1
         self._send(b"E", [self._ends, runs or [], at])
         return self._ends

@@ -14,8 +14,8 @@ at stderr, so nothing stray can reach the answers):
 - ``R`` runs: ``[page id, start, end]`` items, in the order the stream's records were written;
 - ``D`` a page no further run will name;
 - ``E`` a checkpoint's end: ``[token, runs, at]``: the runs (as in ``R``) sent with it, then the
-  token naming the rows received so far, or the stream's first ``at`` rows (a checkpoint held
-  back: the rows after them wait for the next end);
+  token naming the rows received so far, or the stream's first ``at`` rows (a checkpoint
+  grouped: the rows after them wait for the next end);
 - ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
   file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
   "counts": {...}}`` (``ConversionCounts.as_dict()`` since the last answer) or ``{"error": "..."}``;
@@ -50,7 +50,7 @@ from types import ModuleType
 from typing import Any, BinaryIO
 
 
-class _NotHere:
+class _RefusePandasNumpy:
     """An import finder that refuses pandas and NumPy (this process only): pages never hold their
     objects, and Arrow works without them. Why: Arrow imports NumPy with itself, and its first type
     inference imports pandas, which made the stream's first commit wait a quarter of a second."""
@@ -65,7 +65,7 @@ class _NotHere:
 
 
 if __name__ == "__main__":  # (the tests import this module: their process keeps what it has)
-    sys.meta_path.insert(0, _NotHere)
+    sys.meta_path.insert(0, _RefusePandasNumpy)
 
 import orjson  # noqa: E402  (after the finder: Arrow looks for NumPy when it is imported)
 import pyarrow as pa  # noqa: E402

@@ -12,7 +12,7 @@ of the reclaimed records, and is read only for a state that matches none of the 
 
     passed = PassedStates("/warehouse/demo/users")
     passed.add(records_about_to_be_deleted)
-    passed.holds({"updatedAt": "2025-01-01T00:00:00Z"})   # True once added
+    passed.includes({"updatedAt": "2025-01-01T00:00:00Z"})   # True once added
 
 Crash safety: digests are appended and fsynced before the records go, so a kill in between leaves
 a digest twice (harmless); an append cut short leaves a partial digest at the end, which reading
@@ -59,7 +59,7 @@ class PassedStates:
         if size == 0:
             fsync_directory(self.table_dir)  # the file is new: its name must last too
 
-    def holds(self, state: Mapping[str, Any] | None) -> bool:
+    def includes(self, state: Mapping[str, Any] | None) -> bool:
         """Whether a reclaimed record passed ``state``."""
         try:
             with open(self.path, "rb") as handle:

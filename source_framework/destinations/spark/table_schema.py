@@ -66,7 +66,7 @@ SCHEMA_FORMAT = 1
 
 #: Field metadata of a text column that was a timestamp column: its rows from before the widening
 #: hold the rewrite's text (``2024-01-01T08:00:00.000000Z``), not the text their records had, so
-#: a record read again is also looked for in that form (``TableWriter.holds``). Recorded as
+#: a record read again is also looked for in that form (``TableWriter.already_in_table``). Recorded as
 #: ``"was": "timestamp"`` and kept by every later run's schema.
 WAS_KEY = b"source_framework.was"
 WAS_TIMESTAMP = b"timestamp"

@@ -112,8 +112,8 @@ class TableWriter:
         self._reset_id: str | None = None
         self._staged: list[StagedFiles] = []
         self._failed: BaseException | None = None
-        self._lookup_failed = False  # ``holds`` could not read the table (warned once)
-        self._rows_answered: Counter[bytes] = Counter()  # keyless: rows of earlier syncs ``holds`` matched
+        self._lookup_failed = False  # ``already_in_table`` could not read the table (warned once)
+        self._rows_answered: Counter[bytes] = Counter()  # keyless: rows of earlier syncs ``already_in_table`` matched
         self.commits = 0  # writes that reached the table
         self.rows = 0  # rows they published
 
@@ -194,7 +194,7 @@ class TableWriter:
 
     @property
     def looks_up_rows(self) -> bool:
-        """``holds`` can find a record in the table: by its primary key, one or more top-level
+        """``already_in_table`` can find a record in the table: by its primary key, one or more top-level
         fields, or, without one, by its data among the rows at its cursor, a top-level column."""
         key = self.target.primary_key
         if key:
@@ -202,8 +202,8 @@ class TableWriter:
         cursor = self.target.cursor_field
         return len(cursor) == 1 and cursor[0] in self.schema.names
 
-    def holds(self, records: list[Any]) -> list[bool]:
-        """Which ``records`` the table holds already, row for row (``StreamSink.holds``). Called in
+    def already_in_table(self, records: list[Any]) -> list[bool]:
+        """Which ``records`` the table holds already, row for row (``StreamSink.already_in_table``). Called in
         the reading thread; it reads only committed files. Looked up by primary key, then compared
         in every data column as the commit would write them. Anything that cannot be compared so
         (no top-level key, a file it cannot read) answers False: written again, never dropped.
@@ -472,7 +472,7 @@ def _rewrite_text(text: str | None) -> str | None:
 
 
 def _row_digest(row: Mapping[str, Any]) -> bytes:
-    """A row's identity for ``holds``: a digest of its values, so a sync's many rows read again cost
+    """A row's identity for ``already_in_table``: a digest of its values, so a sync's many rows read again cost
     16 bytes each to count, not their size."""
     encoded = orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.blake2b(encoded, digest_size=16).digest()
