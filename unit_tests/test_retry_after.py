@@ -68,9 +68,21 @@ def api() -> Iterator[str]:
 @pytest.fixture
 def waits(monkeypatch) -> list[float]:
     """The seconds airbyte-cdk (and the ``backoff`` library under it) ask to sleep, not slept; the
-    library's own zero-second sleeps (airbyte-cdk sleeps for it, in a callback) are left out."""
+    library's own zero-second sleeps (airbyte-cdk sleeps for it, in a callback) are left out.
+
+    Only the test's own thread: a thread an earlier test left in this worker (a server's loop, a
+    poller) sleeps as it would. Without that, such a thread spun without sleeping and filled this
+    list until the worker ran out of memory (20 GB, once in a full run)."""
     asked: list[float] = []
-    monkeypatch.setattr(time, "sleep", lambda seconds: asked.append(seconds) if seconds else None)
+    real_sleep, test_thread = time.sleep, threading.get_ident()
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() != test_thread:
+            real_sleep(seconds)
+        elif seconds:
+            asked.append(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     return asked
 
 
