@@ -132,6 +132,17 @@ def test_files_added_as_written_count_right_for_every_reader_and_leave_no_stray_
         assert _delta_added_rows(path, last) == last.rows > 0, name
 
 
+def test_a_warehouse_whose_path_needs_escaping_in_a_uri_takes_every_commit(spark, demo_api, tmp_path):
+    """delta-rs names a table by a percent-encoded URI: files added as written go to the folder
+    itself, not to a folder named after the encoded text (a space, an accent)."""
+    folder = tmp_path / "my wärehouse"
+    folder.mkdir()
+    run, warehouse = sync(folder, demo_api, ["users"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    by_spark, by_rs = read_both(spark, os.path.join(str(warehouse), "demo", "users"))
+    assert [r["id"] for r in by_spark] == [r["id"] for r in by_rs] == sorted(r["id"] for r in all_records(demo_api, "users"))
+
+
 def test_a_parquet_table_made_before_delta_became_the_default_stays_a_parquet_table(spark, demo_api, tmp_path):
     """A table keeps the format it was made in: a sync with the default (Delta) goes on appending to a
     ``parquet`` table an earlier sync made (no conversion, no re-sync from scratch, nothing orphaned),

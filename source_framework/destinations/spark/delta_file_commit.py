@@ -41,15 +41,15 @@ def files_fit(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles]) 
     return all(pq.read_schema(path).remove_metadata().equals(wanted) for path in _staged_paths(staged))
 
 
-def commit_files(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles], seq: int,
+def commit_files(table: DeltaTable, folder: str, data: pa.Table, staged: Sequence[StagedFiles], seq: int,
                  properties_for: Callable[[int, list[str]], CommitProperties], hooks: PostCommitHookProperties) -> int:
     """One append transaction adding the staged files, moved into the table's folder, and
     ``data``'s rows as one more file; returns the rows it added (counted in the files' footers,
-    or by the page converter that wrote and counted them). ``properties_for(rows, files)``: the
+    or by the page converter that wrote and counted them). ``folder``: the table's folder on local
+    disk (delta-rs's ``table_uri`` is percent-encoded). ``properties_for(rows, files)``: the
     transaction's properties, given what it adds (no writer's metrics count it here)."""
     from deltalake.transaction import AddAction, RemoveAction
 
-    folder = table.table_uri.removeprefix("file://")
     added: list[tuple[str, int]] = []  # (name in the table, rows)
     counted = {os.path.join(item.folder, name): item.rows for item in staged if len(item.files) == 1 for name in item.files}
     for path in _staged_paths(staged):

@@ -229,7 +229,7 @@ class DeltaLakeTable:
         try:
             if as_written:
                 assert table is not None
-                added = commit_files(table, data, staged, seq, hooks=hooks, properties_for=lambda rows, files: CommitProperties(
+                added = commit_files(table, self.path, data, staged, seq, hooks=hooks, properties_for=lambda rows, files: CommitProperties(
                     app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": with_counts(metadata, rows, files)}))
                 table.update_incremental()  # (the object does not follow its own transaction)
                 self._delta = table
