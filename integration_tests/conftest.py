@@ -380,6 +380,11 @@ def read_table(spark, path: str):
     """A table as a reader of its format sees it: through its Delta log, or Spark's file-sink log."""
     from source_framework.destinations.spark.delta_table import is_delta_table
 
+    if path.startswith("s3://"):  # a table on the test's S3 server, read by Spark through s3a
+        from source_framework.destinations.spark.session import get_spark
+
+        spark = get_spark("local[2]")  # the test run's session, given this test's S3 settings (set after it started)
+        return spark.read.format("delta").load(path.replace("s3://", "s3a://", 1))
     if is_delta_table(path):
         return spark.read.format("delta").load(path)
     return spark.read.parquet(path)

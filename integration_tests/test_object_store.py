@@ -37,11 +37,8 @@ def ids_in(spark, uri):
     """The table's ids as delta-rs reads them from the store, and as Spark reads them through s3a."""
     from deltalake import DeltaTable
 
-    from source_framework.destinations.spark.session import get_spark
-
     by_rs = sorted(DeltaTable(uri).to_pyarrow_dataset().to_table(columns=["id"]).column("id").to_pylist())
-    spark = get_spark("local[2]")  # the test run's session, given this test's S3 settings (set after it started)
-    by_spark = sorted(row["id"] for row in read_table(spark, uri.replace("s3://", "s3a://", 1)).select("id").collect())
+    by_spark = sorted(row["id"] for row in read_table(spark, uri).select("id").collect())
     return by_rs, by_spark
 
 

@@ -191,11 +191,11 @@ MODES = ["append", "append_dedup", "append, no key"]
 
 
 class Workflow:
-    def __init__(self, spark, api, folder, mode, table_format):
+    def __init__(self, spark, api, folder, mode, table_format, warehouse):
         self.spark, self.api = spark, api
         self.keyless = mode == "append, no key"
-        self.config = config_for(api, folder / "warehouse", page_size=20, state_checkpoint_interval=15,
-                                 destination={"type": "spark", "warehouse": str(folder / "warehouse"), "spark_master": "local[1]",
+        self.config = config_for(api, warehouse, page_size=20, state_checkpoint_interval=15,
+                                 destination={"type": "spark", "warehouse": warehouse, "spark_master": "local[1]",
                                               "table_format": table_format})
         self.config_path = write_json(folder / "config.json", self.config)
         self.state_file = str(folder / "state.json")
@@ -319,9 +319,10 @@ def workflow_property(table_format):
     return decorate
 
 
-def run_workflow(spark, folder, steps, mode, table_format):
+def run_workflow(spark, folder, steps, mode, table_format, warehouse=None):
+    """The steps, then a clean sync, on tables in ``warehouse`` (by default a folder in ``folder``)."""
     with DemoApi(records=60, api_key=API_KEY, seed=5).start() as api:
-        workflow = Workflow(spark, api, folder, mode, table_format)
+        workflow = Workflow(spark, api, folder, mode, table_format, warehouse or str(folder / "warehouse"))
         for step in steps:
             workflow.run(step)
         workflow.read()  # the clean sync that must leave the table right
@@ -339,3 +340,11 @@ def test_any_sequence_of_operations_on_a_parquet_table_ends_with_exactly_the_row
     """The same on a ``parquet`` table, with the Parquet folder's own kill points (its record
     written ahead of the commit, its recovery) among the draws."""
     run_workflow(spark, tmp_path_factory.mktemp("workflow"), steps, mode, "parquet")
+
+
+@workflow_property("delta")
+def test_any_sequence_of_operations_on_an_s3_table_ends_with_exactly_the_rows_the_model_says(
+        spark, tmp_path_factory, s3_warehouse, steps, mode):
+    """The same on Delta tables on the local S3 server (a warehouse of its own for each example)."""
+    folder = tmp_path_factory.mktemp("workflow")
+    run_workflow(spark, folder, steps, mode, "delta", warehouse=f"{s3_warehouse}/{folder.name}")
