@@ -6,6 +6,7 @@ incremental one after it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -78,10 +79,8 @@ def test_slices_the_loop_reads_on_itself_leave_the_tables_and_states_of_concurre
     is read that way: the tables and STATE lines are those of concurrency 1."""
     from source_framework.runtime import concurrency
 
-    monkeypatch.setattr(concurrency, "FIRST_WINDOW", 1e-9)
-    monkeypatch.setattr(concurrency, "PACE_WINDOW", 1e-9)
-    monkeypatch.setattr(concurrency, "SATURATED", -1.0)
-    monkeypatch.setattr(concurrency, "IDLE", -2.0)
+    busy = dataclasses.replace(concurrency.TUNING, first_window=1e-9, pace_window=1e-9, saturated=-1.0, idle=-2.0)
+    monkeypatch.setattr(concurrency, "TUNING", busy)
     given = []  # per slice the loop asked for: whether its worker gave the iterator (else it had ended)
     take_iterator = concurrency._Channel.take_iterator
 
@@ -155,10 +154,8 @@ def test_streams_that_fail_while_the_loop_reads_their_slice_leave_the_fetch_perm
     from source_framework.runtime import concurrency
 
     # The process always looks busy: the loop takes every slice its worker has not read to the end.
-    monkeypatch.setattr(concurrency, "FIRST_WINDOW", 1e-9)
-    monkeypatch.setattr(concurrency, "PACE_WINDOW", 1e-9)
-    monkeypatch.setattr(concurrency, "SATURATED", -1.0)
-    monkeypatch.setattr(concurrency, "IDLE", -2.0)
+    busy = dataclasses.replace(concurrency.TUNING, first_window=1e-9, pace_window=1e-9, saturated=-1.0, idle=-2.0)
+    monkeypatch.setattr(concurrency, "TUNING", busy)
     given = []
     take_iterator = concurrency._Channel.take_iterator
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.process import tuned_for_streaming
-from source_framework.runtime.read import MAX_IN_FLIGHT
 from unit_tests.conftest import ConditionWaits, CursorStream, EventOutput, RecordingDestination, RecordingSink, sync
 
 
@@ -118,9 +118,9 @@ class StalledSink(RecordingSink):
 @pytest.mark.parametrize("bound", [None, 1, 3])
 def test_reading_stays_a_bounded_number_of_checkpoints_ahead_of_its_last_state(monkeypatch, bound):
     """However slow the commits, a crash can cost at most the bound + 1 checkpoints' records: the
-    read's ``max_checkpoints_ahead`` (None: the default, MAX_IN_FLIGHT). At 1, reading waits for the
+    read's ``max_checkpoints_ahead`` (None: the default, TUNING.max_in_flight). At 1, reading waits for the
     oldest commit as soon as a second checkpoint is asked."""
-    ahead = MAX_IN_FLIGHT if bound is None else bound
+    ahead = TUNING.max_in_flight if bound is None else bound
     sink_box: list[StalledSink] = []
 
     def open_stream(self: RecordingDestination, target: Any) -> StalledSink:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -9,11 +10,8 @@ import time
 import pytest
 from airbyte_cdk.models import SyncMode
 
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.concurrency import (
-    BUSY_CAPACITY,
-    CHUNK,
-    FIRST_WINDOW,
-    PACE_WINDOW,
     ReadStopped,
     SparePermitPages,
     _ReadAheadLimit,
@@ -85,7 +83,7 @@ def endless_until_closed(cleaned_up: threading.Event):
 
 @pytest.mark.parametrize("workers", [2, 4, 8])
 def test_the_caller_sees_the_same_slices_and_items_in_the_same_order(workers):
-    sizes = [0, 1, 700, CHUNK, CHUNK + 1, 3, 1200, 0, 40]
+    sizes = [0, 1, 700, TUNING.chunk, TUNING.chunk + 1, 3, 1200, 0, 40]
 
     def slices():
         return [ListSlice(f"s{i}", slow_numbers(i, n, seed=i)) for i, n in enumerate(sizes)]
@@ -164,7 +162,7 @@ def test_a_slice_read_ahead_holds_at_most_its_capacity():
     finally:
         threading.setprofile(None)  # type: ignore[arg-type]
     assert waits.entered.wait(10)  # the worker ran until the channel was full, then waits (its only wait)
-    assert 1000 <= len(produced) <= 1000 + 2 * CHUNK  # a full channel, and the chunk in the worker's hands
+    assert 1000 <= len(produced) <= 1000 + 2 * TUNING.chunk  # a full channel, and the chunk in the worker's hands
     list(head.items())
     assert list(next(slices).items()) == list(range(100_000))
 
@@ -174,29 +172,29 @@ def test_the_pace_reads_far_ahead_only_while_the_process_leaves_its_core_idle():
     0.7 of a core), about a page while they keep one busy (0.85 and up); in between, as before."""
     now, cpu = [100.0], [5.0]
     pace = _ReadAheadLimit(20_000, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
-    assert pace.busy and pace.capacity == BUSY_CAPACITY  # a page ahead, until the process is seen waiting
+    assert pace.busy and pace.capacity == TUNING.busy_capacity  # a page ahead, until the process is seen waiting
 
     def window(core_share: float) -> tuple[bool, int]:
-        now[0] += PACE_WINDOW
-        cpu[0] += PACE_WINDOW * core_share
+        now[0] += TUNING.pace_window
+        cpu[0] += TUNING.pace_window * core_share
         pace.took()
         return pace.busy, pace.capacity
 
     assert window(0.2) == (False, 20_000)
     assert window(0.8) == (False, 20_000)  # between the two: unchanged
-    assert window(1.0) == (True, BUSY_CAPACITY)
-    assert window(0.8) == (True, BUSY_CAPACITY)
+    assert window(1.0) == (True, TUNING.busy_capacity)
+    assert window(0.8) == (True, TUNING.busy_capacity)
     assert window(0.5) == (False, 20_000)
-    now[0] += PACE_WINDOW / 2
-    cpu[0] += PACE_WINDOW
+    now[0] += TUNING.pace_window / 2
+    cpu[0] += TUNING.pace_window
     pace.took()  # (half a window: not judged yet)
     assert not pace.busy
 
     first = _ReadAheadLimit(20_000, clock=lambda: now[0], cpu_clock=lambda: cpu[0])
     assert first.busy and not first.seen_busy  # busy is only assumed at the start
-    assert 2 * FIRST_WINDOW < PACE_WINDOW
-    now[0] += 2 * FIRST_WINDOW
-    cpu[0] += 2 * FIRST_WINDOW
+    assert 2 * TUNING.first_window < TUNING.pace_window
+    now[0] += 2 * TUNING.first_window
+    cpu[0] += 2 * TUNING.first_window
     first.took()  # the first look comes sooner than a whole window
     assert first.busy and first.seen_busy
 
@@ -207,7 +205,7 @@ def test_a_process_that_keeps_its_core_busy_reads_only_about_a_page_ahead(monkey
     309,800 at 1). The loop here keeps its core busy: the next slice's worker stays a page ahead.
     (The tests share the machine's cores: this process is never judged idle here, whatever share
     of a core it gets; the judgement itself is the test above.)"""
-    monkeypatch.setattr("source_framework.runtime.concurrency.IDLE", -1.0)
+    monkeypatch.setattr("source_framework.runtime.concurrency.TUNING", dataclasses.replace(TUNING, idle=-1.0))
     produced: list[int] = []
     endless = counted(produced)
 
@@ -221,7 +219,7 @@ def test_a_process_that_keeps_its_core_busy_reads_only_about_a_page_ahead(monkey
     slices = read_ahead([ListSlice("busy", busy_items), ListSlice("next", endless)], workers=2, capacity=20_000)
     head = next(slices)
     assert list(head.items()) == list(range(40))  # 2 s of the loop's CPU: four windows of the pace
-    assert len(produced) <= BUSY_CAPACITY + 2 * CHUNK
+    assert len(produced) <= TUNING.busy_capacity + 2 * TUNING.chunk
     assert list(next(slices).items()) == list(range(100_000))
 
 
@@ -242,7 +240,7 @@ def test_a_process_that_waits_for_its_api_reads_far_ahead():
     deadline = time.monotonic() + 10
     while len(produced) < 20_000 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert 20_000 <= len(produced) <= 20_000 + 2 * CHUNK
+    assert 20_000 <= len(produced) <= 20_000 + 2 * TUNING.chunk
     assert list(next(slices).items()) == list(range(100_000))
 
 
@@ -270,10 +268,8 @@ def test_while_the_process_is_busy_a_slice_fetches_its_pages_one_after_another_i
 @pytest.fixture
 def judged_busy(monkeypatch):
     """The pace judges the process busy at its first look (the judgement has its own test)."""
-    monkeypatch.setattr("source_framework.runtime.concurrency.PACE_WINDOW", 1e-9)
-    monkeypatch.setattr("source_framework.runtime.concurrency.FIRST_WINDOW", 1e-9)
-    monkeypatch.setattr("source_framework.runtime.concurrency.SATURATED", -1.0)
-    monkeypatch.setattr("source_framework.runtime.concurrency.IDLE", -2.0)
+    judged = dataclasses.replace(TUNING, pace_window=1e-9, first_window=1e-9, saturated=-1.0, idle=-2.0)
+    monkeypatch.setattr("source_framework.runtime.concurrency.TUNING", judged)
 
 
 def all_given_back(permits: threading.Semaphore, count: int, within: float = 10.0) -> bool:
@@ -312,7 +308,7 @@ def test_a_slice_the_loop_reads_on_itself_fails_in_its_place(judged_busy):
             raise ConnectionError(f"failed after {count}")
         return produce
 
-    for count in (3, 3 * CHUNK):  # (the slice ended before the worker could give it, and after)
+    for count in (3, 3 * TUNING.chunk):  # (the slice ended before the worker could give it, and after)
         permits = threading.Semaphore(2)
         seen = []
         with pytest.raises(ConnectionError, match=f"failed after {count}"):
@@ -332,14 +328,14 @@ def test_a_loop_that_stops_in_a_slice_it_reads_itself_closes_it_and_gives_its_pe
     first = ListSlice("a", endless)
     slices = read_ahead([first, ListSlice("b", slow_numbers(1, 5, 1))], workers=2, permits=permits)
     items = iter(next(slices).items())
-    assert [next(items) for _ in range(8 * CHUNK)] == list(range(8 * CHUNK))  # (past the ~5 chunks read ahead)
+    assert [next(items) for _ in range(8 * TUNING.chunk)] == list(range(8 * TUNING.chunk))  # (past the ~5 chunks read ahead)
     assert threading.get_ident() in first.threads
     items.close()  # the read loop failed in the middle of slice "a"
     slices.close()
     assert cleaned_up.wait(10) and all_given_back(permits, 2)
 
 
-@pytest.mark.parametrize("stopped_after", [1, 8 * CHUNK])
+@pytest.mark.parametrize("stopped_after", [1, 8 * TUNING.chunk])
 def test_closing_read_ahead_gives_back_the_permit_of_a_slice_the_loop_reads_itself(judged_busy, stopped_after):
     """The read loop failed in a slice it read on itself, at its first item (one the worker had
     read) or far past them, and kept the slice's items (as a stored error's traceback keeps them):

@@ -3,6 +3,7 @@ table writer (against a fake table), and the typed jobs between them."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -20,6 +21,7 @@ from source_framework.destinations.spark.buffer import StreamBuffer
 from source_framework.destinations.spark.commit_parts import CommitInfo, StagedFiles
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
 from source_framework.destinations.spark.table_writer import TableWriter
+from source_framework.helpers.tuning import TUNING
 
 JSON_SCHEMA = {"properties": {"id": {"type": "integer"}, "n": {"type": "integer"}}}
 SCHEMA = arrow_schema(JSON_SCHEMA)
@@ -211,7 +213,6 @@ def write_ids(buffer, ids):
 
 
 def test_checkpoints_that_come_fast_are_grouped_and_committed_as_one_each_state_after_it(committer, clock):
-    from source_framework.destinations.spark.buffer import GROUP_CHECKPOINTS
 
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
@@ -219,39 +220,37 @@ def test_checkpoints_that_come_fast_are_grouped_and_committed_as_one_each_state_
     first = buffer.commit({"n": 0})  # the first checkpoint is never grouped: the first STATE leaves early
     assert first.result(5).rows_through == 1
     futures = []
-    for i in range(1, GROUP_CHECKPOINTS):
+    for i in range(1, TUNING.group_checkpoints):
         write_ids(buffer, [i])
         futures.append(buffer.commit({"n": i}))
     time.sleep(0.2)  # time for the committer, were they handed over
     assert not any(future.done() for future in futures) and len(table.commits) == 1
-    write_ids(buffer, [GROUP_CHECKPOINTS])
-    futures.append(buffer.commit({"n": GROUP_CHECKPOINTS}))  # the last one a job groups: all are handed over
+    write_ids(buffer, [TUNING.group_checkpoints])
+    futures.append(buffer.commit({"n": TUNING.group_checkpoints}))  # the last one a job groups: all are handed over
     write_ids(buffer, [99])  # read after the last grouped checkpoint: not covered by it
     receipts = [future.result(5) for future in futures]
     assert len(table.commits) == 2  # the grouped checkpoints: one commit
     commit = table.commits[1]
-    assert commit["state"] == {"n": GROUP_CHECKPOINTS} and commit["rows"] == GROUP_CHECKPOINTS
-    assert commit["merged_states"] == [{"n": i} for i in range(1, GROUP_CHECKPOINTS)]
-    assert all(receipt.rows_through == GROUP_CHECKPOINTS + 1 for receipt in receipts)
-    assert buffer.finish({"n": 99}).result(5).rows_through == GROUP_CHECKPOINTS + 2
+    assert commit["state"] == {"n": TUNING.group_checkpoints} and commit["rows"] == TUNING.group_checkpoints
+    assert commit["merged_states"] == [{"n": i} for i in range(1, TUNING.group_checkpoints)]
+    assert all(receipt.rows_through == TUNING.group_checkpoints + 1 for receipt in receipts)
+    assert buffer.finish({"n": 99}).result(5).rows_through == TUNING.group_checkpoints + 2
     assert table.commits[2]["rows"] == 1
 
 
 def test_a_read_bounded_to_fewer_checkpoints_ahead_groups_half_as_many_and_at_1_none(committer, clock):
     """``read --max-checkpoints-ahead N``: a group is half the bound (as 64 is of the default 128),
     so one job commits while the next is read; at 1 every checkpoint commits on its own at once."""
-    from source_framework.destinations.spark.buffer import GROUP_CHECKPOINTS, group_size_for
-    from source_framework.runtime.read import MAX_IN_FLIGHT
-
-    assert group_size_for(None) == group_size_for(MAX_IN_FLIGHT) == GROUP_CHECKPOINTS == MAX_IN_FLIGHT // 2
-    assert [group_size_for(n) for n in (1, 2, 3, 10, 10_000)] == [1, 1, 1, 5, GROUP_CHECKPOINTS]
+    assert TUNING.group_size_for(None) == TUNING.group_size_for(TUNING.max_in_flight) == TUNING.group_checkpoints == 64
+    assert TUNING.max_in_flight == 128 and dataclasses.replace(TUNING, max_in_flight=32).group_checkpoints == 16
+    assert [TUNING.group_size_for(n) for n in (1, 2, 3, 10, 10_000)] == [1, 1, 1, 5, TUNING.group_checkpoints]
     table = FakeTable()
-    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, group_size=group_size_for(1))
+    buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer, group_size=TUNING.group_size_for(1))
     for i in range(4):  # as fast as checkpoints come: none grouped
         write_ids(buffer, [i])
         assert buffer.commit({"n": i}).result(5).rows_through == i + 1
     assert [c["state"] for c in table.commits] == [{"n": i} for i in range(4)]
-    buffer = StreamBuffer(TableWriter(FakeTable(), target(), SCHEMA), committer, group_size=group_size_for(6))
+    buffer = StreamBuffer(TableWriter(FakeTable(), target(), SCHEMA), committer, group_size=TUNING.group_size_for(6))
     grouped = []
     for i in range(3):
         write_ids(buffer, [i])
@@ -267,7 +266,6 @@ def test_only_the_notes_of_the_last_grouped_checkpoint_are_built_on_the_reading_
     """Notes come as functions that build them (``Boundary.notes``): those of checkpoints a
     commit passes over are never built; the kept ones are built before the job leaves this thread
     (the boundary they read is this thread's, and moves on with the next record)."""
-    from source_framework.destinations.spark.buffer import FAST_MS, GROUP_MS
 
     built: list = []
 
@@ -287,10 +285,10 @@ def test_only_the_notes_of_the_last_grouped_checkpoint_are_built_on_the_reading_
         write_ids(buffer, [i])
         grouped.append(buffer.commit({"n": i}, notes(i)))
     assert len(built) == 1  # grouped: not built yet
-    clock.now += GROUP_MS / 1000
+    clock.now += TUNING.group_ms / 1000
     write_ids(buffer, [4])  # the group is old: handed over with the last one's notes, before the record joins
     assert built[1:] == [(3, threading.get_ident())] and grouped[-1].result(5).rows_through == 4
-    clock.now += 2 * FAST_MS / 1000
+    clock.now += 2 * TUNING.fast_ms / 1000
     buffer.commit({"n": 4}, notes(4)).result(5)  # after a pause: not grouped
     assert built == [(0, threading.get_ident()), (3, threading.get_ident()), (4, threading.get_ident())]
     # each commit keeps the notes of the state it records (the committer may merge queued jobs too)
@@ -347,18 +345,17 @@ def test_grouped_checkpoints_fail_with_their_commit_and_run_callbacks_added_whil
 
 def test_a_checkpoint_after_a_pause_is_not_grouped_and_grouped_ones_leave_once_old(committer, clock):
     """A stream reading a slow API groups none of its checkpoints; grouped ones wait at most
-    ``GROUP_MS`` for company, until the next record comes."""
-    from source_framework.destinations.spark.buffer import FAST_MS, GROUP_MS
+    ``TUNING.group_ms`` for company, until the next record comes."""
 
     table = FakeTable()
     buffer = StreamBuffer(TableWriter(table, target(), SCHEMA), committer)
     buffer.commit({"n": 0}).result(5)
-    clock.now += 2 * FAST_MS / 1000
+    clock.now += 2 * TUNING.fast_ms / 1000
     write_ids(buffer, [1])
     assert buffer.commit({"n": 1}).result(5).rows_through == 1  # after a pause: handed over at once
     write_ids(buffer, [2])
     grouped = buffer.commit({"n": 2})  # came fast: grouped
-    clock.now += GROUP_MS / 1000
+    clock.now += TUNING.group_ms / 1000
     committer_commits = len(table.commits)
     write_ids(buffer, [3])  # the grouped one is old now: handed over before this record joins
     time.sleep(0.2)
@@ -366,15 +363,13 @@ def test_a_checkpoint_after_a_pause_is_not_grouped_and_grouped_ones_leave_once_o
 
 
 def test_checkpoints_that_keep_coming_fast_stay_grouped_until_the_first_is_group_ms_old(committer, clock):
-    """Where reading is slow, fast checkpoints (each within ``FAST_MS`` of the one before) go on
-    joining one group for ``GROUP_MS``, longer than ``FAST_MS``: one commit for all of them, not one
-    each ``FAST_MS`` (at 70,000 records/s, interval 100: 158 commits a million records, not 500)."""
-    from source_framework.destinations.spark.buffer import FAST_MS, GROUP_CHECKPOINTS, GROUP_MS
-
-    gap_ms = FAST_MS // 2
-    # up to GROUP_MS - FAST_MS: well past FAST_MS, short of GROUP_MS; fewer than the count that closes a group
-    count = min(GROUP_CHECKPOINTS - 2, (GROUP_MS - FAST_MS) // gap_ms)
-    assert count * gap_ms > FAST_MS  # (the group outlasts FAST_MS, or this would test nothing)
+    """Where reading is slow, fast checkpoints (each within ``TUNING.fast_ms`` of the one before) go on
+    joining one group for ``TUNING.group_ms``, longer than ``fast_ms``: one commit for all of them, not
+    one each ``fast_ms`` (at 70,000 records/s, interval 100: 158 commits a million records, not 500)."""
+    gap_ms = TUNING.fast_ms // 2
+    # up to group_ms - fast_ms: well past fast_ms, short of group_ms; fewer than the count that closes a group
+    count = min(TUNING.group_checkpoints - 2, (TUNING.group_ms - TUNING.fast_ms) // gap_ms)
+    assert count * gap_ms > TUNING.fast_ms  # (the group outlasts fast_ms, or this would test nothing)
     table, buffer, _ = grouping_one(committer)
     grouped = []
     for i in range(2, 2 + count):
@@ -383,7 +378,7 @@ def test_checkpoints_that_keep_coming_fast_stay_grouped_until_the_first_is_group
         grouped.append(buffer.commit({"n": i}))
     time.sleep(0.2)  # time for the committer, were they handed over
     assert not any(future.done() for future in grouped) and len(table.commits) == 1
-    clock.now += GROUP_MS / 1000
+    clock.now += TUNING.group_ms / 1000
     write_ids(buffer, [99])  # the first grouped is old now: all are handed over, as one commit
     assert [future.result(5).rows_through for future in grouped] == [count + 1] * count
     assert len(table.commits) == 2 and table.commits[1]["rows"] == count + 1
@@ -848,7 +843,6 @@ def test_checkpoints_grouped_on_the_page_path_tell_the_converter_one_end_each_ti
     it fast are grouped, and the page converter hears of none of them until they are handed over (here
     at the next page, once the first is old); then of one end, the last one's, though a record
     after it was written by then; that record goes with the next commit."""
-    from source_framework.destinations.spark.buffer import GROUP_MS
     from source_framework.helpers.raw_pages import RawPages
 
     converters, pages = LocalPool(), RawPages(("data",))
@@ -864,7 +858,7 @@ def test_checkpoints_grouped_on_the_page_path_tell_the_converter_one_end_each_ti
             futures[0].result(5)  # (so that the committer does not merge it with the grouped ones)
         ended_at = converters.taken[0].ended_at
         assert ended_at == [1] and not futures[1].done()  # the nine grouped: nothing told yet
-        clock.now += GROUP_MS / 1000
+        clock.now += TUNING.group_ms / 1000
         second = _page(pages, range(10, 13))
         buffer.write(second[0])  # a new page, the first grouped checkpoint old: they are handed over
         assert ended_at == [1, 10]  # one end, after the tenth row

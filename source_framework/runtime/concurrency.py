@@ -42,31 +42,11 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.stream_adapter_base import SliceRead
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-#: Items a worker hands over at once (fewer when the loop is waiting for them).
-CHUNK = 256
-
-#: Items one slice read ahead may hold before its worker waits for the loop (give or take two chunks),
-#: while the process waits for the API (see ``_ReadAheadLimit``).
-CAPACITY = 20_000
-
-#: Items one slice read ahead may hold while the process is busy: about a page.
-BUSY_CAPACITY = 4 * CHUNK
-
-#: The share of a core this process's threads used over ``PACE_WINDOW`` seconds at or above which
-#: the workers read ``BUSY_CAPACITY`` ahead, and at or below which (``IDLE``) up to ``CAPACITY``.
-SATURATED = 0.85
-IDLE = 0.7
-PACE_WINDOW = 0.5
-
-#: The first look comes sooner: until the process is seen busy, records cross from the workers'
-#: threads to the loop's (see ``_SliceReadAhead.items``).
-FIRST_WINDOW = 0.1
-
 
 class _ReadAheadLimit:
     """How far the workers of one ``read_ahead`` may read ahead of its loop.
@@ -74,8 +54,8 @@ class _ReadAheadLimit:
     Why: reading ahead is for an API slower than this process. Where the API answers at once, the
     one interpreter is the limit: workers parsing pages far ahead take it from the loop, the pages
     are cold when the loop gets to them, and memory grows. So the workers start a page or so
-    ahead, go far while the process keeps less than ``IDLE`` of a core busy, and come back to a
-    page once it keeps ``SATURATED`` busy. Pages a stream fetches at once (``SparePermitPages``)
+    ahead, go far while the process keeps less than ``TUNING.idle`` of a core busy, and come back to
+    a page once it keeps ``TUNING.saturated`` busy. Pages a stream fetches at once (``SparePermitPages``)
     take the permits of the workers that wait."""
 
     def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic,
@@ -85,10 +65,10 @@ class _ReadAheadLimit:
         self.busy = True
         #: the process was seen keeping a core busy (not only assumed so, as at the start)
         self.seen_busy = False
-        self.capacity = min(capacity, BUSY_CAPACITY)  # (read without a lock: a hint, checked again)
+        self.capacity = min(capacity, TUNING.busy_capacity)  # (read without a lock: a hint, checked again)
         self._clock, self._cpu_clock = clock, cpu_clock
         self._since, self._cpu_since = clock(), cpu_clock()
-        self._window = FIRST_WINDOW
+        self._window = TUNING.first_window
 
     def took(self) -> None:
         """The loop took a chunk, or began a slice (loop thread): once a window has passed, look at
@@ -98,10 +78,10 @@ class _ReadAheadLimit:
         if elapsed >= self._window:
             cpu = self._cpu_clock()
             busy = (cpu - self._cpu_since) / elapsed
-            if busy >= SATURATED or busy <= IDLE:
-                self.busy = self.seen_busy = busy >= SATURATED
-                self.capacity = min(self.full, BUSY_CAPACITY) if self.busy else self.full
-            self._since, self._cpu_since, self._window = now, cpu, PACE_WINDOW
+            if busy >= TUNING.saturated or busy <= TUNING.idle:
+                self.busy = self.seen_busy = busy >= TUNING.saturated
+                self.capacity = min(self.full, TUNING.busy_capacity) if self.busy else self.full
+            self._since, self._cpu_since, self._window = now, cpu, TUNING.pace_window
 
 
 class _Channel:
@@ -133,12 +113,12 @@ class _Channel:
                 try:
                     with self._condition:
                         while self._full():
-                            self._condition.wait(PACE_WINDOW / 5)  # (the pace may let it go on)
+                            self._condition.wait(TUNING.full_wait)
                 finally:
                     permits.acquire()
         with self._condition:
             while self._full():
-                self._condition.wait(PACE_WINDOW / 5)
+                self._condition.wait(TUNING.full_wait)
             if self.abandoned:
                 return False
             self._chunks.append(chunk)
@@ -297,7 +277,7 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Se
         iterator = iter(stream_slice.items(pages))
         for item in iterator:
             chunk.append(item)
-            if len(chunk) >= CHUNK or channel.waiting:
+            if len(chunk) >= TUNING.chunk or channel.waiting:
                 if not channel.put(chunk, permits):
                     return False
                 chunk = []
@@ -396,11 +376,12 @@ class _Failed:
 def read_ahead(
     slices: Iterable[SliceRead],
     workers: int,
-    capacity: int = CAPACITY,
+    capacity: int | None = None,
     permits: threading.Semaphore | None = None,
 ) -> Generator[SliceRead, None, None]:
     """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller, up to
-    ``capacity`` items ahead while the process waits for the API (a page or so while it is busy).
+    ``capacity`` items ahead while the process waits for the API (None: ``TUNING.capacity``; a page
+    or so while it is busy).
 
     The caller reads a slice's items to the end before it asks for the next slice. With
     ``workers`` 1 this is ``slices`` itself: no thread is started. ``permits``, shared by the
@@ -413,7 +394,7 @@ def read_ahead(
         yield from slices
         return
     source = iter(slices)
-    pace = _ReadAheadLimit(capacity)
+    pace = _ReadAheadLimit(TUNING.capacity if capacity is None else capacity)
     ahead: deque[_SliceReadAhead | _Failed] = deque()
     head: _SliceReadAhead | _Failed | None = None
     exhausted = False
@@ -488,13 +469,10 @@ def run_in_order(tasks: Sequence[Callable[[], T]], workers: int, stop: threading
     except BaseException:  # Ctrl-C: stop the streams, let them end where they are
         stop.set()
         for thread in threads:
-            thread.join(timeout=STOP_TIMEOUT)
+            thread.join(timeout=TUNING.stop_timeout)
         raise
     first = next((e for e in errors if not isinstance(e, ReadStopped)), errors[0] if errors else None)
     if first is not None:
         raise first
     return results
 
-
-#: Seconds each stream gets to stop after Ctrl-C before the process goes without it.
-STOP_TIMEOUT = 30

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from source_framework.destinations.base import Destination
 from source_framework.destinations.spark.layout import warehouse_for
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.inputs import InputError
 from source_framework.runtime.output import ProtocolOutput
 
@@ -70,7 +71,6 @@ def spark_destination(
     ``converters``: the sync's page converters (``ConverterPool``), where it started them already
     (closed here if the destination cannot be made); ``max_checkpoints_ahead``: a read's bound
     (None: the default's)."""
-    from source_framework.destinations.spark.buffer import group_size_for
     from source_framework.destinations.spark.destination import SparkDestination
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
@@ -102,7 +102,7 @@ def spark_destination(
             on_type_mismatch=str(settings.get("on_type_mismatch", "null")),
             table_format=table_format,
             # half the read's bound, so one commit runs while the next is read (a larger group is only handed over)
-            group_size=group_size_for(max_checkpoints_ahead),
+            group_size=TUNING.group_size_for(max_checkpoints_ahead),
         )
     except (TypeError, ValueError) as error:
         if converters is not None:

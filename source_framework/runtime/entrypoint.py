@@ -30,6 +30,7 @@ from typing import Any
 
 from airbyte_cdk.entrypoint import AirbyteEntrypoint
 
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.catalog_command import add_catalog_command, run_catalog
 from source_framework.runtime.command_errors import SourceFailed, report_bad_input, report_source_failed, source_call
 from source_framework.runtime.destination_setup import spark_destination
@@ -42,8 +43,8 @@ from source_framework.runtime.process import (
     EXIT_OK,
     log_to_stderr,
 )
-from source_framework.runtime.read import MAX_IN_FLIGHT, schema_missing_message
-from source_framework.runtime.read_command import DEFAULT_CONCURRENCY, run_read
+from source_framework.runtime.read import schema_missing_message
+from source_framework.runtime.read_command import run_read
 from source_framework.runtime.secrets import SecretFilter, find_secrets
 from source_framework.runtime.state_commands import (
     add_state_commands,
@@ -105,14 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=_positive_int,
         help="slices of a stream read at once, in worker threads, where the stream allows it (default: the "
-        f"config's concurrency_level, else {DEFAULT_CONCURRENCY}; 1 reads one slice after another)",
+        f"config's concurrency_level, else {TUNING.concurrency}; 1 reads one slice after another)",
     )
     read.add_argument(
         "--max-checkpoints-ahead",
         type=_positive_int,
         help="checkpoints whose STATE may wait for its commit while reading goes on: fewer read again "
         f"after a crash, more speed where commits lag (default: the config's max_checkpoints_ahead, else "
-        f"{MAX_IN_FLIGHT}; 1 = at most one checkpoint at risk)",
+        f"{TUNING.max_in_flight}; 1 = at most one checkpoint at risk)",
     )
     add_table_flags(read)
     _add_cdk_manifest_flags(read)

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from airbyte_cdk.models import ConfiguredAirbyteCatalog
 
 from source_framework.destinations.base import Destination, StreamSink, StreamTarget
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.concurrency import run_in_order
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.results import ReadResult, StreamResult
 from source_framework.runtime.side_messages import print_leftovers
-from source_framework.runtime.state_barrier import MAX_IN_FLIGHT
 from source_framework.runtime.stream_adapter_base import StreamAdapter
 from source_framework.runtime.stream_sync import StreamSync, SyncControls, report_error
 
@@ -51,7 +51,7 @@ def read_streams(
     state_as_given: bool = False,
     concurrency: int = 1,
     stop_on_failure: bool = False,
-    max_checkpoints_ahead: int = MAX_IN_FLIGHT,
+    max_checkpoints_ahead: int = TUNING.max_in_flight,
 ) -> ReadResult:
     """Sync every configured stream in catalog order; a failing stream does not stop the others,
     unless ``stop_on_failure`` (the source's ``stop_sync_on_stream_failure``, as airbyte-cdk
@@ -65,7 +65,7 @@ def read_streams(
     share nothing (airbyte-cdk's concurrent framework; 1: one stream, one slice after another).
     Each stream's table, checkpoints and STATEs are the same whatever the concurrency; only the
     order in which lines of different streams interleave changes. ``max_checkpoints_ahead``: how
-    many checkpoints of a stream may wait for their STATE while its reading goes on (``MAX_IN_FLIGHT``).
+    many checkpoints of a stream may wait for their STATE while its reading goes on (``TUNING.max_in_flight``).
     """
     rebuild = set(rebuild)
     shared = SyncControls(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
@@ -120,7 +120,7 @@ def _sync_one(
     state_as_given: bool,
     concurrency: int,
     shared: SyncControls,
-    max_checkpoints_ahead: int = MAX_IN_FLIGHT,
+    max_checkpoints_ahead: int = TUNING.max_in_flight,
 ) -> StreamResult:
     """One stream, start to end; whatever goes wrong (its set-up included) fails this stream only."""
     name, namespace = adapter.name, adapter.namespace

@@ -28,6 +28,7 @@ from source_framework.destinations.base import (
 )
 from source_framework.destinations.spark.layout import UnsafeTableName
 from source_framework.destinations.spark.table_lock import TableLocked
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.cdk_stream_state import state_setter
 from source_framework.runtime.command_errors import (
     SourceFailed,
@@ -55,7 +56,7 @@ from source_framework.runtime.process import (
     tuned_for_streaming,
 )
 from source_framework.runtime.progress import make_progress
-from source_framework.runtime.read import MAX_IN_FLIGHT, read_streams
+from source_framework.runtime.read import read_streams
 from source_framework.runtime.request_cache import request_cache_folder
 from source_framework.runtime.secrets import (
     MaskingLogFilter,
@@ -71,19 +72,16 @@ from source_framework.streams.cursor import CursorValueError
 if TYPE_CHECKING:
     from source_framework.destinations.spark.page_conversion import ConverterPool
 
-#: Slices of a stream read at once when neither --concurrency nor the config says.
-DEFAULT_CONCURRENCY = 4
-
 logger = logging.getLogger("source_framework")
 
 
 def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any], source: Any = None) -> int:
     """``--concurrency``, else the config's ``concurrency_level`` (airbyte-cdk's declarative name for
-    it), else ``DEFAULT_CONCURRENCY``; never more than a declarative source's manifest allows."""
+    it), else ``TUNING.concurrency``; never more than a declarative source's manifest allows."""
     if getattr(parsed, "concurrency", None):
         value = int(parsed.concurrency)
     else:
-        value = config.get("concurrency_level", DEFAULT_CONCURRENCY)
+        value = config.get("concurrency_level", TUNING.concurrency)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InputError(f"config file '{parsed.config}': concurrency_level must be a whole number of 1 or more, got {value!r}")
     bound = manifest_concurrency(source, config) if source is not None else None
@@ -94,11 +92,11 @@ def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any], source
 
 
 def checkpoints_ahead_of(parsed: argparse.Namespace, config: Mapping[str, Any]) -> int:
-    """``--max-checkpoints-ahead``, else the config's ``max_checkpoints_ahead``, else ``MAX_IN_FLIGHT``:
+    """``--max-checkpoints-ahead``, else the config's ``max_checkpoints_ahead``, else ``TUNING.max_in_flight``:
     how far reading may run ahead of its last STATE, in checkpoints."""
     if getattr(parsed, "max_checkpoints_ahead", None):
         return int(parsed.max_checkpoints_ahead)
-    value = config.get("max_checkpoints_ahead", MAX_IN_FLIGHT)
+    value = config.get("max_checkpoints_ahead", TUNING.max_in_flight)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InputError(f"config file '{parsed.config}': max_checkpoints_ahead must be a whole number of 1 or more, got {value!r}")
     return value

@@ -12,13 +12,9 @@ from typing import Any
 
 from source_framework.destinations.base import CommitReceipt
 from source_framework.helpers.faults import fault_point
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.results import StreamResult
-
-#: Checkpoints a stream may have asked for whose STATE is not printed yet; at the next one the
-#: reading waits for the oldest. 128 lets queued checkpoints share commits where reading outpaces
-#: them (see bench/RESULTS.md); ``max_checkpoints_ahead`` lowers it to read less again after a crash.
-MAX_IN_FLIGHT = 128
 
 
 class RowsMissing(Exception):
@@ -29,13 +25,13 @@ class StateBarrier:
     """A stream's checkpoints awaiting their commits, and the printing of their STATEs in order."""
 
     def __init__(self, stream: str, namespace: str | None, output: ProtocolOutput, result: StreamResult,
-                 max_ahead: int = MAX_IN_FLIGHT) -> None:
+                 max_ahead: int = TUNING.max_in_flight) -> None:
         self.name = stream
         self.namespace = namespace
         self.output = output
         #: where the commits' rows and the STATEs printed are counted; ``handed`` is the reader's
         self.result = result
-        #: checkpoints asked whose STATE may be unprinted while reading goes on (``MAX_IN_FLIGHT``)
+        #: checkpoints asked whose STATE may be unprinted while reading goes on (``TUNING.max_in_flight``)
         self.max_ahead = max(1, max_ahead)
         # (future, state to print or None, records handed since the one before, records handed when
         # the commit was asked for)

@@ -44,13 +44,14 @@ from airbyte_cdk.sources.types import Record
 
 from source_framework.destinations.base import OVERWRITE, StreamSink, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
+from source_framework.helpers.tuning import TUNING
 from source_framework.runtime.boundary import Boundary
 from source_framework.runtime.concurrency import ReadStopped, read_ahead
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.results import StreamResult
 from source_framework.runtime.resume import plan_start
 from source_framework.runtime.side_messages import drain_side_messages, pass_on
-from source_framework.runtime.state_barrier import MAX_IN_FLIGHT, RowsMissing, StateBarrier
+from source_framework.runtime.state_barrier import RowsMissing, StateBarrier
 from source_framework.runtime.state_checks import StateCheck, json_state
 from source_framework.runtime.stream_adapter_base import SliceRead, StreamAdapter
 from source_framework.runtime.stream_items import RECORD, STATE, StreamItem, classify, placed_record
@@ -98,7 +99,7 @@ class StreamSync:
         state_as_given: bool = False,
         concurrency: int = 1,
         shared: SyncControls | None = None,
-        max_checkpoints_ahead: int = MAX_IN_FLIGHT,
+        max_checkpoints_ahead: int = TUNING.max_in_flight,
     ) -> None:
         self.adapter = adapter
         #: slices read at once where the stream allows it (``runtime.concurrency``)

@@ -13,7 +13,7 @@ it completes. Reading goes on meanwhile::
     buffer.commit({"updatedAt": "2025-01-01T00:00:00Z"}, notes).result()   # CommitReceipt
 
 Checkpoints that come in quick succession (``state_checkpoint_interval`` 100 on a fast API) are
-grouped, up to ``GROUP_CHECKPOINTS``, and handed over as one job: their futures complete
+grouped, up to ``TUNING.group_checkpoints``, and handed over as one job: their futures complete
 together, with one commit, and waiting for one hands them over (``_GroupedCheckpoint``).
 
 A checkpoint far away (a large slice, an ``overwrite`` stream that commits once at its end)
@@ -51,6 +51,7 @@ from source_framework.destinations.spark.page_conversion import ConverterPool, P
 from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.raw_pages import RawPages
+from source_framework.helpers.tuning import TUNING
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -65,24 +66,11 @@ BATCH_ROWS = 4096
 #: (~50 µs), which a checkpoint every few records would pay per record.
 CONVERT_AT_COMMIT_ROWS = 64
 
-#: Checkpoints that come fast (``FAST_MS`` or less after the one before) are grouped in the buffer, up
-#: to this many, and handed to the committer as one job: one conversion and one commit for all, each
-#: STATE still printed after the commit that covers it. Why no more: reading runs at most
-#: ``runtime.state_barrier.MAX_IN_FLIGHT`` (128) checkpoints ahead of its last STATE, and half of that lets
-#: one job commit while the next is read. Whoever waits for a grouped one has it handed over
-#: (``_GroupedCheckpoint``), so waiting never hangs. A smaller ``max_checkpoints_ahead`` groups fewer
-#: (``group_size_for``).
-GROUP_CHECKPOINTS = 64
-
-#: A checkpoint is grouped only if the previous came at most this long before it: a stream reading a
-#: slow API groups none.
-FAST_MS = 20
-
-#: Grouped checkpoints are handed over once the first of them is this old, when the next record, page
-#: or checkpoint comes (if the ``GROUP_CHECKPOINTS``-th has not come first): what a STATE may wait
-#: beyond its commit. Why not ``FAST_MS``: on a slower core that closed a group long before its 64th
-#: checkpoint, and every commit costs about the same whatever its size.
-GROUP_MS = 100
+# Checkpoints that come fast (``TUNING.fast_ms`` or less after the one before) are grouped in the
+# buffer, up to a group size (``TUNING.group_size_for``), and handed to the committer as one job: one
+# conversion and one commit for all, each STATE still printed after the commit that covers it; a group
+# is handed over once its first is ``TUNING.group_ms`` old. Whoever waits for a grouped one has it
+# handed over (``_GroupedCheckpoint``), so waiting never hangs.
 
 #: What the page path holds of a page once its last item was written: nothing. Why: keeping the page
 #: until the next page's first record made the next parse run beside a thousand records still alive,
@@ -101,25 +89,16 @@ RAW_RECORD_BYTES = 2048
 PAGE_ROW_BYTES = 256
 
 
-def group_size_for(max_checkpoints_ahead: int | None) -> int:
-    """Checkpoints grouped for one job when reading may run ``max_checkpoints_ahead`` checkpoints ahead of
-    its last STATE (None: the runtime's default): half of them, as ``GROUP_CHECKPOINTS`` is of the
-    default, so that one job commits while the next is read; never more than ``GROUP_CHECKPOINTS``."""
-    if max_checkpoints_ahead is None:
-        return GROUP_CHECKPOINTS
-    return min(GROUP_CHECKPOINTS, max(1, max_checkpoints_ahead // 2))
-
-
 class StreamBuffer(StreamSink):
     """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
 
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
                  pages: RawPages | None = None, converters: ConverterPool | None = None,
-                 group_size: int = GROUP_CHECKPOINTS) -> None:
+                 group_size: int = TUNING.group_checkpoints) -> None:
         """``pages``: the stream's pages, where its records are their items unchanged
         (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
         ``PageConverter`` from ``converters`` (the sync's pool); any other record is converted here.
-        ``group_size``: the most fast checkpoints grouped for one job (``group_size_for``)."""
+        ``group_size``: the most fast checkpoints grouped for one job (``TUNING.group_size_for``)."""
         if pages is not None and converters is None:
             raise ValueError("a stream's pages need the sync's page converters")
         self._writer = writer
@@ -133,7 +112,7 @@ class StreamBuffer(StreamSink):
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
-        # Checkpoints grouped (see ``GROUP_CHECKPOINTS``): their states, their one future (they
+        # Checkpoints grouped (see ``TUNING.group_checkpoints``): their states, their one future (they
         # complete together), how many of ``_records`` and of the page rows they cover, the last
         # one's notes, and when the first one was grouped.
         self._grouped: list[Mapping[str, Any] | None] = []
@@ -208,7 +187,7 @@ class StreamBuffer(StreamSink):
         if self._raw is not None and self._raw.added != self._missed_at and self._claim(record):
             return
         now_ms = int(time.time() * 1000)
-        if self._grouped and (not 0 <= now_ms - self._group_since_ms < GROUP_MS or len(self._records) >= self._batch_rows):
+        if self._grouped and (not 0 <= now_ms - self._group_since_ms < TUNING.group_ms or len(self._records) >= self._batch_rows):
             self._hand_over()  # before a batch forms: grouped checkpoints end inside ``_records``
         self._records.append(record)
         self._extracted_at.append(now_ms)
@@ -220,7 +199,7 @@ class StreamBuffer(StreamSink):
     def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         now_ms = int(time.time() * 1000)
         # (a clock set back counts as a pause: grouped checkpoints never wait on the clock's say-so)
-        fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= FAST_MS, now_ms
+        fast, self._last_checkpoint_ms = 0 <= now_ms - self._last_checkpoint_ms <= TUNING.fast_ms, now_ms
         if not self._grouped:
             if not fast:
                 self._end_pages()
@@ -233,7 +212,7 @@ class StreamBuffer(StreamSink):
         # Where it ends is noted, not sent: the converter is told one end per hand-over, that of the
         # last checkpoint grouped (the others' ends would be passed over by the one commit anyway).
         self._group_records, self._group_page_rows, self._group_notes = len(self._records), self._page_rows(), notes
-        if not fast or len(self._grouped) >= self._group_size or not 0 <= now_ms - self._group_since_ms < GROUP_MS:
+        if not fast or len(self._grouped) >= self._group_size or not 0 <= now_ms - self._group_since_ms < TUNING.group_ms:
             self._hand_over()
         return future
 
@@ -299,7 +278,7 @@ class StreamBuffer(StreamSink):
         self._page_id = converter.page(page)
         self._page_items, self._page_len = page.items, len(page.items)
         self._run_begins(index)
-        if self._grouped and not 0 <= int(time.time() * 1000) - self._group_since_ms < GROUP_MS:
+        if self._grouped and not 0 <= int(time.time() * 1000) - self._group_since_ms < TUNING.group_ms:
             self._hand_over()  # (checked at each page here, as at each record on the other path)
         elif not self._grouped and self._run_rows - self._ended_at + self._token_rows + self._batched_rows >= self._stage_rows:
             self._submit_stage()

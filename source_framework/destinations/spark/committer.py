@@ -11,7 +11,7 @@ written to files ahead of it so that a large slice is not held in memory.
 A commit costs a few file writes and fsyncs whatever its size, so at a small
 ``state_checkpoint_interval`` (hundreds of checkpoints a second) the checkpoints asked while one
 commit runs share the next: commits keep up by growing, and the runtime bounds how far reading
-runs ahead of its last STATE (``runtime.state_barrier.MAX_IN_FLIGHT``).
+runs ahead of its last STATE (``TUNING.max_in_flight``, ``helpers.tuning``).
 
 Memory stays bounded: when the records waiting for the worker would exceed
 ``max_pending_records`` or their Arrow batches ``max_pending_bytes``, ``submit`` blocks the

@@ -44,7 +44,7 @@ from source_framework.destinations.base import APPEND_DEDUP, Destination, Stream
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATCH, arrow_schema, warm_up
 from source_framework.destinations.spark.atomic_files import fsync_directory
-from source_framework.destinations.spark.buffer import GROUP_CHECKPOINTS, STAGE_ROWS, StreamBuffer
+from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.commit_parts import CommitInfo
 from source_framework.destinations.spark.committer import BackgroundCommitter
 from source_framework.destinations.spark.cursor_order import before_cursor
@@ -56,6 +56,7 @@ from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS,
 from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.faults import fault_point
+from source_framework.helpers.tuning import TUNING
 
 logger = logging.getLogger("source_framework.spark")
 
@@ -100,7 +101,7 @@ class SparkDestination(Destination):
         on_type_mismatch: str = "null",
         table_format: str = "delta",
         former_namespaces: Iterable[str] = (),
-        group_size: int = GROUP_CHECKPOINTS,
+        group_size: int = TUNING.group_checkpoints,
     ) -> None:
         """``converters``: the sync's page converters, where the caller started one already (the
         destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
@@ -108,7 +109,7 @@ class SparkDestination(Destination):
         ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own;
         ``former_namespaces``: where earlier versions put the tables of streams without a namespace
         (``table_path``); ``group_size``: the most fast checkpoints a stream groups for one
-        commit (``buffer.group_size_for``)."""
+        commit (``TUNING.group_size_for``)."""
         self.group_size = group_size
         if table_format not in TABLE_FORMATS:
             raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
