@@ -40,13 +40,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from source_framework.helpers.tuning import TUNING
+from source_framework.runtime.permit import Permit
 from source_framework.runtime.stream_adapter_base import SliceRead
 
 T = TypeVar("T")
 R = TypeVar("R")
+
 
 class _ReadAheadLimit:
     """How far the workers of one ``read_ahead`` may read ahead of its loop.
@@ -99,23 +101,18 @@ class _Channel:
         self.waiting = False
         #: the loop asked for the slice's iterator (``take_iterator``), and what the worker gave
         self.iterator_asked = False
-        self._given: Iterator[Any] | None = None
+        self._given: _Given | None = None
 
-    def put(self, chunk: list[Any], permits: threading.Semaphore | None = None) -> bool:
+    def put(self, chunk: list[Any], permit: Permit) -> bool:
         """Hand ``chunk`` over; wait while the slice holds as many items as the pace allows
-        (giving back the worker's fetch permit meanwhile, so that a slice the loop waits for can
+        (lending the worker's fetch permit meanwhile, so that a slice the loop waits for can
         fetch). False: abandoned."""
-        if permits is not None:
-            with self._condition:
-                full = self._full()
-            if full:
-                permits.release()
-                try:
-                    with self._condition:
-                        while self._full():
-                            self._condition.wait(TUNING.full_wait)
-                finally:
-                    permits.acquire()
+        with self._condition:
+            full = self._full()
+        if full:
+            with permit.lent(), self._condition:
+                while self._full():
+                    self._condition.wait(TUNING.full_wait)  # (the pace may let it go on)
         with self._condition:
             while self._full():
                 self._condition.wait(TUNING.full_wait)
@@ -151,20 +148,20 @@ class _Channel:
                 raise self._error
             return None
 
-    def give_iterator(self, iterator: Iterator[Any]) -> bool:
-        """The worker's side of ``take_iterator``: the slice's iterator, after the items put before it.
-        False: the loop is gone (abandoned), the worker keeps it."""
+    def give_iterator(self, iterator: Iterator[Any], permit: Permit) -> bool:
+        """The worker's side of ``take_iterator``: the slice's iterator, after the items put before it,
+        and the worker's fetch permit with it. False: the loop is gone (abandoned), the worker keeps both."""
         with self._condition:
             if self.abandoned:
                 return False
-            self._given, self._done = iterator, True
+            self._given, self._done = _Given(iterator, permit.handed_on()), True
             self._condition.notify_all()
             return True
 
-    def take_iterator(self) -> tuple[list[list[Any]], Iterator[Any] | None, BaseException | None]:
-        """The loop's side: the chunks the worker read, then the slice's iterator to read on from,
-        or, if the slice had ended, None and what it raised. The worker gives the iterator at its
-        next chunk, and its fetch permit with it."""
+    def take_iterator(self) -> tuple[list[list[Any]], _Given | None, BaseException | None]:
+        """The loop's side: the chunks the worker read, then the slice's iterator to read on from with
+        the worker's fetch permit, or, if the slice had ended, None and what it raised. The worker
+        gives them at its next chunk."""
         with self._condition:
             self.iterator_asked = self.waiting = True
             self._condition.notify_all()
@@ -174,16 +171,24 @@ class _Channel:
             given, self._given = self._given, None
             return chunks, given, self._error
 
-    def abandon(self) -> Iterator[Any] | None:
-        """The loop stopped: release the worker, drop what it read. Returns the slice's iterator
-        if the worker gave it and the loop never took it (interrupted in ``take_iterator``), with the
-        fetch permit that came with it."""
+    def abandon(self) -> _Given | None:
+        """The loop stopped: release the worker, drop what it read. Returns the slice's iterator and
+        fetch permit if the worker gave them and the loop never took them (interrupted in
+        ``take_iterator``)."""
         with self._condition:
             self.abandoned = True
             self._chunks.clear()
             self._condition.notify_all()
             given, self._given = self._given, None
             return given
+
+
+class _Given(NamedTuple):
+    """A slice's iterator the worker gave the loop, to read on in its own thread, and the worker's
+    fetch permit, which the loop gives back once it ends the reading (``_close``)."""
+
+    iterator: Iterator[Any]
+    permit: Permit
 
 
 class SparePermitPages:
@@ -211,20 +216,20 @@ class SparePermitPages:
                 yield fetch(token)
                 continue
             while not busy and not exhausted and len(pending) < self._most:
-                own = not own_busy
-                if not own and not self._permits.acquire(blocking=False):
+                own = not own_busy  # (the worker's own permit is held by the worker: none to take)
+                spare = Permit(None) if own else Permit.take_if_free(self._permits)
+                if spare is None:
                     break  # every permit is busy elsewhere: this page waits for one of ours
-                try:
-                    page = _in_thread(fetch, next(remaining), self._permits if not own else None)
-                except BaseException as error:  # no page thread took the spare permit: give it back
-                    if not own:
-                        self._permits.release()
-                    if not isinstance(error, Exception):
-                        raise  # an interrupt does not wait for the pages
-                    exhausted = True
-                    if not isinstance(error, StopIteration):
-                        failure = error
-                    break
+                with spare:  # handed on to the page's thread, else given back here
+                    try:
+                        page = _in_thread(fetch, next(remaining), spare)
+                    except BaseException as error:
+                        if not isinstance(error, Exception):
+                            raise  # an interrupt does not wait for the pages
+                        exhausted = True
+                        if not isinstance(error, StopIteration):
+                            failure = error
+                        break
                 pending.append((page, own))
                 own_busy = own_busy or own
             if not pending:
@@ -236,68 +241,66 @@ class SparePermitPages:
             yield page.result()  # a page that failed raises here, in its place
 
 
-def _in_thread(fetch: Callable[[T], R], token: T, permit: threading.Semaphore | None) -> Future[R]:
-    """``fetch(token)`` in a thread of its own; ``permit`` is given back when it is done."""
+def _in_thread(fetch: Callable[[T], R], token: T, permit: Permit) -> Future[R]:
+    """``fetch(token)`` in a thread of its own, which takes ``permit`` over and gives it back when done."""
     future: Future[R] = Future()
+    handed = permit.handed_on()
 
     def run() -> None:
-        try:
-            future.set_result(fetch(token))
-        except BaseException as error:  # raised where the reader takes this page
-            future.set_exception(error)
-        finally:
-            if permit is not None:
-                permit.release()
+        with handed:
+            try:
+                future.set_result(fetch(token))
+            except BaseException as error:  # raised where the reader takes this page
+                future.set_exception(error)
 
-    threading.Thread(target=run, name="page", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="page", daemon=True).start()
+    except BaseException:  # (no thread, or interrupted starting it: whichever gives it back first does)
+        handed.give_back()
+        raise
     return future
 
 
 def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
           pace: _ReadAheadLimit) -> None:
-    """A worker: read the slice's items into its channel, holding a fetch permit meanwhile."""
-    if permits is not None:
-        permits.acquire()
-    given = False
-    try:
+    """A worker: read the slice's items into its channel, holding a fetch permit meanwhile (unless
+    it hands it to the loop with the slice's iterator)."""
+    with Permit.take(permits) as permit:
         if not channel.abandoned:
-            given = _read_into(channel, stream_slice, permits, workers, pace)
-    finally:
-        if permits is not None and not given:
-            permits.release()
+            pages = SparePermitPages(permits, workers, pace) if permits is not None else None
+            _read_into(channel, stream_slice, permit, pages)
 
 
-def _read_into(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
-               pace: _ReadAheadLimit) -> bool:
-    """Whether the slice was given to the loop (with the worker's fetch permit)."""
+def _read_into(channel: _Channel, stream_slice: SliceRead, permit: Permit, pages: SparePermitPages | None) -> None:
     chunk: list[Any] = []
     iterator: Iterator[Any] | None = None
-    pages = SparePermitPages(permits, workers, pace) if permits is not None else None
     try:
         iterator = iter(stream_slice.items(pages))
         for item in iterator:
             chunk.append(item)
             if len(chunk) >= TUNING.chunk or channel.waiting:
-                if not channel.put(chunk, permits):
-                    return False
+                if not channel.put(chunk, permit):
+                    return
                 chunk = []
                 if channel.iterator_asked:
-                    if not channel.give_iterator(iterator):
-                        return False  # the loop is gone: closed below
-                    iterator = None  # the loop's now, with the permit
-                    return True
+                    if channel.give_iterator(iterator, permit):
+                        iterator = None  # the loop's now, with the permit
+                    return  # (else the loop is gone: closed below)
     except BaseException as error:  # handed to the loop, raised there after the items before it
-        if not chunk or channel.put(chunk, permits):
+        if not chunk or channel.put(chunk, permit):
             channel.end(error)
-        return False
+        return
     finally:
         if channel.abandoned and iterator is not None:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()  # runs the stream's own clean-up (finally blocks), in this thread
-    if not chunk or channel.put(chunk, permits):
+            _close(iterator)  # runs the stream's own clean-up (finally blocks), in this thread
+    if not chunk or channel.put(chunk, permit):
         channel.end()
-    return False
+
+
+def _close(iterator: Iterator[Any]) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
 
 
 class _SliceReadAhead(SliceRead):
@@ -305,7 +308,7 @@ class _SliceReadAhead(SliceRead):
 
     def __init__(self, inner: SliceRead, pace: _ReadAheadLimit, permits: threading.Semaphore | None, workers: int) -> None:
         self._inner = inner
-        self._pace, self._permits = pace, permits
+        self._pace = pace
         self.partition = inner.partition
         self.observe = inner.observe
         self.channel = _Channel(pace)
@@ -329,18 +332,19 @@ class _SliceReadAhead(SliceRead):
                 return
             yield from chunk
         # The process keeps a core busy: the rest of the slice is read here, in the loop's thread.
-        chunks, iterator, error = self.channel.take_iterator()
-        try:  # from here on the worker's fetch permit is the loop's, whatever stops the reading
-            for chunk in chunks:
-                yield from chunk
-            if iterator is None:
-                if error is not None:
-                    raise error
-                return
-            yield from iterator  # (no look at the pace per item: a cost on every record)
-        finally:  # read to its end, or the loop stopped in it
-            if iterator is not None:
-                self._give_back(iterator)
+        chunks, given, error = self.channel.take_iterator()
+        with given.permit if given is not None else Permit(None):  # the loop's now, whatever stops the reading
+            try:
+                for chunk in chunks:
+                    yield from chunk
+                if given is None:
+                    if error is not None:
+                        raise error
+                    return
+                yield from given.iterator  # (no look at the pace per item: a cost on every record)
+            finally:  # read to its end, or the loop stopped in it: the stream's clean-up runs here
+                if given is not None:
+                    _close(given.iterator)
 
     def close(self) -> None:
         self._inner.close()
@@ -352,18 +356,8 @@ class _SliceReadAhead(SliceRead):
         if self._reading is not None:
             self._reading.close()
         if untaken is not None:
-            self._give_back(untaken)
-
-    def _give_back(self, given: Iterator[Any]) -> None:
-        """End the reading of the iterator the worker gave: the stream's clean-up (its finally
-        blocks) runs in this thread, and the fetch permit that came with it goes back."""
-        try:
-            close = getattr(given, "close", None)
-            if close is not None:
-                close()
-        finally:
-            if self._permits is not None:
-                self._permits.release()
+            with untaken.permit:
+                _close(untaken.iterator)  # the stream's clean-up (its finally blocks), in this thread
 
 
 class _Failed:
