@@ -31,6 +31,12 @@ own thread: it takes what the slice's worker read, then the slice's iterator its
 worker's fetch permit), which the worker gives it at its next chunk (``_Channel.take_iterator``). Why:
 records made in one thread and read in another cost the loop the interpreter's hand-overs and
 cold caches, per record. The pace is looked at again as each slice begins.
+
+Threads: each slice's worker, page and stream runs in a daemon thread of its own, not in a
+``concurrent.futures`` pool, whose threads the interpreter joins at exit: one stuck in a request
+(or in up to 10 minutes of retries) after the sync stopped would keep the process alive. What
+each may queue is bounded all the same: ``workers`` slices ahead, ``capacity`` items a slice,
+``workers`` pages a slice (``unit_tests/test_worker_threads.py``).
 """
 
 from __future__ import annotations
@@ -253,7 +259,7 @@ def _in_thread(fetch: Callable[[T], R], token: T, permit: Permit) -> Future[R]:
             except BaseException as error:  # raised where the reader takes this page
                 future.set_exception(error)
 
-    try:
+    try:  # (a daemon thread, not a pool's: see "Threads" in the module's docstring)
         threading.Thread(target=run, name="page", daemon=True).start()
     except BaseException:  # (no thread, or interrupted starting it: whichever gives it back first does)
         handed.give_back()
@@ -313,9 +319,8 @@ class _SliceReadAhead(SliceRead):
         self.observe = inner.observe
         self.channel = _Channel(pace)
         self._reading: Generator[Any, None, None] | None = None
-        self._worker = threading.Thread(target=_fill, args=(self.channel, inner, permits, workers, pace), name="read-ahead",
-                                        daemon=True)
-        self._worker.start()
+        # (a daemon thread, not a pool's: see "Threads" in the module's docstring)
+        threading.Thread(target=_fill, args=(self.channel, inner, permits, workers, pace), name="read-ahead", daemon=True).start()
 
     def items(self, pages: Any = None) -> Iterable[Any]:  # the worker gives the slice its pages
         """The slice's items: from the worker, until the process has been seen busy; then what the
@@ -455,6 +460,7 @@ def run_in_order(tasks: Sequence[Callable[[], T]], workers: int, stop: threading
                 if stop.is_set():
                     break
                 running += 1
+            # (a daemon thread, not a pool's: Ctrl-C leaves one stuck behind after ``stop_timeout``)
             thread = threading.Thread(target=run, args=(index,), name=f"stream-{index}", daemon=True)
             threads.append(thread)
             thread.start()
