@@ -12,7 +12,7 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord, Re
 from source_framework.runtime.boundary import FULL_EVERY
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import read_streams
-from source_framework.runtime.resume import AS_GIVEN, EDITED, STATE_AHEAD, TABLE_AHEAD, boundary_rebuilt, choose_resume_point
+from source_framework.runtime.resume import AS_GIVEN, EDITED, STATE_AHEAD, TABLE_AHEAD, _BoundaryWalk, choose_resume_point
 from source_framework.runtime.secrets import SecretFilter
 from source_framework.runtime.stream_adapters import adapt
 from unit_tests.conftest import EventLog, EventOutput, catalog_of, configured
@@ -105,7 +105,7 @@ def test_an_older_state_resumes_from_the_newest_rebuilt_boundary():
 
 
 def test_records_gone_before_a_full_one_leave_their_partitions_unskipped():
-    assert boundary_rebuilt(deltas()[:2]) == {"a": entry(30, 3), "b": entry(20, 2)}  # "c" is unknown: skip nothing there
+    assert _BoundaryWalk().finish(iter(deltas()[:2])) == {"a": entry(30, 3), "b": entry(20, 2)}  # "c" is unknown: skip nothing there
 
 
 # -- end to end: a partitioned stream, its table's records, a resumed run ----------------------------

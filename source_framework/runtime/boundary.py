@@ -359,11 +359,6 @@ class Boundary:
         boundary = {p: self._json.get(p) or self._left_out[p] for p in delta}
         return boundary, False
 
-    def snapshot(self) -> dict[str, Any]:
-        """The full boundary as of now, JSON-able (partitions that keep nothing to skip are left out)."""
-        return {p: _entry_json(_hashed(e, self._declared), self._keyless) for p, e in self._entries.items()
-                if e.records or self._keyless}
-
     def _full_due(self, mark: int, delta_size: int) -> bool:
         """Full once the deltas since the last full one add up to its size (so it costs no more
         than they did), every ``FULL_EVERY`` checkpoints (so the walk back on resume is short), and

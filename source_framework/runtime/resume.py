@@ -23,7 +23,7 @@ not count.
 In the first two cases the run also gets the boundary of the commit it resumes from (the
 records it will read again, ``runtime.boundary``). A record may hold only the partitions that
 changed since an earlier record of its run, so the boundary is rebuilt by walking the records
-newest first back to one that holds a full boundary (``boundary_rebuilt``).
+newest first back to one that holds a full boundary (``_BoundaryWalk``).
 
 Before any of that, a ``state reset`` left unfinished is applied or dropped (``plan_start``).
 """
@@ -195,11 +195,6 @@ def _cursors(state: Mapping[str, Any], cursor_field: str) -> dict[str, Any]:
     if isinstance(global_state, Mapping) and cursor_field in global_state:
         found["global"] = global_state[cursor_field]
     return found
-
-
-def boundary_rebuilt(committed: Iterable[CheckpointRecord]) -> dict[str, Any]:
-    """The newest record's full boundary, from ``committed`` (newest first)."""
-    return _BoundaryWalk().finish(iter(committed))
 
 
 class _BoundaryWalk:

@@ -68,7 +68,9 @@ class SliceRead(ABC):
 class StreamAdapter(ABC):
     """One configured stream, whatever its kind."""
 
-    def __init__(self, configured: ConfiguredAirbyteStream) -> None:
+    def __init__(self, stream: Any, configured: ConfiguredAirbyteStream) -> None:
+        #: the connector's stream object (airbyte-cdk's ``Stream`` or ``AbstractStream``)
+        self.stream = stream
         self.configured = configured
         self.incremental = configured.sync_mode == SyncMode.incremental
         #: records in a slice between checkpoints (None: a checkpoint per slice only)
@@ -99,15 +101,17 @@ class StreamAdapter(ABC):
         self.raw_pages: RawPages | None = None
 
     @property
-    @abstractmethod
-    def name(self) -> str: ...
+    def name(self) -> str:
+        return str(self.stream.name)
 
     @property
-    @abstractmethod
-    def namespace(self) -> str | None: ...
+    def namespace(self) -> str | None:
+        # AbstractStream does not declare it; DefaultStream and the adapters have it.
+        return getattr(self.stream, "namespace", None)
 
-    @abstractmethod
-    def json_schema(self) -> Mapping[str, Any]: ...
+    def json_schema(self) -> Mapping[str, Any]:
+        schema: Mapping[str, Any] = self.stream.get_json_schema()
+        return schema
 
     @abstractmethod
     def default_primary_key(self) -> list[list[str]]: ...
