@@ -317,7 +317,7 @@ def test_slots_of_an_earlier_run_are_dropped_once_the_stream_was_read_to_its_end
 
 def test_a_record_below_where_the_resumed_partition_had_got_is_for_the_table_to_tell():
     """None: read again under the resumed state (a lookback window, a parent read from the start);
-    only the table can say whether it holds that very record (``StreamSink.already_in_table``)."""
+    only the table can say whether it holds that very record (``EarlierCommits.already_in_table``)."""
     first = Boundary(["t"], [["id"]])
     first.start_partition('{"store": 1}')
     for record in ({"id": 1, "t": 1}, {"id": 2, "t": 5}):

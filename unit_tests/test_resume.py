@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from source_framework.destinations.base import CommitReceipt, Destination, StreamSink, StreamTarget
+from source_framework.destinations.base import CommitReceipt, Destination, EarlierCommits, StreamSink, StreamTarget
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, built
 from source_framework.runtime.boundary import FULL_EVERY
 from source_framework.runtime.output import ProtocolOutput
@@ -147,6 +147,16 @@ class StoreOrders(Stream, CheckpointMixin):
                 yield dict(record)
 
 
+class CheckpointRecords(EarlierCommits):
+    """The table's checkpoint records, as a later run asks for them (newest first)."""
+
+    def __init__(self, records: list[CheckpointRecord]) -> None:
+        self.records = records
+
+    def committed(self):
+        return iter(reversed(self.records))
+
+
 class Table(StreamSink):
     """A table as ``spark/table_writer.py`` keeps it: one checkpoint record per write; checkpoints
     queued behind a write merge into the next one, which keeps the last one's notes. Here the
@@ -158,6 +168,7 @@ class Table(StreamSink):
         self.rows: list[dict] = []  # written by this run
         self._buffer: list[dict] = []
         self._queued: list[tuple[Future, Mapping[str, Any], ResumeNotes]] = []
+        self.earlier_commits = CheckpointRecords(records)
 
     def write(self, record: Mapping[str, Any]) -> None:
         self._buffer.append(dict(record))
@@ -175,9 +186,6 @@ class Table(StreamSink):
         future = self.commit(state, notes)
         self._write()
         return future
-
-    def committed(self):
-        return iter(reversed(self.records))
 
     def _write(self) -> None:
         queued, self._queued = self._queued, []

@@ -12,7 +12,7 @@ with second granularity), is always written.
 Below the boundary. A record read again with a cursor under the one its partition had reached
 in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
 by the boundary: ``already_committed`` answers None and the read loop asks the table
-(``StreamSink.already_in_table``), which compares it row for row with what it holds under its key. So
+(``EarlierCommits.already_in_table``), which compares it row for row with what it holds under its key. So
 does a record without a cursor value in a run that resumes from a commit: no state passes it,
 so every sync reads it again.
 

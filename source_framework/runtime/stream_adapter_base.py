@@ -94,7 +94,7 @@ class StreamAdapter(ABC):
         self.slices_fail_alone = False
         #: what a failed slice yielded before its error is covered by the state (its cursor moved
         #: with each record, in order), so it may be committed whatever the sink; else only where
-        #: the sink finds such records again (``StreamSink.may_commit_rows_ahead_of_state``)
+        #: the sink finds such records again (``EarlierCommits.may_commit_rows_ahead_of_state``)
         self.failed_slices_covered = False
         #: the pages the stream's records are the items of, unchanged (``RecordsAtPath``): a
         #: destination may make their rows from the pages' bytes. None for any other stream.
