@@ -119,6 +119,17 @@ def test_a_destination_section_that_is_not_valid_is_a_clear_error_and_leaves_no_
     assert page_converters_of(os.getpid()) == before
 
 
+def test_a_misspelt_destination_key_is_refused_naming_it_and_what_was_meant(files, demo_api):
+    """``warehose`` for ``warehouse``: left unsaid, the tables would land in the default warehouse."""
+    settings = config_for(demo_api, files["warehouse"])
+    settings["destination"]["warehose"] = str(files["tmp"] / "meant")
+    del settings["destination"]["warehouse"]
+    config = write_json(files["tmp"] / "config-typo.json", settings)
+    stderr = read_fails(files, config=config)
+    assert "config-typo.json" in stderr and "'warehose' (did you mean 'warehouse'?)" in stderr, stderr
+    assert not (files["tmp"] / "meant").exists()
+
+
 class FailsInStreams(DemoSource):
     """The demo connector, whose ``streams()`` fails: a source's own code failing in read's set-up."""
 

@@ -280,8 +280,9 @@ def test_item_8_the_sink_counts_undeclared_fields_for_the_summary(spark, tmp_pat
         assert sink.finish({}).result(120).rows_through == 3
     finally:
         destination.close()
-    assert sink.undeclared_fields() == {"a": 2, "b": 1}
-    assert sink.records_with_undeclared_fields() == 2
+    not_kept = sink.values_not_kept()
+    assert not_kept.undeclared_fields == {"a": 2, "b": 1}
+    assert not_kept.records_with_undeclared_fields == 2
 
 
 @pytest.mark.parametrize("table_format", ["delta", "parquet"])

@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-from unittest import mock
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -22,8 +21,8 @@ from source_framework.destinations.spark.arrow_conversion import (
     arrow_schema,
     records_to_arrow,
 )
-from source_framework.destinations.spark.file_sink_log import FileSinkLog
 from source_framework.destinations.spark.table import SparkTable
+from source_framework.helpers.faults import SimulatedCrash, crash_at
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,10 +36,6 @@ SCHEMA = arrow_schema(
         }
     }
 )
-
-class SimulatedCrash(Exception):
-    """Stands in for a SIGKILL just before the commit point."""
-
 
 def rows(ids, checkpoint: int = 1) -> pa.Table:
     records = [{"id": i, "name": f"user {i}", "seen": "2024-01-01T10:00:00+02:00", "tags": [i, "x"]} for i in ids]
@@ -65,7 +60,7 @@ def with_strays(spark, warehouse):
     """One commit, one commit killed before its batch, and stray Parquet files."""
     table = SparkTable(spark, os.path.join(warehouse, "strays"))
     table.commit(rows(range(10)), state={"cursor": "committed"}, seq=1)
-    with mock.patch.object(FileSinkLog, "write_batch", side_effect=SimulatedCrash):
+    with crash_at("commit.files_written"):  # killed before its batch, the commit point
         with pytest.raises(SimulatedCrash):
             table.commit(rows(range(100, 110)), state={"cursor": "never"}, seq=2)
     committed_file = url2pathname(urlparse(table.live_files()[0]).path)
@@ -80,7 +75,7 @@ def recovered(spark, warehouse):
     """A commit killed before its batch, cleaned up, then retried with the same seq."""
     table = SparkTable(spark, os.path.join(warehouse, "recovered"))
     table.commit(rows(range(10)), state={"cursor": "1"}, seq=1)
-    with mock.patch.object(FileSinkLog, "write_batch", side_effect=SimulatedCrash):
+    with crash_at("commit.files_written"):  # killed before its batch, the commit point
         with pytest.raises(SimulatedCrash):
             table.commit(rows(range(10, 20)), state={"cursor": "2"}, seq=2)
     removed = table.recover()

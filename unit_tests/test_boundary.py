@@ -12,9 +12,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord
-from source_framework.runtime.boundary import FULL_EVERY, MAX_KEYS, MAX_UNBUILT_MARKS, MAX_UNBUILT_RECORDS, Boundary, record_hash
-from source_framework.runtime.resume import boundary_rebuilt
+from source_framework.runtime.boundary import (
+    FULL_EVERY,
+    MAX_KEYS,
+    MAX_UNBUILT_MARKS,
+    MAX_UNBUILT_RECORDS,
+    Boundary,
+    _entry_json,
+    _hashed,
+    record_hash,
+)
+from source_framework.runtime.resume import _BoundaryWalk
 from source_framework.streams.cursor import partition_key
+
+
+def snapshot(boundary):
+    """The oracle: the whole boundary as of now, built at once from the boundary's entries (the
+    notes kept with commits are built lazily and as deltas; they must rebuild to this)."""
+    return {p: _entry_json(_hashed(e, boundary._declared), boundary._keyless) for p, e in boundary._entries.items()
+            if e.records or boundary._keyless}
+
+
+def boundary_rebuilt(committed):
+    """The newest record's full boundary, walking ``committed`` newest first as a resume does."""
+    return _BoundaryWalk().finish(iter(committed))
 
 
 def read(boundary, slices):
@@ -42,18 +63,18 @@ def test_snapshot_keeps_the_keys_at_the_highest_cursor_per_partition():
     boundary = Boundary(["t"], [["id"]])
     records = [{"id": 1, "t": 1}, {"id": 2, "t": 3}, {"id": 3, "t": 3}, {"id": 4, "t": 2}]
     read(boundary, [(None, records)])
-    ((slot, entry),) = boundary.snapshot().items()
+    ((slot, entry),) = snapshot(boundary).items()
     assert slot.startswith("#")  # a slice that names no partition: a slot of its own for this run
     assert entry == {"cursor": 3, "records": [[[2], record_hash(records[1])], [[3], record_hash(records[2])]]}
     boundary.start_partition(partition_key({"partition": {"store": 1}}))
     boundary.already_committed({"id": 9, "t": 5})
-    assert boundary.snapshot()['{"store": 1}'] == {"cursor": 5, "records": [[[9], record_hash({"id": 9, "t": 5})]]}
+    assert snapshot(boundary)['{"store": 1}'] == {"cursor": 5, "records": [[[9], record_hash({"id": 9, "t": 5})]]}
 
 
 def test_resumed_run_skips_only_committed_keys_at_the_same_cursor():
     first = Boundary(["t"], [["id"]])
     read(first, [(None, [{"id": 1, "t": 1}, {"id": 2, "t": 3}])])
-    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    resumed = Boundary(["t"], [["id"]], resumed=snapshot(first))
     written = read(resumed, [(None, [{"id": 2, "t": 3}, {"id": 5, "t": 3}, {"id": 2, "t": 4}])])
     # id 2 at t=3 was committed; id 5 at t=3 is new; id 2 updated to t=4 is new
     assert written == [{"id": 5, "t": 3}, {"id": 2, "t": 4}]
@@ -64,7 +85,7 @@ def test_date_time_cursors_and_composite_keys():
     boundary = Boundary(["u"], [["a"], ["b", "c"]])
     read(boundary, [(None, [{"a": 1, "b": {"c": 2}, "u": "2025-01-01T00:00:00Z"},
                             {"a": 1, "b": {"c": 3}, "u": "2025-01-01T00:00:00+00:00"}])])
-    (snap,) = boundary.snapshot().values()
+    (snap,) = snapshot(boundary).values()
     assert snap["cursor"] == "2025-01-01T00:00:00Z" and keys(snap) == [[1, 2]]
 
 
@@ -74,9 +95,9 @@ def test_date_time_cursors_and_composite_keys():
 def test_without_primary_key_the_boundary_keeps_each_partitions_cursor_only():
     first = Boundary(["t"], [])
     read(first, [(store(1), [{"n": "a", "t": 1}, {"n": "b", "t": 2}, {"n": "b", "t": 2}]), (None, [{"n": "x", "t": 7}])])
-    snapshot = first.snapshot()
-    assert snapshot['{"store": 1}'] == {"cursor": 2}
-    assert [entry for name, entry in snapshot.items() if name.startswith("#")] == [{"cursor": 7}]
+    kept = snapshot(first)
+    assert kept['{"store": 1}'] == {"cursor": 2}
+    assert [entry for name, entry in kept.items() if name.startswith("#")] == [{"cursor": 7}]
 
 
 def test_without_primary_key_a_record_at_or_below_the_resumed_cursor_is_for_the_table_to_tell():
@@ -84,7 +105,7 @@ def test_without_primary_key_a_record_at_or_below_the_resumed_cursor_is_for_the_
     once each: only the table can count rows with a record's data (found in review)."""
     first = Boundary(["t"], [])
     read(first, [(store(1), [{"n": "a", "t": 5}]), (None, [{"n": "x", "t": 7}])])
-    resumed = Boundary(["t"], [], resumed=first.snapshot())
+    resumed = Boundary(["t"], [], resumed=snapshot(first))
     resumed.start_partition(partition_key(store(1)))
     assert resumed.already_committed({"n": "a", "t": 5}) is None
     assert resumed.already_committed({"n": "a", "t": 4}) is None  # a lookback window
@@ -102,7 +123,7 @@ def test_without_primary_key_a_boundary_of_an_earlier_version_is_read_as_its_cur
     earlier = {'{"store": 1}': {"cursor": 5, "records": [[[0], record_hash({"n": "a", "t": 5})]]},
                '{"store": 2}': {"cursor": 3, "keys": [[1]]}}
     resumed = Boundary(["t"], [], resumed=earlier)
-    assert resumed.snapshot() == {'{"store": 1}': {"cursor": 5}, '{"store": 2}': {"cursor": 3}}
+    assert snapshot(resumed) == {'{"store": 1}': {"cursor": 5}, '{"store": 2}': {"cursor": 3}}
     resumed.start_partition(partition_key(store(2)))
     assert resumed.already_committed({"n": "b", "t": 3}) is None
 
@@ -114,7 +135,7 @@ def test_a_record_changed_at_the_same_cursor_is_written_on_resume():
     first = Boundary(["updatedAt"], [["id"]])
     read(first, [(None, [{"id": 1, "updatedAt": "2025-01-01T10:00:00Z", "name": "Ann"},
                          {"id": 2, "updatedAt": "2025-01-01T10:00:00Z", "name": "Bob"}])])
-    resumed = Boundary(["updatedAt"], [["id"]], resumed=first.snapshot())
+    resumed = Boundary(["updatedAt"], [["id"]], resumed=snapshot(first))
     # within the same second, Ann was renamed; Bob was not touched
     renamed = {"id": 1, "updatedAt": "2025-01-01T10:00:00Z", "name": "Anne"}
     written = read(resumed, [(None, [renamed, {"id": 2, "updatedAt": "2025-01-01T10:00:00Z", "name": "Bob"}])])
@@ -125,7 +146,7 @@ def test_a_record_changed_at_the_same_cursor_is_written_on_resume():
 def test_the_boundary_survives_the_checkpoint_record_and_skips_only_identical_records():
     first = Boundary(["t"], [["id"]])
     read(first, [(store(1), [{"id": 1, "t": 5, "v": [1, {"b": 2, "a": 1}]}]), (store(2), [{"id": 2, "t": 7, "v": 0.5}])])
-    record = CheckpointRecord(seq=1, batch_id=1, state={}, boundary=first.snapshot())
+    record = CheckpointRecord(seq=1, batch_id=1, state={}, boundary=snapshot(first))
     resumed = Boundary(["t"], [["id"]], resumed=CheckpointRecord.from_json(record.to_json()).boundary)
     # key order does not matter; 0.5 vs 0.50000001 does
     written = read(resumed, [(store(1), [{"v": [1, {"a": 1, "b": 2}], "t": 5, "id": 1}]), (store(2), [{"id": 2, "t": 7, "v": 0.50000001}])])
@@ -135,10 +156,10 @@ def test_the_boundary_survives_the_checkpoint_record_and_skips_only_identical_re
 def test_of_two_versions_of_a_key_at_one_cursor_only_the_last_committed_is_skipped():
     first = Boundary(["t"], [["id"]])
     read(first, [(None, [{"id": 1, "t": 3, "v": "old"}, {"id": 1, "t": 3, "v": "new"}])])
-    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    resumed = Boundary(["t"], [["id"]], resumed=snapshot(first))
     # the table's latest row for id 1 is "new": a source that now says "old" must be written
     assert read(resumed, [(None, [{"id": 1, "t": 3, "v": "old"}])]) == [{"id": 1, "t": 3, "v": "old"}]
-    again = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    again = Boundary(["t"], [["id"]], resumed=snapshot(first))
     assert read(again, [(None, [{"id": 1, "t": 3, "v": "new"}])]) == []
 
 
@@ -151,7 +172,7 @@ def test_a_boundary_written_before_record_hashes_skips_nothing_and_says_so(caplo
     assert resumed.skipped == 0
     assert [r.getMessage() for r in caplog.records if "users" in r.getMessage() and "before record hashes" in r.getMessage()]
     # the records written now are kept with hashes: the next resume skips them
-    assert read(Boundary(["t"], [["id"]], resumed=resumed.snapshot()), [(None, re_read)]) == []
+    assert read(Boundary(["t"], [["id"]], resumed=snapshot(resumed)), [(None, re_read)]) == []
 
 
 def test_a_record_without_a_canonical_json_form_is_never_skipped():
@@ -159,7 +180,7 @@ def test_a_record_without_a_canonical_json_form_is_never_skipped():
     assert record_hash(odd) is None
     first = Boundary(["t"], [["id"]])
     read(first, [(None, [odd])])
-    assert read(Boundary(["t"], [["id"]], resumed=first.snapshot()), [(None, [odd])]) == [odd]
+    assert read(Boundary(["t"], [["id"]], resumed=snapshot(first)), [(None, [odd])]) == [odd]
 
 
 def test_record_hash_is_short_and_ignores_key_order():
@@ -217,7 +238,7 @@ def test_a_delta_covers_every_commit_not_known_done():
     assert not full and sorted(delta) == ['{"store": 3}', '{"store": 4}', '{"store": 5}']
     assert delta['{"store": 3}']["cursor"] == 203
     nothing_known, full = checkpoint(boundary, unconfirmed=23)  # no commit of this run known done
-    assert full and nothing_known == boundary.snapshot() and len(nothing_known) == 20
+    assert full and nothing_known == snapshot(boundary) and len(nothing_known) == 20
 
 
 def test_an_unpartitioned_stream_keeps_a_full_boundary_in_every_commit():
@@ -236,7 +257,7 @@ def test_delta_records_rebuild_the_boundary_a_resume_skips():
     records = [CheckpointRecord.from_json(CheckpointRecord(seq=i, batch_id=i, state={}, boundary=b, boundary_full=full).to_json())
                for i, (b, full) in enumerate(notes)]
     rebuilt = boundary_rebuilt(reversed(records))
-    assert rebuilt == boundary.snapshot() and len(rebuilt) == 130
+    assert rebuilt == snapshot(boundary) and len(rebuilt) == 130
     resumed = Boundary(["t"], [["id"]], resumed=rebuilt)
     re_read = [(store(7), [{"id": 70, "t": 500}, {"id": 71, "t": 500}]), (store(129), [{"id": 129, "t": 229}])]
     assert read(resumed, re_read) == [] and resumed.skipped == 3
@@ -255,7 +276,7 @@ def test_the_boundary_is_bounded_and_an_overflowed_partition_skips_nothing_on_re
     delta, full = checkpoint(boundary, unconfirmed=0)
     assert not full and delta['{"store": 2}'] == {"cursor": "2025-01-02", "overflow": True}
     assert len(CheckpointRecord(seq=1, batch_id=1, state={}, boundary=delta).to_json()) < 300_000
-    assert '{"store": 2}' not in boundary.snapshot() and len(boundary.snapshot()) <= 21
+    assert '{"store": 2}' not in snapshot(boundary) and len(snapshot(boundary)) <= 21
     resumed = Boundary(["day"], [["id"]], resumed=delta)
     assert read(resumed, [(store(2), same_day[:3])]) == same_day[:3]
 
@@ -264,7 +285,7 @@ def test_a_partition_that_moves_on_frees_its_room_in_the_boundary():
     boundary = Boundary(["t"], [["id"]])
     read(boundary, [(store(1), [{"id": i, "t": 1} for i in range(MAX_KEYS)])])
     read(boundary, [(store(1), [{"id": 0, "t": 2}]), (store(2), [{"id": 5, "t": 9}])])
-    assert {p: keys(e) for p, e in boundary.snapshot().items()} == {'{"store": 1}': [[0]], '{"store": 2}': [[5]]}
+    assert {p: keys(e) for p, e in snapshot(boundary).items()} == {'{"store": 1}': [[0]], '{"store": 2}': [[5]]}
 
 
 # -- slices that name no partition (substreams of plain dicts, date windows) ---------------------------
@@ -276,7 +297,7 @@ def test_records_of_every_slice_without_a_partition_are_skipped_on_resume_whatev
     first = Boundary(["t"], [["id"]])
     parents = {1: [{"id": 10, "t": 5}, {"id": 11, "t": 7}], 2: [{"id": 20, "t": 3}], 3: [{"id": 30, "t": 9}]}
     read(first, [({"store_id": p, "since": 0}, records) for p, records in parents.items()])
-    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    resumed = Boundary(["t"], [["id"]], resumed=snapshot(first))
     again = {1: [{"id": 11, "t": 7}], 2: [{"id": 20, "t": 3}, {"id": 21, "t": 4}], 3: [{"id": 30, "t": 9}]}
     written = read(resumed, [({"store_id": p, "since": "moved"}, records) for p, records in again.items()])
     assert written == [{"id": 21, "t": 4}] and resumed.skipped == 3
@@ -285,25 +306,25 @@ def test_records_of_every_slice_without_a_partition_are_skipped_on_resume_whatev
 def test_slots_of_an_earlier_run_are_dropped_once_the_stream_was_read_to_its_end():
     first = Boundary(["t"], [["id"]])
     read(first, [({"store_id": 1}, [{"id": 10, "t": 5}])])
-    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    resumed = Boundary(["t"], [["id"]], resumed=snapshot(first))
     read(resumed, [({"store_id": 1, "since": 5}, [{"id": 10, "t": 5}])])  # skipped, and kept as this run's edge
-    assert len(resumed.snapshot()) == 2  # until the end, the earlier run's slot is carried too
+    assert len(snapshot(resumed)) == 2  # until the end, the earlier run's slot is carried too
     resumed.finish()
-    (entry,) = resumed.snapshot().values()
+    (entry,) = snapshot(resumed).values()
     assert keys(entry) == [[10]]
     assert checkpoint(resumed, unconfirmed=0)[1]  # a full boundary: a delta cannot drop a slot
 
 
 def test_a_record_below_where_the_resumed_partition_had_got_is_for_the_table_to_tell():
     """None: read again under the resumed state (a lookback window, a parent read from the start);
-    only the table can say whether it holds that very record (``StreamSink.already_in_table``)."""
+    only the table can say whether it holds that very record (``EarlierCommits.already_in_table``)."""
     first = Boundary(["t"], [["id"]])
     first.start_partition('{"store": 1}')
     for record in ({"id": 1, "t": 1}, {"id": 2, "t": 5}):
         first.already_committed(record)
     first.start_partition("")  # a date window: slots are compared with the highest of any slot
     first.already_committed({"id": 9, "t": 7})
-    resumed = Boundary(["t"], [["id"]], resumed=first.snapshot())
+    resumed = Boundary(["t"], [["id"]], resumed=snapshot(first))
     resumed.start_partition('{"store": 1}')
     assert resumed.already_committed({"id": 1, "t": 1}) is None
     assert resumed.already_committed({"id": 2, "t": 5}) is True  # the record at the cursor: skipped, as before
@@ -362,7 +383,7 @@ def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed
     top = {None: 0, 1: 0, 2: 0}
     table: list = []
     state: dict = {}
-    snapshot: dict = {}
+    kept: dict = {}
     next_id = 0
     for sync, news in enumerate(history):
         for partition, added in news.items():
@@ -371,7 +392,7 @@ def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed
                 next_id += 1
                 record = {"n": data, "t": top[partition], "p": partition}
                 api[partition].append({**record, "id": next_id} if keyed else record)
-        boundary = Boundary(["t"], [["id"]] if keyed else [], resumed=snapshot)
+        boundary = Boundary(["t"], [["id"]] if keyed else [], resumed=kept)
         answered: Counter = Counter()
         for partition, records in api.items():
             since = state.get(partition, 0) - lookback
@@ -390,7 +411,7 @@ def test_any_history_of_incremental_syncs_holds_every_record_once(history, keyed
             if records:
                 state[partition] = records[-1]["t"]
         boundary.finish()
-        snapshot = boundary.snapshot()
+        kept = snapshot(boundary)
         expected = sorted(map(repr, (r for records in api.values() for r in records)))
         assert sorted(repr(row) for row, _ in table) == expected
 
@@ -429,7 +450,7 @@ def test_notes_built_late_for_the_last_of_several_checkpoints_rebuild_the_bounda
         number = lazy.mark()
         twin_number = twin.mark()
         assert number == twin_number
-        return number, number - done - 1, twin.snapshot()
+        return number, number - done - 1, snapshot(twin)
 
     def hand_over():
         nonlocal handed_over
@@ -465,7 +486,7 @@ def test_notes_built_late_for_the_last_of_several_checkpoints_rebuild_the_bounda
     twin.finish()
     held.append(mark())
     hand_over()
-    assert lazy.snapshot() == twin.snapshot()
+    assert snapshot(lazy) == snapshot(twin)
 
 
 def test_notes_asked_for_out_of_order_are_refused():

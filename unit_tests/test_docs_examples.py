@@ -547,3 +547,10 @@ def test_a_broken_example_of_each_kind_is_caught(tmp_path: Path, monkeypatch: py
     ):
         assert expected in text, f"{expected!r} not among:\n{text}"
     assert len(problems) == 10, text  # the two commands of one bash block are one problem
+
+
+def test_the_destination_keys_a_config_may_hold_are_those_the_code_reads():
+    """A key outside ``DESTINATION_KEYS`` is refused as misspelt: a key the code reads must be in it."""
+    from source_framework.runtime.destination_setup import DESTINATION_KEYS
+
+    assert set(DESTINATION_KEYS) == keys_read("destination")

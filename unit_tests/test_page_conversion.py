@@ -522,7 +522,7 @@ def test_the_converter_starts_no_step_of_a_commit_once_the_syncs_process_is_gone
         def publish(self, plan: dict[str, Any]) -> dict[str, Any]:
             return converter.publish(plan)
 
-    write = page_conversion_process.atomic_files.write_atomically
+    write = page_conversion_process.parquet_commit.write_atomically
 
     def written_then_orphaned(*args: Any, **kwargs: Any) -> None:
         write(*args, **kwargs)
@@ -531,7 +531,7 @@ def test_the_converter_starts_no_step_of_a_commit_once_the_syncs_process_is_gone
     def exit_(code: int) -> None:
         raise SystemExit(code)
 
-    monkeypatch.setattr(page_conversion_process.atomic_files, "write_atomically", written_then_orphaned)
+    monkeypatch.setattr(page_conversion_process.parquet_commit, "write_atomically", written_then_orphaned)
     monkeypatch.setattr(page_conversion_process.os, "_exit", exit_)
     table = new_table(tmp_path)
     with pytest.raises(SystemExit):

@@ -15,6 +15,7 @@ import pytest
 from airbyte_cdk.sources.streams import Stream
 from rich.console import Console
 
+from source_framework.destinations.base import ValuesNotKept
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.progress import (
     LineProgress,
@@ -412,7 +413,7 @@ def test_short_states():
 def test_the_summary_names_fields_the_schema_does_not_declare():
     result = ReadResult(streams=[
         StreamResult(name="users", records=10, handed=10, committed=10, states=1, location="/w/users",
-                     undeclared_fields={"nickname": 7, "age": 2}, records_with_undeclared_fields=8),
+                     values_not_kept=ValuesNotKept(undeclared_fields={"nickname": 7, "age": 2}, records_with_undeclared_fields=8)),
         StreamResult(name="stores", records=1, handed=1, committed=1, states=1, location="/w/stores"),
     ])
     lines = format_summary(result, 1.0).splitlines()

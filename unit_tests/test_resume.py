@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from airbyte_cdk.sources.streams import CheckpointMixin, Stream
 
-from source_framework.destinations.base import CommitReceipt, Destination, StreamSink, StreamTarget
+from source_framework.destinations.base import CommitReceipt, Destination, EarlierCommits, StreamSink, StreamTarget
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, built
 from source_framework.runtime.boundary import FULL_EVERY
 from source_framework.runtime.output import ProtocolOutput
 from source_framework.runtime.read import read_streams
-from source_framework.runtime.resume import AS_GIVEN, EDITED, STATE_AHEAD, TABLE_AHEAD, boundary_rebuilt, choose_resume_point
+from source_framework.runtime.resume import AS_GIVEN, EDITED, STATE_AHEAD, TABLE_AHEAD, _BoundaryWalk, choose_resume_point
 from source_framework.runtime.secrets import SecretFilter
 from source_framework.runtime.stream_adapters import adapt
 from unit_tests.conftest import EventLog, EventOutput, catalog_of, configured
@@ -105,7 +105,7 @@ def test_an_older_state_resumes_from_the_newest_rebuilt_boundary():
 
 
 def test_records_gone_before_a_full_one_leave_their_partitions_unskipped():
-    assert boundary_rebuilt(deltas()[:2]) == {"a": entry(30, 3), "b": entry(20, 2)}  # "c" is unknown: skip nothing there
+    assert _BoundaryWalk().finish(iter(deltas()[:2])) == {"a": entry(30, 3), "b": entry(20, 2)}  # "c" is unknown: skip nothing there
 
 
 # -- end to end: a partitioned stream, its table's records, a resumed run ----------------------------
@@ -147,6 +147,16 @@ class StoreOrders(Stream, CheckpointMixin):
                 yield dict(record)
 
 
+class CheckpointRecords(EarlierCommits):
+    """The table's checkpoint records, as a later run asks for them (newest first)."""
+
+    def __init__(self, records: list[CheckpointRecord]) -> None:
+        self.records = records
+
+    def committed(self):
+        return iter(reversed(self.records))
+
+
 class Table(StreamSink):
     """A table as ``spark/table_writer.py`` keeps it: one checkpoint record per write; checkpoints
     queued behind a write merge into the next one, which keeps the last one's notes. Here the
@@ -158,6 +168,7 @@ class Table(StreamSink):
         self.rows: list[dict] = []  # written by this run
         self._buffer: list[dict] = []
         self._queued: list[tuple[Future, Mapping[str, Any], ResumeNotes]] = []
+        self.earlier_commits = CheckpointRecords(records)
 
     def write(self, record: Mapping[str, Any]) -> None:
         self._buffer.append(dict(record))
@@ -175,9 +186,6 @@ class Table(StreamSink):
         future = self.commit(state, notes)
         self._write()
         return future
-
-    def committed(self):
-        return iter(reversed(self.records))
 
     def _write(self) -> None:
         queued, self._queued = self._queued, []

@@ -85,7 +85,7 @@ def test_a_writer_refused_just_as_the_holder_took_the_lock_still_names_it(holder
 
 def test_clean_up_waits_for_a_commit_a_page_converter_is_writing_in_the_folder(tmp_path, capsys):
     """Issue 49, item 7: the converter holds the folder's flock shared through a commit
-    (``page_conversion_process._committing_in``); clean-up takes it exclusively, after it."""
+    (``parquet_commit.committing_in``); clean-up takes it exclusively, after it."""
     import fcntl
     import time
 

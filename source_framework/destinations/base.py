@@ -11,6 +11,9 @@ that future has completed, in the order the commits were asked for. A sink may c
     future = sink.commit({"updatedAt": "2025-02-01T00:00:00Z"})
     receipt = future.result()     # committed: now the STATE may be printed...
     receipt.rows_through          # ...if the commits so far hold every record written before it
+
+What the storage committed before this run (where to resume, a pending reset, records read again
+that the table holds) the runtime asks of ``sink.earlier_commits``, an ``EarlierCommits``.
 """
 
 from __future__ import annotations
@@ -70,24 +73,25 @@ def done(value: Any = None) -> Future[Any]:
     return future
 
 
-class StreamSink(ABC):
-    """Receives one stream's records and commits them at checkpoints."""
+@dataclass
+class ValuesNotKept:
+    """What a sink's writes could not keep as given, for the end-of-run summary; all empty where a
+    sink keeps every field and value (stdout). In the Spark tables each row names its own in ``_sf_meta``."""
 
-    #: where the records land, for people reading the end-of-run summary: a table's path, "stdout"
-    location: str = ""
+    #: ``{field: records}``: fields records carried that the stream's schema does not declare (no column)
+    undeclared_fields: dict[str, int] = field(default_factory=dict)
+    #: how many records carried at least one of them
+    records_with_undeclared_fields: int = 0
+    #: ``{field: (values, first reason)}``: values that did not fit their column, stored as null
+    mismatched_values: dict[str, tuple[int, str]] = field(default_factory=dict)
 
-    @abstractmethod
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Take one record; it becomes visible only with the next commit."""
 
-    @abstractmethod
-    def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
-        """Commit every record written so far, together with the state that covers them.
-
-        ``notes`` (the boundary keys, the run's start state) are kept with the commit, so a
-        later run can tell where to resume (``committed``). A sink that keeps them builds them
-        (``checkpoint_record.built``) on the reading thread, before the next call.
-        """
+class EarlierCommits:
+    """What a stream's storage already committed, as the runtime asks before and while reading:
+    where to resume, a pending ``state reset``, records read again that the table holds. Apart
+    from the sink because the table format answers these, not the writing. The answers here are
+    the safe ones of a sink that knows nothing: nothing committed, no reset, nothing to look in,
+    no rows committed ahead of their state."""
 
     def committed(self) -> Iterator[CheckpointRecord]:
         """Earlier runs' commits, newest first; none where a sink keeps no record."""
@@ -108,13 +112,6 @@ class StreamSink(ABC):
     def discard_reset(self, reset_id: str) -> None:
         """The reset does not apply (this sync was given a state): forget it."""
 
-    @abstractmethod
-    def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
-        """The stream completed: commit what is left and publish (overwrite switches tables here)."""
-
-    def abort(self) -> None:
-        """The stream failed: drop what is not committed. Committed data stays."""
-
     def may_commit_rows_ahead_of_state(self) -> bool:
         """Whether records may be committed under a state that does not cover them (those of a slice
         that failed while its stream read on): the next sync reads them again, and they must still
@@ -129,21 +126,38 @@ class StreamSink(ABC):
         has no table to look in."""
         return [False] * len(records)
 
-    def undeclared_fields(self) -> dict[str, int]:
-        """``{field: records}``: fields records carried that the stream's schema does not declare,
-        so no column holds them (the Spark tables name them in each row's ``_sf_meta``). For the
-        end-of-run summary; empty where a sink keeps every field (stdout)."""
-        return {}
 
-    def records_with_undeclared_fields(self) -> int:
-        """How many records carried at least one of :meth:`undeclared_fields`."""
-        return 0
+class StreamSink(ABC):
+    """Receives one stream's records and commits them at checkpoints."""
 
-    def mismatched_values(self) -> dict[str, tuple[int, str]]:
-        """``{field: (values, first reason)}``: values that did not fit their column and were stored
-        as null (named in each row's ``_sf_meta``). For the end-of-run summary; empty where a sink
-        keeps every value as given (stdout)."""
-        return {}
+    #: where the records land, for people reading the end-of-run summary: a table's path, "stdout"
+    location: str = ""
+    #: what the storage committed before (the answers of no table, unless the sink has one)
+    earlier_commits: EarlierCommits = EarlierCommits()
+
+    @abstractmethod
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Take one record; it becomes visible only with the next commit."""
+
+    @abstractmethod
+    def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
+        """Commit every record written so far, together with the state that covers them.
+
+        ``notes`` (the boundary keys, the run's start state) are kept with the commit, so a
+        later run can tell where to resume (``EarlierCommits.committed``). A sink that keeps them
+        builds them (``checkpoint_record.built``) on the reading thread, before the next call.
+        """
+
+    @abstractmethod
+    def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
+        """The stream completed: commit what is left and publish (overwrite switches tables here)."""
+
+    def abort(self) -> None:
+        """The stream failed: drop what is not committed. Committed data stays."""
+
+    def values_not_kept(self) -> ValuesNotKept:
+        """What the writes so far could not keep as given (none where a sink keeps everything)."""
+        return ValuesNotKept()
 
 
 class Destination(ABC):

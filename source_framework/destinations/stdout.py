@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from source_framework.destinations.base import (
     CommitReceipt,
     Destination,
+    EarlierCommits,
     StreamSink,
     StreamTarget,
     done,
@@ -23,8 +24,17 @@ class RecordPrinter(Protocol):
     def record(self, stream: str, namespace: str | None, data: Mapping[str, Any], emitted_at: int) -> None: ...
 
 
+class NoTable(EarlierCommits):
+    """Stdout keeps no commits to resume from; records committed ahead of their state may be
+    printed again by the next sync, as airbyte-cdk does (there is no table to find them in)."""
+
+    def may_commit_rows_ahead_of_state(self) -> bool:
+        return True
+
+
 class StdoutSink(StreamSink):
     location = "stdout"
+    earlier_commits = NoTable()
 
     def __init__(self, target: StreamTarget, output: RecordPrinter) -> None:
         self._name, self._namespace, self._output = target.name, target.namespace, output
@@ -40,9 +50,6 @@ class StdoutSink(StreamSink):
 
     def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         return done(CommitReceipt(self._written))
-
-    def may_commit_rows_ahead_of_state(self) -> bool:
-        return True
 
 
 class StdoutDestination(Destination):

@@ -12,7 +12,7 @@ with second granularity), is always written.
 Below the boundary. A record read again with a cursor under the one its partition had reached
 in the resumed commit (``"#"``: under the highest of the slots) cannot be told from a new one
 by the boundary: ``already_committed`` answers None and the read loop asks the table
-(``StreamSink.already_in_table``), which compares it row for row with what it holds under its key. So
+(``EarlierCommits.already_in_table``), which compares it row for row with what it holds under its key. So
 does a record without a cursor value in a run that resumes from a commit: no state passes it,
 so every sync reads it again.
 
@@ -358,11 +358,6 @@ class Boundary:
         self._delta_since_full += len(delta)
         boundary = {p: self._json.get(p) or self._left_out[p] for p in delta}
         return boundary, False
-
-    def snapshot(self) -> dict[str, Any]:
-        """The full boundary as of now, JSON-able (partitions that keep nothing to skip are left out)."""
-        return {p: _entry_json(_hashed(e, self._declared), self._keyless) for p, e in self._entries.items()
-                if e.records or self._keyless}
 
     def _full_due(self, mark: int, delta_size: int) -> bool:
         """Full once the deltas since the last full one add up to its size (so it costs no more

@@ -47,9 +47,10 @@ class CdkStreamAdapter(StreamAdapter):
     every record as airbyte-cdk does, since reading some streams' state costs time.
     """
 
+    stream: Stream
+
     def __init__(self, stream: Stream, configured: ConfiguredAirbyteStream) -> None:
-        super().__init__(configured)
-        self.stream = stream
+        super().__init__(stream, configured)
         self._cdk_cursor_field = list(configured.cursor_field or []) or None
         self._legacy = bool(stream.cursor_field) and type(stream).get_updated_state is not Stream.get_updated_state
         # source_framework's bases fetch a slice's records apart from moving their cursor.
@@ -74,18 +75,6 @@ class CdkStreamAdapter(StreamAdapter):
         self._last_state: Mapping[str, Any] = {}
         self._reader: Any = None
         self._warned_no_cursor = False
-
-    @property
-    def name(self) -> str:
-        return self.stream.name
-
-    @property
-    def namespace(self) -> str | None:
-        # AbstractStream does not declare it; DefaultStream and the adapters have it.
-        return getattr(self.stream, "namespace", None)
-
-    def json_schema(self) -> Mapping[str, Any]:
-        return self.stream.get_json_schema()
 
     def default_primary_key(self) -> list[list[str]]:
         return wrap_keys(self.stream.primary_key)

@@ -33,6 +33,8 @@ class ConcurrentStreamAdapter(StreamAdapter):
     it has no checkpoints inside a partition; airbyte-cdk's own schedule has none either.
     """
 
+    stream: AbstractStream
+
     def __init__(
         self,
         stream: AbstractStream,
@@ -40,8 +42,7 @@ class ConcurrentStreamAdapter(StreamAdapter):
         rebuild: Callable[[Mapping[str, Any]], AbstractStream] | None,
         built_with: Mapping[str, Any],
     ) -> None:
-        super().__init__(configured)
-        self.stream = stream
+        super().__init__(stream, configured)
         self._rebuild = rebuild
         self._built_with = dict(built_with) if self.incremental else {}
         # Partitions are airbyte-cdk's unit of concurrent reading; their cursor observes apart.
@@ -49,18 +50,6 @@ class ConcurrentStreamAdapter(StreamAdapter):
         self.syncs_alongside_others = True
         # airbyte-cdk's concurrent framework reports a failed partition and reads the others.
         self.slices_fail_alone = True
-
-    @property
-    def name(self) -> str:
-        return self.stream.name
-
-    @property
-    def namespace(self) -> str | None:
-        # AbstractStream does not declare it; DefaultStream and the adapters have it.
-        return getattr(self.stream, "namespace", None)
-
-    def json_schema(self) -> Mapping[str, Any]:
-        return self.stream.get_json_schema()
 
     def default_primary_key(self) -> list[list[str]]:
         return [list(k) for k in (self.stream.as_airbyte_stream().source_defined_primary_key or [])]

@@ -21,6 +21,28 @@ if TYPE_CHECKING:
     from source_framework.destinations.spark.page_conversion import ConverterPool
 
 
+#: the ``destination`` section's keys (docs/configuration.md has what each one does)
+DESTINATION_KEYS = ("type", "warehouse", "table_format", "spark_master", "spark_conf", "writer", "max_pending_records",
+                    "max_pending_mb", "stage_rows", "retention_hours", "connect_retry_seconds", "on_type_mismatch")
+
+
+def destination_settings(config: Mapping[str, Any], parsed: argparse.Namespace) -> dict[str, Any]:
+    """The config's ``destination`` section. A key it does not know is refused: a misspelt
+    ``warehose`` would otherwise leave the tables in the default warehouse, with nothing said."""
+    settings = config.get("destination") or {}
+    if not isinstance(settings, Mapping):
+        raise InputError(f"config file '{parsed.config}': destination must be an object, got {type(settings).__name__}")
+    unknown = sorted(str(key) for key in settings if key not in DESTINATION_KEYS)
+    if unknown:
+        import difflib
+
+        hints = [f"'{key}'" + "".join(f" (did you mean '{close}'?)" for close in difflib.get_close_matches(key, DESTINATION_KEYS, 1))
+                 for key in unknown]
+        raise InputError(f"config file '{parsed.config}': the destination section has no setting {', '.join(hints)}; "
+                         f"its settings are {', '.join(DESTINATION_KEYS)}")
+    return dict(settings)
+
+
 def start_page_converters(config: Mapping[str, Any], parsed: argparse.Namespace) -> ConverterPool | None:
     """The sync's page converters, the first already starting, where the config sends the records to
     Spark through this process (``destinations/spark/page_conversion``); None otherwise.
@@ -29,8 +51,8 @@ def start_page_converters(config: Mapping[str, Any], parsed: argparse.Namespace)
     streams' set-up: a converter takes a while to start (Arrow's import mostly), and one started with
     the destination, after all that, could still be starting when the first page came.
     """
-    settings = config.get("destination") or {}
-    if not isinstance(settings, Mapping) or _destination_kind(settings, parsed) != "spark":
+    settings = destination_settings(config, parsed)  # (before anything starts: a bad key fails at once)
+    if _destination_kind(settings, parsed) != "spark":
         return None
     from source_framework.destinations.spark.page_conversion import ConverterPool
 
@@ -52,7 +74,7 @@ def make_destination(
     ``start_page_converters`` started them (the destination owns them now, and closes them);
     ``max_checkpoints_ahead``: the read's bound (``checkpoints_ahead_of``), which sets how many
     checkpoints a Spark table groups for one commit."""
-    settings = dict(config.get("destination") or {})
+    settings = destination_settings(config, parsed)
     kind = _destination_kind(settings, parsed)
     if kind == "stdout":
         from source_framework.destinations.stdout import StdoutDestination
@@ -74,7 +96,7 @@ def spark_destination(
     from source_framework.destinations.spark.destination import SparkDestination
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
-    settings = dict(config.get("destination") or {})
+    settings = destination_settings(config, parsed)
     warehouse = parsed.warehouse or settings.get("warehouse", "./warehouse")
     table_format = str(settings.get("table_format", "delta"))
     try:

@@ -164,9 +164,7 @@ def _sync_one(
                      output.secrets.mask(str(stream_result.error)))
     stream_result.duration = time.monotonic() - started
     if sink is not None:
-        stream_result.undeclared_fields = sink.undeclared_fields()
-        stream_result.records_with_undeclared_fields = sink.records_with_undeclared_fields()
-        stream_result.mismatched_values = sink.mismatched_values()
+        stream_result.values_not_kept = sink.values_not_kept()
     if progress is not None:
         progress.stream_finished(stream_result)
     return stream_result

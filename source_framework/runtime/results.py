@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from source_framework.destinations.base import ValuesNotKept
+
 
 @dataclass
 class StreamResult:
@@ -46,12 +48,8 @@ class StreamResult:
     location: str = ""
     #: writes that reached storage (queued checkpoints may share one); None where not counted
     commits: int | None = None
-    #: fields records carried that the stream's schema does not declare: {field: records}
-    undeclared_fields: dict[str, int] = field(default_factory=dict)
-    #: how many records carried at least one of them
-    records_with_undeclared_fields: int = 0
-    #: values that did not fit their column, stored as null: {field: (values, the first one's reason)}
-    mismatched_values: dict[str, tuple[int, str]] = field(default_factory=dict)
+    #: undeclared fields and values that did not fit their column, as the sink counted them
+    values_not_kept: ValuesNotKept = field(default_factory=ValuesNotKept)
 
     def failed(self, error: BaseException) -> None:
         """The stream ends with ``error``, kept for the rest of the run (the summary, the exit

@@ -23,7 +23,7 @@ not count.
 In the first two cases the run also gets the boundary of the commit it resumes from (the
 records it will read again, ``runtime.boundary``). A record may hold only the partitions that
 changed since an earlier record of its run, so the boundary is rebuilt by walking the records
-newest first back to one that holds a full boundary (``boundary_rebuilt``).
+newest first back to one that holds a full boundary (``_BoundaryWalk``).
 
 Before any of that, a ``state reset`` left unfinished is applied or dropped (``plan_start``).
 """
@@ -41,7 +41,7 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord, Sa
 from source_framework.streams.cursor import CursorValueError, cursor_sort_key, partition_identity
 
 if TYPE_CHECKING:
-    from source_framework.destinations.base import StreamSink
+    from source_framework.destinations.base import EarlierCommits
 
 logger = logging.getLogger("source_framework.read")
 
@@ -59,46 +59,46 @@ class ResumePoint:
 
 
 def plan_start(
-    stream: str, given: dict[str, Any], sink: StreamSink, checkpoints: bool, state_as_given: bool, cursor_field: str | None,
+    stream: str, given: dict[str, Any], earlier: EarlierCommits, checkpoints: bool, state_as_given: bool, cursor_field: str | None,
 ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
     """The state a stream's sync starts from, picked from the table's commits (a state ahead of the
     table is refused), and the boundary of the records it will read again (None: nothing to skip).
     ``checkpoints``: the sync commits under its states (else nothing in the table counts for resuming)."""
-    if not apply_pending_reset(stream, given, sink) or not checkpoints:
+    if not apply_pending_reset(stream, given, earlier) or not checkpoints:
         return given, None
     if state_as_given:
         logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", stream, _brief(given))
         return given, None
-    point = resume_from_table(stream, given, sink, cursor_field)  # (it logs which case it is)
+    point = resume_from_table(stream, given, earlier, cursor_field)  # (it logs which case it is)
     if point.reason == TABLE_AHEAD:
         return copy.deepcopy(dict(point.state)), point.boundary
     return given, point.boundary
 
 
-def apply_pending_reset(stream: str, given: Mapping[str, Any], sink: StreamSink) -> bool:
+def apply_pending_reset(stream: str, given: Mapping[str, Any], earlier: EarlierCommits) -> bool:
     """A ``state reset`` left a marker: it applies only to a sync that starts from an empty
     state (what the reset saved). Given another state, the reset did not finish, or ``state
     set`` came after it: the marker goes and the state is read as given. False when this
     sync starts over (nothing in the table counts for resuming)."""
-    reset_id = sink.pending_reset()
+    reset_id = earlier.pending_reset()
     if reset_id is None:
         return True
     if not given:
         logger.info("stream %s: its state was reset; this sync reads it from the start and replaces its table", stream)
-        sink.apply_reset(reset_id)
+        earlier.apply_reset(reset_id)
         return False
     logger.warning(
         "stream %s: a state reset was left unfinished (or a later 'state set' replaced it) and this sync was "
         "given a state, %s; the reset is dropped and the state read as given", stream, _brief(given),
     )
-    sink.discard_reset(reset_id)
+    earlier.discard_reset(reset_id)
     return True
 
 
-def resume_from_table(stream: str, given: Mapping[str, Any], sink: StreamSink, cursor_field: str | None) -> ResumePoint:
-    """``choose_resume_point`` for a stream's sink, saying in the log which case it is; a state
+def resume_from_table(stream: str, given: Mapping[str, Any], earlier: EarlierCommits, cursor_field: str | None) -> ResumePoint:
+    """``choose_resume_point`` for what a stream's table committed, saying in the log which case it is; a state
     ahead of the table is refused with ``StateAhead``."""
-    point = choose_resume_point(given, sink.committed(), sink.passed_before, cursor_field)
+    point = choose_resume_point(given, earlier.committed(), earlier.passed_before, cursor_field)
     if point.reason == STATE_AHEAD:
         refused = StateAhead(stream, given, point)
         logger.warning("%s", refused)
@@ -195,11 +195,6 @@ def _cursors(state: Mapping[str, Any], cursor_field: str) -> dict[str, Any]:
     if isinstance(global_state, Mapping) and cursor_field in global_state:
         found["global"] = global_state[cursor_field]
     return found
-
-
-def boundary_rebuilt(committed: Iterable[CheckpointRecord]) -> dict[str, Any]:
-    """The newest record's full boundary, from ``committed`` (newest first)."""
-    return _BoundaryWalk().finish(iter(committed))
 
 
 class _BoundaryWalk:

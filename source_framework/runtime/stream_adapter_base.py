@@ -68,7 +68,9 @@ class SliceRead(ABC):
 class StreamAdapter(ABC):
     """One configured stream, whatever its kind."""
 
-    def __init__(self, configured: ConfiguredAirbyteStream) -> None:
+    def __init__(self, stream: Any, configured: ConfiguredAirbyteStream) -> None:
+        #: the connector's stream object (airbyte-cdk's ``Stream`` or ``AbstractStream``)
+        self.stream = stream
         self.configured = configured
         self.incremental = configured.sync_mode == SyncMode.incremental
         #: records in a slice between checkpoints (None: a checkpoint per slice only)
@@ -92,22 +94,24 @@ class StreamAdapter(ABC):
         self.slices_fail_alone = False
         #: what a failed slice yielded before its error is covered by the state (its cursor moved
         #: with each record, in order), so it may be committed whatever the sink; else only where
-        #: the sink finds such records again (``StreamSink.may_commit_rows_ahead_of_state``)
+        #: the sink finds such records again (``EarlierCommits.may_commit_rows_ahead_of_state``)
         self.failed_slices_covered = False
         #: the pages the stream's records are the items of, unchanged (``RecordsAtPath``): a
         #: destination may make their rows from the pages' bytes. None for any other stream.
         self.raw_pages: RawPages | None = None
 
     @property
-    @abstractmethod
-    def name(self) -> str: ...
+    def name(self) -> str:
+        return str(self.stream.name)
 
     @property
-    @abstractmethod
-    def namespace(self) -> str | None: ...
+    def namespace(self) -> str | None:
+        # AbstractStream does not declare it; DefaultStream and the adapters have it.
+        return getattr(self.stream, "namespace", None)
 
-    @abstractmethod
-    def json_schema(self) -> Mapping[str, Any]: ...
+    def json_schema(self) -> Mapping[str, Any]:
+        schema: Mapping[str, Any] = self.stream.get_json_schema()
+        return schema
 
     @abstractmethod
     def default_primary_key(self) -> list[list[str]]: ...

@@ -123,7 +123,7 @@ class StreamSync:
         self._slice_error: Exception | None = None  # the slice being read failed (``_until_failure``)
         self._failed_slices: list[Exception] = []
         self._last_state, resumed = plan_start(
-            self.name, copy.deepcopy(dict(input_state)) if input_state else {}, sink, self.checkpoints, state_as_given,
+            self.name, copy.deepcopy(dict(input_state)) if input_state else {}, sink.earlier_commits, self.checkpoints, state_as_given,
             target.cursor_field[0] if len(target.cursor_field) == 1 else None,
         )
         self._start_state = copy.deepcopy(self._last_state)
@@ -147,7 +147,7 @@ class StreamSync:
         # A failed slice fails the stream where a full refresh publishes only a complete read, and
         # where its records, committed under no state, could not be told apart when read again.
         fail_alone = adapter.slices_fail_alone and self.checkpoints and (
-            adapter.failed_slices_covered or self.sink.may_commit_rows_ahead_of_state()
+            adapter.failed_slices_covered or self.sink.earlier_commits.may_commit_rows_ahead_of_state()
         )
         for stream_slice in slices:
             if stopped():
@@ -234,7 +234,7 @@ class StreamSync:
         awaiting, self._awaiting_lookup = self._awaiting_lookup, []
         if not awaiting:
             return
-        for record, in_table in zip(awaiting, self.sink.already_in_table(awaiting), strict=True):
+        for record, in_table in zip(awaiting, self.sink.earlier_commits.already_in_table(awaiting), strict=True):
             if in_table:
                 self.result.skipped += 1
                 continue

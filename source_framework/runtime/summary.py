@@ -42,10 +42,11 @@ def format_summary(result: ReadResult, seconds: float, secrets: SecretFilter | N
         assert stream.error is not None
         lines.append(_printable(f"{stream.name} failed: {failure_reason(stream.error, secrets)}"))
     for stream in result.streams:
-        line = undeclared_fields_line(stream.name, stream.records_with_undeclared_fields, stream.undeclared_fields)
+        not_kept = stream.values_not_kept
+        line = undeclared_fields_line(stream.name, not_kept.records_with_undeclared_fields, not_kept.undeclared_fields)
         if line:
             lines.append(line)
-        line = mismatched_values_line(stream.name, stream.mismatched_values)
+        line = mismatched_values_line(stream.name, not_kept.mismatched_values)
         if line:
             lines.append(line)
     return "\n".join(lines) + "\n"
@@ -58,8 +59,8 @@ UNDECLARED_SHOWN = 10
 def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int]) -> str | None:
     """``users: 1,200 records carried fields the schema does not declare (nickname: 1,200, ...);
     see _sf_meta``, or None when there were none. ``records`` and ``by_field`` are the stream's
-    sink's ``records_with_undeclared_fields()`` and ``undeclared_fields()``: such fields get no
-    column, so the summary says so rather than let them vanish. Most frequent first."""
+    sink's counts (``ValuesNotKept``): such fields get no column, so the summary says so rather
+    than let them vanish. Most frequent first."""
     if not by_field:
         return None
     ranked = sorted(by_field.items(), key=lambda item: (-item[1], item[0]))

@@ -15,6 +15,7 @@ Modules, one job each:
 * ``atomic_files``     - crash-safe small-file writes.
 * ``destination``      - ``SparkDestination``: one table per stream; layout, locks, reset, truncate.
 * ``buffer``, ``table_writer``, ``committer`` - records -> Arrow batches -> commit jobs -> commits.
+* ``earlier_commits`` - what the table committed before this run, as the runtime asks (resume, resets, look-ups).
 * ``layout``           - where a stream's table lives (names encoded into safe folder names).
 * ``table_lock``       - one writer per table; clean-up waits for a commit still being written.
 * ``table_schema``     - the table's schema across commits: added, widened, incompatible.

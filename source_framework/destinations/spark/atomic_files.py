@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import uuid
 
 TEMP_SUFFIX = ".tmp"
@@ -127,3 +128,12 @@ def make_folders(path: str) -> None:
 def is_temp_file(name: str) -> bool:
     """True for leftovers of an interrupted :func:`write_atomically`."""
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def remove_folder(folder: str) -> None:
+    """Remove a staging folder: one call when its files were all moved out (a commit's file work
+    is paid in the interpreter the reading thread needs), else the folder and what is left."""
+    try:
+        os.rmdir(folder)
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)

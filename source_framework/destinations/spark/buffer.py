@@ -21,7 +21,7 @@ does not grow memory: every ``stage_rows`` rows the batches go to Spark as a sta
 to hidden staged files that the next commit publishes with the rest.
 
 Fields a record carries that the table's schema does not declare get no column: the conversion
-names them in the row's ``_sf_meta`` and counts them (``undeclared_fields``, for the end-of-run
+names them in the row's ``_sf_meta`` and counts them (``values_not_kept``, for the end-of-run
 summary), and each new one is logged once.
 
 Records of a stream whose records are its pages' items unchanged (``pages``: a ``records_path``
@@ -37,18 +37,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any
 
 import pyarrow as pa
 
-from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, done
-from source_framework.destinations.checkpoint_record import CheckpointRecord, Notes, ResumeNotes, built
+from source_framework.destinations.base import OVERWRITE, CommitReceipt, StreamSink, ValuesNotKept, done
+from source_framework.destinations.checkpoint_record import Notes, ResumeNotes, built
 from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS
 from source_framework.destinations.spark.committer import BackgroundCommitter, CommitJob
+from source_framework.destinations.spark.earlier_commits import CommitsInTable
 from source_framework.destinations.spark.page_conversion import ConverterPool, PageConverter
-from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.table_writer import TableWriter
 from source_framework.helpers.raw_pages import RawPages
 from source_framework.helpers.tuning import TUNING
@@ -90,7 +90,7 @@ PAGE_ROW_BYTES = 256
 
 
 class StreamBuffer(StreamSink):
-    """The ``StreamSink`` of one stream in a Spark table (reading thread only)."""
+    """The ``StreamSink`` of one stream in a Spark table (reading thread only); ``earlier_commits`` are the table's."""
 
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
                  pages: RawPages | None = None, converters: ConverterPool | None = None,
@@ -123,9 +123,9 @@ class StreamBuffer(StreamSink):
         self._group_since_ms = 0
         self._last_checkpoint_ms = 0
         self._group_size = max(1, group_size)
-        # Whether this run's first commit replaces the table: known before the first job and
-        # kept here, so the reading thread never asks the writer, which the committer's thread owns.
-        self._replaces_table = writer.rebuilding
+        # What the runtime asks of the table before reading; ``replaces_table`` there also tells
+        # ``finish`` whether this run's first commit, still to come, replaces the table.
+        self.earlier_commits: CommitsInTable = CommitsInTable(writer)
         # The page path (``page_conversion``): the page the records come from, the item expected
         # next and where the current run of written items began; runs not yet sent; rows in the
         # runs closed so far and where the last end was (counted from the stream's first page row),
@@ -149,27 +149,6 @@ class StreamBuffer(StreamSink):
         self._last_job: Future[Any] | None = None
         if pages is not None:
             pages.enabled = True
-
-    # -- before reading: where the stream resumes ----------------------------------------------
-
-    def committed(self) -> Iterator[CheckpointRecord]:
-        if self._replaces_table:
-            return iter(())  # a rebuild starts over: nothing in the table counts
-        return self._writer.table.committed_checkpoints()
-
-    def passed_before(self, state: Mapping[str, Any]) -> bool:
-        return not self._replaces_table and PassedStates(self._writer.table.path).includes(state)
-
-    def pending_reset(self) -> str | None:
-        return self._writer.table.pending_reset()
-
-    def apply_reset(self, reset_id: str) -> None:
-        self._writer.rebuild_from_reset(reset_id)  # before the first job: the writer is still ours
-        self._replaces_table = True
-
-    def discard_reset(self, reset_id: str) -> None:
-        self._writer.check_schema()  # the table stays: it must take the stream's schema
-        self._writer.table.clear_reset()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -219,7 +198,7 @@ class StreamBuffer(StreamSink):
     def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
         self._hand_over()
         self._end_pages()
-        if self._writer.target.destination_sync_mode == OVERWRITE or self._replaces_table or self._has_uncommitted_rows():
+        if self._writer.target.destination_sync_mode == OVERWRITE or self.earlier_commits.replaces_table or self._has_uncommitted_rows():
             future = self._submit(state, notes)
         else:  # nothing left to write: the last commit's receipt already counts every row
             future = self._last_commit if self._last_commit is not None else done(CommitReceipt(0, 0))
@@ -234,21 +213,10 @@ class StreamBuffer(StreamSink):
         self._ended_at = self._run_rows
         self._stop_pages()
 
-    def already_in_table(self, records: list[Mapping[str, Any]]) -> list[bool]:
-        return self._writer.already_in_table(records)
-
-    def may_commit_rows_ahead_of_state(self) -> bool:
-        return self._writer.looks_up_rows
-
-    def undeclared_fields(self) -> dict[str, int]:
-        return dict(self._writer.counts.undeclared)
-
-    def records_with_undeclared_fields(self) -> int:
-        return self._writer.counts.records_with_undeclared
-
-    def mismatched_values(self) -> dict[str, tuple[int, str]]:
+    def values_not_kept(self) -> ValuesNotKept:
         counts = self._writer.counts
-        return {name: (count, counts.mismatch_reasons.get(name, "")) for name, count in counts.mismatched.items()}
+        mismatched = {name: (count, counts.mismatch_reasons.get(name, "")) for name, count in counts.mismatched.items()}
+        return ValuesNotKept(dict(counts.undeclared), counts.records_with_undeclared, mismatched)
 
     def _has_uncommitted_rows(self) -> bool:
         return bool(self._records or self._batches or self._staged_since_commit or self._page_token is not None)
@@ -373,7 +341,7 @@ class StreamBuffer(StreamSink):
         job = self._job(state, built(notes), stage_only=False)  # (the grouped ones' notes are never built)
         job.earlier_states = earlier_states or []
         self._last_commit = self._last_job = self._committer.submit(job)
-        self._replaces_table = False  # that commit replaces it; the next ones add to it
+        self.earlier_commits.replaces_table = False  # that commit replaces it; the next ones add to it
         return self._last_commit
 
     def _submit_stage(self) -> None:

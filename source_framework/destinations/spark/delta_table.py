@@ -58,6 +58,7 @@ import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, committed_at_now
 from source_framework.destinations.spark.arrow_conversion import parquet_options
+from source_framework.destinations.spark.atomic_files import remove_folder
 from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
 from source_framework.destinations.spark.delta_file_commit import commit_files, files_fit
 from source_framework.destinations.spark.delta_log import (
@@ -197,7 +198,7 @@ class DeltaLakeTable:
                 counted = None
             rows, version = counted or self._committed_rows(seq)
             for item in staged:
-                _remove_folder(item.folder)
+                remove_folder(item.folder)
             self._newest = CheckpointRecord.from_json({**json.loads(record.to_json()), "batch_id": version, "rows": rows})
             fault_point("commit.done")
         return CommitInfo(seq, version, [], rows, (time.perf_counter() - started) * 1000)
@@ -473,11 +474,3 @@ def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.Record
                 columns = [batch.column(field.name).cast(field.type) if field.name in batch.schema.names
                            else pa.nulls(batch.num_rows, field.type) for field in schema]
                 yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _remove_folder(folder: str) -> None:
-    """A staged folder after its commit: empty when its files were moved into the table."""
-    try:
-        os.rmdir(folder)
-    except OSError:
-        shutil.rmtree(folder, ignore_errors=True)

@@ -1,10 +1,11 @@
 """The page converter's own process: pages' bytes in, a table's Parquet files out.
 
 Run by ``page_conversion.PageConverter`` as ``python -P <this file>``; it loads only
-``arrow_conversion.py`` (with ``arrow_columns.py``) and ``helpers/records_path.py``, by their
-paths, so it starts in a fraction of the package's import time. It reads frames from stdin, in the order the reading
-thread sent them, and answers each write on its own copy of stdout (descriptor 1 itself points
-at stderr, so nothing stray can reach the answers):
+``arrow_conversion.py`` (with ``arrow_columns.py``), ``parquet_commit.py`` (with
+``atomic_files.py``) and ``helpers/records_path.py``, by their paths, so it starts in a fraction of
+the package's import time. It reads frames from stdin, in the order the reading thread sent them,
+and answers each write on its own copy of stdout (descriptor 1 itself points at stderr, so nothing
+stray can reach the answers):
 
 - ``S`` at each stream's start (one process serves a sync's streams one after another): the
   table's Arrow schema (IPC bytes), the sync id, the records path, the Parquet options; what the
@@ -19,10 +20,10 @@ at stderr, so nothing stray can reach the answers):
 - ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
   file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
   "counts": {...}}`` (``ConversionCounts.as_dict()`` since the last answer) or ``{"error": "..."}``;
-- ``C`` commit: a commit's file work, planned by ``SparkTable.commit(pages=...)``: the rows up to a
-  token written into the table as part of it, after its checkpoint record and before its log
-  batch (see ``Converter.publish``); answered like ``W`` with the log lines written, or
-  ``{"stopped": point}`` where a simulated crash stopped it (``helpers.faults``).
+- ``C`` commit: a commit planned by ``SparkTable.commit(pages=...)`` (a ``parquet_commit.CommitPlan``)
+  and carried out here by ``parquet_commit.carry_out``, with the rows up to a token as the file it
+  writes into the table; answered like ``W`` with the log lines written, or ``{"stopped": point}``
+  where a simulated crash stopped it (``helpers.faults``).
 
 Records are converted by ``records_to_arrow`` in batches as their runs arrive, so a write finds
 most of its rows converted. It runs in a session of its own and ignores SIGINT (Ctrl-C stops the
@@ -31,12 +32,9 @@ sync, whose queued commits still need it), and ends when stdin closes.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import gc
 import importlib.util
 import os
-import shutil
 import signal
 import struct
 import sys
@@ -44,8 +42,6 @@ import time
 import traceback
 import uuid
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, BinaryIO
 
@@ -95,7 +91,11 @@ if COLUMNS not in sys.modules:
     _load(COLUMNS, os.path.join(HERE, "arrow_columns.py"))
 conversion = _load("_sf_arrow_conversion", os.path.join(HERE, "arrow_conversion.py"))
 records_path = _load("_sf_records_path", os.path.join(HERE, "..", "..", "helpers", "records_path.py"))
-atomic_files = _load("_sf_atomic_files", os.path.join(HERE, "atomic_files.py"))
+# parquet_commit.py imports atomic_files by the package's name, as arrow_conversion.py does arrow_columns.
+ATOMIC_FILES = "source_framework.destinations.spark.atomic_files"
+if ATOMIC_FILES not in sys.modules:
+    _load(ATOMIC_FILES, os.path.join(HERE, "atomic_files.py"))
+parquet_commit = _load("_sf_parquet_commit", os.path.join(HERE, "parquet_commit.py"))
 
 
 class Converter:
@@ -154,32 +154,18 @@ class Converter:
         self._write(part, os.path.join(folder, name))
         return {"rows": part.num_rows, "file": name, "counts": self._counts_since()}
 
-    def publish(self, plan: dict[str, Any]) -> dict[str, Any]:
-        """A commit, its file work done here in ``SparkTable.commit``'s order (see ``table.py``):
-        the checkpoint record, the staged files moved in and the rows up to the plan's token
-        written beside them, the folder fsynced, the log's batch: the commit point. Answers the
+    def publish(self, ask: dict[str, Any]) -> dict[str, Any]:
+        """A commit carried out here (``parquet_commit.carry_out``, as ``SparkTable.commit`` carries
+        out its others), with the rows up to ``ask["token"]`` as the plan's own file. Answers the
         batch's new lines (with each file's size and time) for the committer's bookkeeping."""
-        part = self._rows_to(plan["token"], plan["seq"])
-        if part.num_rows != plan["rows"]:  # before anything is written: the commit fails whole
-            raise RuntimeError(f"{part.num_rows} rows up to checkpoint {plan['token']}, the commit expects {plan['rows']}")
-        stop = plan.get("stop")
-        with _committing_in(plan["table"]):
+        part = self._rows_to(ask["token"], ask["seq"])
+        if part.num_rows != ask["rows"]:  # before anything is written: the commit fails whole
+            raise RuntimeError(f"{part.num_rows} rows up to checkpoint {ask['token']}, the commit expects {ask['rows']}")
+        plan = parquet_commit.CommitPlan.from_json(ask["plan"])
+        with parquet_commit.committing_in(plan.table):
             _exit_if_orphaned()
-            atomic_files.write_atomically(plan["record"], plan["record_text"].encode("utf-8"))
-            _stop_if_asked(stop, "commit.record_written")
-            for source, target in plan["moves"]:
-                os.rename(source, target)
-            self._write(part, plan["file"])
-            atomic_files.fsync_directory(plan["table"])
-            for folder in plan["folders"]:
-                try:
-                    os.rmdir(folder)  # (its files were moved out)
-                except OSError:
-                    shutil.rmtree(folder, ignore_errors=True)
-            targets = [target for _, target in plan["moves"]] + [plan["file"]]
-            added = [_with_stat(line, target) for line, target in zip(plan["added"], targets, strict=True)]
-            _stop_if_asked(stop, "commit.files_written")
-            atomic_files.write_atomically(plan["batch"], "\n".join([*plan["head"], *added]).encode("utf-8"), overwrite=False)
+            added = parquet_commit.carry_out(plan, lambda path: self._write(part, path),
+                                             lambda point: _stop_if_asked(ask.get("stop"), point))
         return {"rows": part.num_rows, "added": added, "counts": self._counts_since()}
 
     def _rows_to(self, token: int, seq: int) -> pa.Table:
@@ -219,27 +205,9 @@ PARENT = os.getppid()
 
 def _exit_if_orphaned() -> None:
     """Exit if the sync's process is gone: a commit it no longer waits for is not carried on.
-    (A step already begun ends first: the next run's clean-up waits for it, ``_committing_in``.)"""
+    (A step already begun ends first: the next run's clean-up waits for it, ``parquet_commit.committing_in``.)"""
     if os.getppid() != PARENT:
         os._exit(0)
-
-
-@contextmanager
-def _committing_in(table: str) -> Iterator[None]:
-    """Hold the table folder's ``flock`` shared through a commit's file work: the next run's
-    clean-up takes it exclusively (``table_lock.no_commit_in_flight``, which says why), so it
-    waits for the step this process is in when its sync is killed. A folder gone (deleted
-    meanwhile) fails the commit; a file system without ``flock`` on folders has no lock to take."""
-    fd = os.open(table, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        except OSError as error:
-            if error.errno not in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
-                raise
-        yield
-    finally:
-        os.close(fd)
 
 
 def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
@@ -257,14 +225,6 @@ def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
     if stop["how"] != "linger":
         os._exit(0)
     time.sleep(float(stop["seconds"]))  # then on with the step, as one begun before the kill
-
-
-def _with_stat(line: str, path: str) -> str:
-    """A log line (``file_sink_log.SinkFileStatus``) with the size and time of its file, ``path``."""
-    entry = orjson.loads(line)
-    stat = os.stat(path)
-    entry["size"], entry["modificationTime"] = stat.st_size, stat.st_mtime_ns // 1_000_000
-    return orjson.dumps(entry).decode("utf-8")
 
 
 def write_durably(table: pa.Table, folder: str, name: str, options: dict[str, Any]) -> int:

@@ -21,12 +21,13 @@ are moved (or written) into the table folder and fsynced, and the next ``_spark_
 is written atomically: **the commit point**. The folder's layout, the steps and what Spark's
 reader does with such a folder are in ``docs/tables.md`` ("How a commit lands").
 
-Where the commit's new rows are held by the stream's page converter (``page_conversion``), that
-process does the commit's file work (``commit(pages=...)``): this object plans it (the record, the
-names, the log's lines), the converter carries it out in order and stops at the fault points this
-process asks it to. Why: each file operation costs the committer's thread the interpreter the
-reading thread holds. The converter holds the folder's ``flock`` (shared) through a commit;
-clean-up holds it exclusively (``table_lock.no_commit_in_flight``), so the two never overlap.
+This object plans each commit (a ``parquet_commit.CommitPlan``: the record, the files' names, the
+log's lines) and ``parquet_commit.carry_out`` carries it out. Where the commit's new rows are held
+by the stream's page converter (``page_conversion``), that process carries it out
+(``commit(pages=...)``), and stops at the fault points this process asks it to. Why: each file
+operation costs the committer's thread the interpreter the reading thread holds. The converter holds
+the folder's ``flock`` (shared) through a commit; clean-up holds it exclusively
+(``table_lock.no_commit_in_flight``), so the two never overlap.
 
 The object remembers its own last commit, so at a small interval a commit does not read the
 table's folders again: any other object's commit would have written the record it checks first.
@@ -46,7 +47,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 import uuid
@@ -59,11 +59,12 @@ import pyarrow.parquet as pq
 
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, committed_at_now, committed_at_seconds, file_name
 from source_framework.destinations.spark.arrow_conversion import parquet_options
-from source_framework.destinations.spark.atomic_files import fsync_directory, fsync_file, make_folders
+from source_framework.destinations.spark.atomic_files import fsync_file, make_folders
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
 from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.file_sink_log import local_path as _local_path
+from source_framework.destinations.spark.parquet_commit import CommitPlan, carry_out
 from source_framework.destinations.spark.passed_states import PassedStates
 from source_framework.destinations.spark.reset_marker import ResetMarker
 from source_framework.destinations.spark.spark_frames import arrow_frame, spark_path
@@ -175,20 +176,25 @@ class SparkTable(ResetMarker):
                 merged_states=tuple(dict(s) for s in merged_states), reset_id=reset_id,
                 schema=dict(schema) if schema is not None else None, replaced=replaced,
             )
+            head, live_before = self._log.batch_head(batch_id, replace=replace)
+            targets = [os.path.join(self.path, name) for name in names]
+            file = targets[-1] if written_here is not None or pages is not None else None
+            plan = CommitPlan(
+                table=self.path, record=self._checkpoints.path(seq), record_text=record.to_json().decode("utf-8"),
+                moves=list(zip(parts, targets[:len(parts)], strict=True)),
+                unsynced=[target for part, target in zip(parts, targets[:len(parts)], strict=True) if part not in counted],
+                file=file, folders=folders, batch=self._log.batch_path(batch_id), head=head,
+                added=[SinkFileStatus(Path(target).as_uri(), 0, 0).to_json()
+                       for target in [*targets[:len(parts)], *([file] if file is not None else [])]],
+            )
             answer: dict[str, Any] = {}
             if pages is not None:
-                statuses, answer = self._commit_by(pages, record, parts, names, folders, counted, replace)
+                answer = self._commit_by(pages, plan, seq)
+                added = answer["added"]
             else:
-                self._checkpoints.write(record)  # names the files before they enter the table
-                fault_point("commit.record_written")
-                statuses = self._move_in(parts, names[:len(parts)], durable=counted)
-                if written_here is not None:
-                    statuses.append(self._write_in(written_here, names[-1]))
-                fsync_directory(self.path)
-                for folder in folders:
-                    _remove_folder(folder)
-                fault_point("commit.files_written")
-                self._log.write_batch(batch_id, statuses, replace=replace)  # the commit point
+                added = carry_out(plan, lambda path: self._write_in(written_here, path), fault_point)
+            statuses = [SinkFileStatus.from_json(line) for line in added]
+            self._log.batch_written(batch_id, live_before, statuses, replace=replace)  # (the commit point is passed)
             self._newest = record
             fault_point("commit.done")
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -203,33 +209,18 @@ class SparkTable(ResetMarker):
         make_folders(self._log.directory)
         make_folders(self._checkpoints.directory)
 
-    def _commit_by(
-        self, pages: PageRows, record: CheckpointRecord, parts: list[str], names: list[str], folders: list[str],
-        durable: set[str], replace: bool,
-    ) -> tuple[list[SinkFileStatus], dict[str, Any]]:
-        """The commit's file work, done by the page converter: the same steps as here, in the same
-        order, with the fault points counted here and honoured there. Files staged by this process
-        are fsynced first (the converter only renames them)."""
-        for part in parts:
-            if part not in durable:
-                fsync_file(part)
-        head, live_before = self._log.batch_head(record.batch_id, replace=replace)
-        targets = [os.path.join(self.path, name) for name in names]
-        plan = {
-            "token": pages.token, "seq": record.seq, "rows": pages.rows,
-            "record": self._checkpoints.path(record.seq), "record_text": record.to_json().decode("utf-8"),
-            "moves": list(zip(parts, targets[:len(parts)], strict=True)), "file": targets[-1], "table": self.path,
-            "folders": folders, "batch": self._log.batch_path(record.batch_id), "head": head,
-            "added": [SinkFileStatus(Path(target).as_uri(), 0, 0).to_json() for target in targets],
+    def _commit_by(self, pages: PageRows, plan: CommitPlan, seq: int) -> dict[str, Any]:
+        """``plan`` carried out by the page converter, which writes its ``file`` of the rows up to
+        ``pages.token``: the fault points are counted here and honoured there."""
+        answer = pages.converter.publish({
+            "token": pages.token, "rows": pages.rows, "seq": seq,
+            "plan": plan.as_json(),
             # (a process that stops at the first point never reaches the second)
             "stop": reached_elsewhere("commit.record_written") or reached_elsewhere("commit.files_written"),
-        }
-        answer = pages.converter.publish(plan)
+        })
         if "stopped" in answer:
             crashed_elsewhere(answer["stopped"])
-        statuses = [SinkFileStatus.from_json(line) for line in answer["added"]]
-        self._log.batch_written(record.batch_id, live_before, statuses, replace=replace)
-        return statuses, answer
+        return answer
 
     def stage(self, data: pa.Table) -> StagedFiles:
         """Write ``data``'s files now, invisible to readers, for a commit still to come (see
@@ -284,29 +275,15 @@ class SparkTable(ResetMarker):
         frame = arrow_frame(self.spark, data) if isinstance(data, pa.Table) else data
         frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
 
-    def _move_in(self, parts: list[str], names: list[str], durable: set[str]) -> list[SinkFileStatus]:
-        """Rename staged files into the table folder (the caller fsyncs the folder); those not in
-        ``durable`` are fsynced here."""
-        moved = []
-        for part, name in zip(parts, names, strict=True):
-            target = os.path.join(self.path, name)
-            os.rename(part, target)
-            if part not in durable:
-                fsync_file(target)
-            moved.append(SinkFileStatus.for_local_file(target))
-        return moved
-
-    def _write_in(self, data: pa.Table, name: str) -> SinkFileStatus:
-        """Write ``data`` as the table folder's file ``name`` (the caller fsyncs the folder). Its
+    def _write_in(self, data: pa.Table, target: str) -> None:
+        """Write ``data`` as the table folder's file ``target`` (the caller fsyncs the folder). Its
         rows are counted in the footer just written, not taken on trust: the record already said
         how many the commit publishes."""
-        target = os.path.join(self.path, name)
         pq.write_table(data, target, **parquet_options(ARROW_PARQUET_OPTIONS, data.schema))
         fsync_file(target)
         written = pq.read_metadata(target).num_rows
         if written != data.num_rows:
             raise RuntimeError(f"{target}: {written} rows in its footer, {data.num_rows} were written")
-        return SinkFileStatus.for_local_file(target)
 
     def _last_committed(self) -> CheckpointRecord | None:
         """``last_checkpoint()``, remembered from this object's own last commit while no other
@@ -484,12 +461,3 @@ def _data_file_names(seq: int, count: int, commit_id: str, leads_schema: bool) -
     """
     prefix = f"a{LEADING_BASE - seq:08d}" if leads_schema else f"c{seq:08d}"
     return [f"{prefix}-{n}-{commit_id}.parquet" for n in range(count)]
-
-
-def _remove_folder(folder: str) -> None:
-    """Remove a staging folder: one call when its files were all moved out (a commit's file work
-    is paid in the interpreter the reading thread needs), else the folder and what is left."""
-    try:
-        os.rmdir(folder)
-    except OSError:
-        shutil.rmtree(folder, ignore_errors=True)

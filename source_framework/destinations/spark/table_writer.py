@@ -203,7 +203,7 @@ class TableWriter:
         return len(cursor) == 1 and cursor[0] in self.schema.names
 
     def already_in_table(self, records: list[Any]) -> list[bool]:
-        """Which ``records`` the table holds already, row for row (``StreamSink.already_in_table``). Called in
+        """Which ``records`` the table holds already, row for row (``EarlierCommits.already_in_table``). Called in
         the reading thread; it reads only committed files. Looked up by primary key, then compared
         in every data column as the commit would write them. Anything that cannot be compared so
         (no top-level key, a file it cannot read) answers False: written again, never dropped.
