@@ -110,3 +110,33 @@ def test_a_first_checkpoint_of_a_stream_nobody_counts_pairs_with_the_first_state
                     repeated_states=0, max_at_risk=0, at_risk_at_end=0, covered=0, first_state_wall=asked + 0.25)
     assert first_commit_seconds(counters, run) == pytest.approx(0.25, abs=0.001)
     counters.close()
+
+
+def test_the_counting_sink_answers_for_earlier_commits_and_kept_values_as_the_sink_it_wraps(tmp_path):
+    """Under compare-checkpoints the probe wraps each sink: a resume from a state whose record was
+    reclaimed (``passed_before``) and the summary's undeclared and mismatched fields must come from
+    the wrapped sink, not from the base class's defaults (they did: nothing passed, nothing counted)."""
+    from source_framework.destinations.base import EarlierCommits, ValuesNotKept
+    from unit_tests.conftest import RecordingSink
+
+    class Passed(EarlierCommits):
+        def passed_before(self, state):
+            return state == {"c": 1}
+
+    kept = ValuesNotKept(undeclared_fields={"extra": 2}, records_with_undeclared_fields=2,
+                         mismatched_values={"n": (1, "not a number")})
+
+    class Inner(RecordingDestination):
+        def open_stream(self, target):
+            sink = super().open_stream(target)
+            assert isinstance(sink, RecordingSink)
+            sink.earlier_commits = Passed()
+            sink.values_not_kept = lambda: kept  # type: ignore[method-assign]
+            return sink
+
+    counters = ReadCounters.create(str(tmp_path / "c"), ["users"])
+    sink = CountingDestination(Inner(), counters).open_stream(
+        StreamTarget(name="users", namespace=None, json_schema={}, incremental=True))
+    assert sink.earlier_commits.passed_before({"c": 1}) and not sink.earlier_commits.passed_before({"c": 2})
+    assert sink.values_not_kept() == kept
+    counters.close()
