@@ -1,78 +1,10 @@
 """Turn a stream's JSON schema into an Arrow schema, and its records into an Arrow table.
 
-Why Arrow: Spark builds a DataFrame from a ``pyarrow.Table`` in one columnar hand-off,
-which is far cheaper than feeding it Python rows. This module is the only place that
-decides how API values (dicts parsed from JSON) become typed columns.
-
-Usage::
-
-    schema = arrow_schema({"properties": {"id": {"type": "integer"},
-                                          "updatedAt": {"type": "string", "format": "date-time"}}})
-    counts = ConversionCounts()                      # optional: counts across batches
-    table = records_to_arrow(records, schema, extracted_at_ms=1700000000000,
-                             sync_id="sync-1", checkpoint=3, counts=counts)
-    counts.undeclared                                # {"nickname": 12}: fields no column holds
-    counts.mismatched                                # {"age": 3}: values that did not fit their column
-
-Type mapping (top-level properties only; every column is nullable):
-
-=====================================  ======================================
-JSON schema                            Arrow type
-=====================================  ======================================
-string                                 string
-string + ``format: date-time``         timestamp("us", tz="UTC")
-string + ``format: date``              date32
-integer                                int64
-number                                 float64
-boolean                                bool
-object / array (any nesting)           string holding compact JSON
-no type, or several non-null types     string (strings as-is, others as JSON)
-=====================================  ======================================
-
-``["null", X]`` means X. Nested values are stored as JSON text rather than as Arrow
-structs/lists on purpose: APIs change the shape of nested objects without notice, and a
-text column never breaks the table's schema when they do. Spark still queries it with
-``from_json(col, schema)`` or ``get_json_object(col, '$.a.b')``. Object/array columns
-always hold valid JSON (a stray plain string is stored as the JSON string ``"abc"``).
-
-Metadata columns appended after the stream's properties:
-
-* ``_sf_extracted_at`` timestamp(us, UTC): when the record was read from the API.
-* ``_sf_sync_id`` string: the sync run that produced the row.
-* ``_sf_checkpoint`` int64: the checkpoint (commit) sequence number.
-* ``_sf_meta`` string: null, or JSON such as
-  ``{"errors":[{"field":"age","reason":"expected integer, got string \\"abc\\""}],"undeclared":["nickname"]}``
-  naming every value of the row that did not fit its column (``errors``) and the fields the
-  record carried that the schema does not declare (``undeclared``); each key only when non-empty.
-
-Conversion rules:
-
-* A value lands as airbyte-cdk prints it (``as_printed``): what a connector yields in Python
-  (``datetime``, ``date``, ``time``, enums, ``UUID``, dataclasses, tuples, nested ones) is taken
-  as the JSON its serializer writes, read back, so a naive ``datetime`` in a date-time column is
-  the instant its ISO text names, and a NaN is null. A value that serializer refuses (``Decimal``,
-  ``bytes``, sets) stops the stream (``ValueNotSerializable``), as it fails airbyte-cdk's sync.
-* Columns are built one at a time (``arrow_columns.convert_column``) with a single
-  ``pa.array`` call over the column's values (fast path). Only when Arrow rejects the column do we convert its values one by
-  one (slow path), which is where misfits are detected and recorded.
-* A value that does not fit its column becomes null, is listed in the row's ``_sf_meta`` and
-  counted per field (``ConversionCounts``); with ``on_type_mismatch="fail"`` it raises instead.
-  Lossless coercions are accepted silently: ``1.0`` and ``"42"`` in an integer column, ``"1.5"``
-  in a number column, ``"true"``/``"false"`` in a boolean column, and any non-string value in a
-  string column (stored as its JSON text).
-* Date-times are ISO 8601 with ``Z``, an offset, or no zone (taken as UTC). They are
-  parsed with Arrow's vectorised cast; Python's ``datetime.fromisoformat`` is the
-  fallback for columns Arrow cannot cast as a whole (mixed zone styles, nanoseconds...).
-* Fields that are not in the schema get no column (the schema is the table's contract, and
-  the stream's schema is the place to add columns), but never vanish without a trace: each row
-  names them in ``_sf_meta``, and ``UndeclaredFields`` counts them for the end-of-run summary.
-  A batch of plain dicts that all hold exactly the declared fields costs a look at each record's
-  size; otherwise a record whose fields are all declared costs one ``issuperset`` check.
-* A lone surrogate (``"\\ud800"``: valid JSON, but not Unicode text, so neither UTF-8 nor Arrow
-  can hold it) in a string column is replaced with U+FFFD and noted in ``_sf_meta``; in an
-  object/array column (and any value stored as JSON text) it stays as its ``\\ud800`` escape,
-  which is valid JSON for the same value; in a typed column the value does not fit, so it is
-  null and noted, as any misfit. ``_sf_meta`` itself escapes such characters.
+Arrow because Spark builds a DataFrame from a ``pyarrow.Table`` in one columnar hand-off, far cheaper than Python rows.
+Strings (``date-time``: timestamp us UTC, ``date``: date32), integers, numbers and booleans get typed columns; objects,
+arrays, untyped and union properties are stored as JSON text, so an API changing a nested shape never breaks the table.
+A value that does not fit its column becomes null and is named in the row's ``_sf_meta`` (or raises with
+``on_type_mismatch="fail"``); fields the schema does not declare get no column but are named there too.
 """
 
 from __future__ import annotations
@@ -101,18 +33,8 @@ META = "_sf_meta"
 METADATA_COLUMNS = (EXTRACTED_AT, SYNC_ID, CHECKPOINT, META)
 
 
-# ---------------------------------------------------------------------------
-# JSON schema -> Arrow schema
-# ---------------------------------------------------------------------------
-
-
 def arrow_schema(json_schema: dict) -> pa.Schema:
-    """Arrow schema for a stream: one nullable column per top-level property, then the
-    ``_sf_*`` metadata columns.
-
-    >>> arrow_schema({"properties": {"age": {"type": ["null", "integer"]}}}).names
-    ['age', '_sf_extracted_at', '_sf_sync_id', '_sf_checkpoint', '_sf_meta']
-    """
+    """One nullable column per top-level property, then the ``_sf_*`` metadata columns."""
     properties = json_schema.get("properties") or {}
     reserved = sorted(set(properties) & set(METADATA_COLUMNS))
     if reserved:
@@ -166,24 +88,15 @@ def _property_field(name: str, spec: dict) -> pa.Field:
     return pa.field(name, pa.string(), metadata={ENCODING_KEY: JSON_ENCODING})
 
 
-# ---------------------------------------------------------------------------
-# records -> Arrow table
-# ---------------------------------------------------------------------------
-
-
 class ConversionCounts:
-    """What a stream's conversion could not keep as given, counted across batches for the log and
-    the end-of-run summary (one per stream; batches are converted in two threads, so it locks):
-    fields records carried that no column holds, and per field the values that did not fit their
-    column (stored as null, or changed as ``_sf_meta`` says)."""
+    """What a stream's conversion could not keep as given, counted across batches (locked: batches convert in two threads)."""
 
     def __init__(
         self,
         on_new_undeclared: Callable[[list[str]], None] | None = None,
         on_new_mismatch: Callable[[str, str], None] | None = None,
     ) -> None:
-        """``on_new_undeclared``: told the undeclared fields never seen before, once each;
-        ``on_new_mismatch``: told a field's first value that did not fit, with the reason (to log them)."""
+        """The callbacks are told each new undeclared field, and each field's first misfit with its reason, once (to log them)."""
         self.undeclared: Counter[str] = Counter()  # {field: records that carried it}
         self.records_with_undeclared = 0
         self.mismatched: Counter[str] = Counter()  # {field: values that did not fit its column}
@@ -193,7 +106,6 @@ class ConversionCounts:
         self._lock = threading.Lock()
 
     def add(self, misfits: Misfits) -> None:
-        """One conversion's findings."""
         if not misfits.by_row and not misfits.undeclared:
             return
         mismatched: Counter[str] = Counter()
@@ -242,16 +154,9 @@ ON_TYPE_MISMATCH = ("null", "fail")
 
 
 def parquet_options(options: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
-    """``options`` for ``pyarrow.parquet.write_table`` of a table of ``schema``, with a dictionary
-    only for its text columns that are not JSON texts (objects, arrays).
+    """Write options with a dictionary only for text columns that are not JSON texts.
 
-    Why not for every column (pyarrow's default, and Spark's): ids, amounts, timestamps and JSON
-    texts mostly differ from row to row, so their dictionaries are built, hashed and then given up,
-    and the file ends larger and slower to write. Spark reads either encoding.
-
-    >>> parquet_options({"compression": "snappy"}, arrow_schema({"properties": {"s": {"type": "string"}}}))
-    {'compression': 'snappy', 'use_dictionary': ['s', '_sf_sync_id', '_sf_meta']}
-    """
+    Ids, amounts, timestamps and JSON texts mostly differ row to row: their dictionaries are built, then given up."""
     texts = [field.name for field in schema
              if pa.types.is_string(field.type) and (field.metadata or {}).get(ENCODING_KEY) != JSON_ENCODING]
     return {**options, "use_dictionary": texts}
@@ -276,21 +181,7 @@ def records_to_arrow(
     counts: ConversionCounts | None = None,
     on_type_mismatch: str = "null",
 ) -> pa.Table:
-    """Build an Arrow table with exactly ``schema``'s columns from API records.
-
-    ``schema`` is normally :func:`arrow_schema`'s result. ``extracted_at_ms`` is epoch
-    milliseconds, either one value for all records or one per record. Bad values become
-    null and are described in ``_sf_meta``; this function does not raise for data. Fields the
-    schema does not declare are named in ``_sf_meta``; both are counted into ``counts``. With
-    ``on_type_mismatch="fail"`` a value that does not fit raises ``TypeMismatch`` instead. A value
-    JSON has no form for raises ``ValueNotSerializable`` (see :func:`as_printed`).
-
-    >>> schema = arrow_schema({"properties": {"age": {"type": "integer"}}})
-    >>> t = records_to_arrow([{"age": 3}, {"age": "abc"}], schema,
-    ...                      extracted_at_ms=0, sync_id="s", checkpoint=1)
-    >>> t.column("age").to_pylist(), t.column("_sf_meta").to_pylist()[0]
-    ([3, None], None)
-    """
+    """Build an Arrow table with exactly ``schema``'s columns; misfits become null and are named in ``_sf_meta``."""
     num_rows = len(records)
     misfits = Misfits()
     columns: dict[str, pa.Array] = {}
@@ -321,12 +212,7 @@ def records_to_arrow(
 
 
 def warm_up() -> None:
-    """Do once, ahead, what the first conversion would do on the way to the first commit.
-
-    Why: Arrow's first type inference imports pandas, and its first casts and Parquet write load
-    their kernels, which would otherwise fall between the first checkpoint and its STATE. The
-    destination calls this before it reads a stream whose records this process converts; the page
-    converter's process, before its first page."""
+    """Import and load ahead what the first conversion needs, so it does not fall between the first checkpoint and its STATE."""
     import io
 
     import pyarrow.parquet as pq
@@ -340,11 +226,9 @@ def warm_up() -> None:
 
 
 def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> tuple[list[Sequence[Any]], bool]:
-    """Each named field's values, one sequence per name (None where a record lacks the field),
-    and whether every record is a plain dict holding every name (False where that is not known).
+    """Each named field's values (None where missing), and whether every record is a plain dict holding every name.
 
-    One pass over the records, not one per column: a batch of thousands of parsed records does
-    not fit the CPU's caches, and each pass over it costs as much as the work done in it."""
+    One pass over the records, not one per column: a large batch does not fit the CPU's caches."""
     if not names:
         return [], False
     if len(names) == 1:
@@ -360,9 +244,7 @@ def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> tuple[li
 
 
 def _sizes_are(records: Sequence[Mapping[str, Any]], size: int) -> bool:
-    """Every record has ``size`` fields. Why: a dict holding every declared field and no more
-    fields than that holds no other, which a look at its size tells without reading its keys
-    (``_undeclared_fields`` reads them all, a noticeable part of the conversion)."""
+    """A dict holding every declared field and no more fields holds no other: its size tells, without reading its keys."""
     return set(map(len, records)) == {size}
 
 
