@@ -1,45 +1,10 @@
 """All-or-nothing commits of Arrow tables into one Parquet table folder, readable by plain Spark.
 
-Why: a reader using nothing but ``spark.read.parquet(table_path)`` must see exactly the committed
-rows, never half a commit, even after a SIGKILL that leaves stray files. Spark's file-sink log
-gives that when it is the source of truth: each commit ends by appending one batch to it
-(``file_sink_log.py``).
-
-Usage::
-
-    table = SparkTable(spark, "warehouse/demo/users")
-    table.recover()           # before writing: undo what an interrupted commit left
-    info = table.commit(arrow_table, state={"updatedAt": "2025-02-01T00:00:00Z"}, seq=3)
-    info.batch_id, info.files, info.rows, info.ms
-    table.commit(snapshot, state=None, seq=4, replace=True)   # overwrite mode
-    table.last_checkpoint()   # CheckpointRecord(seq=4, state=None, ...): the newest committed
-    table.live_files()        # file: URIs Spark reads now
-
-One commit: the rows are written to Parquet (by Spark into ``_staging/<commit>``, or with
-``arrow_writes`` by this process), a checkpoint record names the files they will have, the files
-are moved (or written) into the table folder and fsynced, and the next ``_spark_metadata`` batch
-is written atomically: **the commit point**. The folder's layout, the steps and what Spark's
-reader does with such a folder are in ``docs/tables.md`` ("How a commit lands").
-
-This object plans each commit (a ``parquet_commit.CommitPlan``: the record, the files' names, the
-log's lines) and ``parquet_commit.carry_out`` carries it out. Where the commit's new rows are held
-by the stream's page converter (``page_conversion``), that process carries it out
-(``commit(pages=...)``), and stops at the fault points this process asks it to. Why: each file
-operation costs the committer's thread the interpreter the reading thread holds. The converter holds
-the folder's ``flock`` (shared) through a commit; clean-up holds it exclusively
-(``table_lock.no_commit_in_flight``), so the two never overlap.
-
-The object remembers its own last commit, so at a small interval a commit does not read the
-table's folders again: any other object's commit would have written the record it checks first.
-
-A crash before the commit point leaves only leftovers no reader sees, each of which
-:meth:`recover` can prove an interrupted commit of ours wrote; anything else is refused with
-nothing deleted (``table_recovery.py`` has the rules). A crash after it loses nothing:
-:meth:`last_checkpoint` returns the committed state, which the runtime resumes from.
-
-Limits: one writer per table (``table_lock.py``), ``seq`` growing from commit to commit, and a
-folder that Spark's writers and this process reach at the same path (a local disk, a shared
-mount). Nothing here talks to the JVM directly: the same code runs on a Spark Connect session.
+A reader using only ``spark.read.parquet(table_path)`` must see exactly the committed rows, never half a commit, even after
+a SIGKILL. Spark's file-sink log gives that when it is the source of truth: each commit ends by appending one batch to it,
+the commit point (``docs/tables.md``, "How a commit lands"). A crash before it leaves only leftovers ``recover`` can prove
+ours; a crash after it loses nothing. Limits: one writer per table (``table_lock.py``), and a folder that Spark's writers
+and this process reach at the same path.
 """
 
 from __future__ import annotations
@@ -102,10 +67,8 @@ class SparkTable(ResetMarker):
         compact_interval: int = DEFAULT_COMPACT_INTERVAL,
         arrow_writes: bool = False,
     ):
-        # A function is called on the first use, so reading checkpoints, cleaning up (and, with
-        # ``arrow_writes``, appending) need not wait for Spark to start.
+        # A function is called on first use, so reading checkpoints and cleaning up need not wait for Spark to start.
         self._spark = spark
-        #: Arrow tables are written to Parquet by this process (see ``ARROW_PARQUET_OPTIONS``)
         self.arrow_writes = arrow_writes
         # One spelling of the folder, whatever symlink led here: the log's paths use it.
         self.path = os.path.realpath(path)
@@ -121,8 +84,6 @@ class SparkTable(ResetMarker):
             self._spark = self._spark()
         return self._spark
 
-    # --- writing -----------------------------------------------------------------
-
     def commit(
         self,
         data: pa.Table | DataFrame,
@@ -137,15 +98,9 @@ class SparkTable(ResetMarker):
         staged: Sequence[StagedFiles] = (),
         pages: PageRows | None = None,
     ) -> CommitInfo:
-        """Make ``data`` visible together with ``state``, all or nothing.
+        """Make ``data`` visible together with ``state``, all or nothing; returns once the commit is durable.
 
-        ``data``: an Arrow table or a Spark DataFrame (e.g. a merge of the table with new rows).
-        ``staged``: files written earlier by :meth:`stage`, visible with ``data``. ``pages``: rows the
-        page converter writes, which then does the commit's file work (``data`` has no rows then).
-        ``replace=True`` atomically swaps every visible row for ``data``. ``notes``,
-        ``merged_states``, ``reset_id`` and ``schema`` go into the checkpoint record. ``seq`` must
-        be greater than the last committed one. Returns once the commit is durable.
-        """
+        ``staged``: files written earlier by :meth:`stage`; ``pages``: rows the page converter writes, doing the commit's file work."""
         started = time.perf_counter()
         state = dict(state) if state is not None else None
         json.dumps(state)  # fail before writing anything if the state is not JSON
@@ -202,16 +157,13 @@ class SparkTable(ResetMarker):
                           answer.get("counts") or {})
 
     def _make_folders(self) -> None:
-        """Before a table's first commit puts anything in its folder: the folder, its log's folder
-        and its records' folder, each durable in its parent. Why the log's now: a folder with a
-        ``_spark_metadata/`` is read through it (no batch yet: no rows), one without is listed, so
-        the first commit's data file would be read before its batch, the commit point."""
+        """Make the log's folder before the first data file: a folder with a ``_spark_metadata/`` is read through it, one
+        without is listed, so the first data file would be read before its batch, the commit point."""
         make_folders(self._log.directory)
         make_folders(self._checkpoints.directory)
 
     def _commit_by(self, pages: PageRows, plan: CommitPlan, seq: int) -> dict[str, Any]:
-        """``plan`` carried out by the page converter, which writes its ``file`` of the rows up to
-        ``pages.token``: the fault points are counted here and honoured there."""
+        """``plan`` carried out by the page converter: the fault points are counted here and honoured there."""
         answer = pages.converter.publish({
             "token": pages.token, "rows": pages.rows, "seq": seq,
             "plan": plan.as_json(),
@@ -223,31 +175,26 @@ class SparkTable(ResetMarker):
         return answer
 
     def stage(self, data: pa.Table) -> StagedFiles:
-        """Write ``data``'s files now, invisible to readers, for a commit still to come (see
-        ``commit(staged=...)``). Why: a far checkpoint would otherwise hold a whole slice in memory."""
+        """Write ``data``'s files now, invisible, for a commit still to come, so a far checkpoint need not hold a slice in memory."""
         staging = self.staging_folder()
         self._write_parquet(data, staging)
         return StagedFiles(staging, data.num_rows)
 
     def staging_folder(self) -> str:
-        """A new folder in the staging folder, for files written ahead of their commit (by
-        :meth:`stage`, or by another process: the page converter); nothing is made yet."""
+        """A new (not yet made) folder for files written ahead of their commit, here or by the page converter."""
         return os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
 
     def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles], more: bool = False
     ) -> tuple[list[str], list[str], pa.Table | None]:
-        """The Parquet files to publish (those staged before, then ``data``'s), the staging folders
-        holding them, and the Arrow table this process writes straight into the table folder once
-        the checkpoint record names it (``arrow_writes``; None when Spark wrote ``data`` to staging
-        here, or when it has no rows to add to staged ones or to the ``more`` files to come)."""
+        """The Parquet files to publish, the staging folders holding them, and the Arrow table this process writes straight
+        into the table folder once the record names it (``arrow_writes``), else None."""
         folders = [item.folder for item in staged]
         listed = {item.folder: item.files for item in staged if item.files}
         written_here = None
         if not (staged or more) or not isinstance(data, pa.Table) or data.num_rows > 0:
             if isinstance(data, pa.Table) and self.arrow_writes:
-                # No staging folder to make, list and remove: at a small interval that is most of a
-                # commit's file work. A run killed while it writes leaves a file its record names.
+                # No staging folder to make, list and remove: at a small interval that is most of a commit's file work.
                 written_here = data
             else:
                 staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{uuid.uuid4().hex}")
@@ -264,9 +211,7 @@ class SparkTable(ResetMarker):
         return parts, folders, written_here
 
     def _write_parquet(self, data: pa.Table | DataFrame, folder: str) -> None:
-        """One Parquet file of ``data`` in ``folder``: an Arrow table written by this process
-        (``arrow_writes``), anything else by Spark (a merge, a rewrite, or every write when Spark
-        is the writer)."""
+        """One Parquet file of ``data`` in ``folder``, written by this process with ``arrow_writes``, else by Spark."""
         if isinstance(data, pa.Table) and self.arrow_writes:
             os.makedirs(folder, exist_ok=True)
             pq.write_table(data, os.path.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"),
@@ -276,9 +221,7 @@ class SparkTable(ResetMarker):
         frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
 
     def _write_in(self, data: pa.Table, target: str) -> None:
-        """Write ``data`` as the table folder's file ``target`` (the caller fsyncs the folder). Its
-        rows are counted in the footer just written, not taken on trust: the record already said
-        how many the commit publishes."""
+        """Write ``data`` as ``target`` (the caller fsyncs the folder), checking the footer's row count the record promised."""
         pq.write_table(data, target, **parquet_options(ARROW_PARQUET_OPTIONS, data.schema))
         fsync_file(target)
         written = pq.read_metadata(target).num_rows
@@ -286,29 +229,22 @@ class SparkTable(ResetMarker):
             raise RuntimeError(f"{target}: {written} rows in its footer, {data.num_rows} were written")
 
     def _last_committed(self) -> CheckpointRecord | None:
-        """``last_checkpoint()``, remembered from this object's own last commit while no other
-        commit followed it (any other would have written the next record first)."""
+        """``last_checkpoint()``, remembered from our own last commit while no other followed it (it would write the next record)."""
         newest = self._newest
         if newest is not None and not os.path.exists(self._checkpoints.path(newest.seq + 1)):
             return newest
         self._log.forget()
         return self.last_checkpoint()
 
-    # --- reading our own state ---------------------------------------------------
-
     def last_checkpoint(self) -> CheckpointRecord | None:
-        """The newest checkpoint record whose commit happened, or None before the first.
-
-        A record counts only if its metadata-log batch exists and lists the record's files.
-        """
+        """The newest checkpoint record whose commit happened (its log batch lists its files), or None before the first."""
         return next(self.committed_checkpoints(), None)
 
     def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
-        """Committed checkpoint records, newest first (the resume logic looks back through them).
+        """Committed checkpoint records, newest first.
 
-        Records are written in ``seq`` order by one writer and an uncommitted one is removed
-        before the next commit, so every record older than the newest committed one is
-        committed too (its log batch may be long compacted away)."""
+        One writer writes records in ``seq`` order and removes an uncommitted one before the next commit, so every record older
+        than the newest committed one is committed too (its log batch may be compacted away)."""
         found = False
         for seq in self._checkpoints.seqs_newest_first():
             record = self._checkpoints.read(seq)
@@ -338,8 +274,7 @@ class SparkTable(ResetMarker):
         return [status.path for status in self._log.live_files()]
 
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
-        """The ``columns`` of the rows a reader sees now that match the Arrow filter ``where``, read
-        with this process's Arrow (no Spark): files written before a column existed give nulls."""
+        """The ``columns`` of the visible rows matching the Arrow filter ``where``, read with Arrow (no Spark)."""
         import pyarrow.dataset as ds
 
         paths = [_local_path(uri) for uri in self.live_files()]
@@ -357,13 +292,8 @@ class SparkTable(ResetMarker):
     def _live_names(self) -> set[str]:
         return {file_name(status.path) for status in self._log.live_files()}
 
-    # --- the table's schema (rules in table_schema.py) -------------------------------
-
     def recorded_schema(self) -> pa.Schema | None:
-        """The table's schema: the one its newest commit recorded, or, for a table whose commits
-        recorded none (written by an earlier version), the schema plain readers see: the footer of
-        the live file whose path sorts first (``table_schema.py`` says why). None before the first
-        commit."""
+        """The schema the newest commit recorded, or for older tables the footer of the first live file (as plain readers do)."""
         last = self.last_checkpoint()
         if last is None:
             return None
@@ -372,14 +302,10 @@ class SparkTable(ResetMarker):
         live = sorted(status.path for status in self._log.live_files())
         return schema_from_footer(pq.read_schema(_local_path(live[0]))) if live else None
 
-    # --- housekeeping ------------------------------------------------------------
-
     def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
-        """Before writing: delete what an interrupted commit of ours left, and point a moved
-        table's log at its files (the rules: ``table_recovery.py``). Returns the removed paths.
-        ``given_state``: the stream's given state, which can prove that a commit without its batch
-        did happen. Call it holding the table's lock (``table_lock.py``). Everything is checked
-        before anything is deleted (else ``InconsistentTable`` or ``TableMoved``)."""
+        """Before writing: delete what an interrupted commit of ours left, and point a moved table's log at its files.
+
+        Call it holding the table's lock; everything is checked before anything is deleted (else ``InconsistentTable``/``TableMoved``)."""
         with self._lock, no_commit_in_flight(self.path):
             self._newest = None
             self._log.forget()
@@ -392,14 +318,9 @@ class SparkTable(ResetMarker):
             return removed + folder.remove_staging_and_temp_files()
 
     def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: float | None = None) -> list[str]:
-        """Delete what no reader can need any more; return the removed paths.
+        """Delete replaced files, log batches Spark no longer reads and records beyond ``KEEP_RECORDS``, once old enough.
 
-        - data files a replace made invisible, once that replace is ``retention_seconds`` old
-          (only files a committed record of this table names: nothing else is ever deleted);
-        - log batches before the newest compaction batch (Spark never reads them), as old;
-        - checkpoint records beyond the newest ``KEEP_RECORDS``, as old, once their files are
-          reclaimed (their states kept: ``passed_states.py``); start-up reads a bounded number.
-        """
+        Only files a committed record of this table names are ever deleted."""
         now = time.time() if now is None else now
         cutoff = now - retention_seconds
         with self._lock:
@@ -425,8 +346,7 @@ class SparkTable(ResetMarker):
         return set(os.listdir(self.path)) if os.path.isdir(self.path) else set()
 
     def _remove_old_batches(self, cutoff: float, newest_record_batch: int | None) -> list[str]:
-        """Batches Spark no longer reads (before the newest compaction batch), except the newest
-        record's: it is how a commit is known to have happened."""
+        """Batches before the newest compaction batch, except the newest record's: it is how a commit is known to have happened."""
         ids = self._log.batch_ids()
         compacted = [batch_id for batch_id in ids if self._log.is_compact_batch(batch_id)]
         if not compacted or newest_record_batch is None:
@@ -445,19 +365,12 @@ LEADING_BASE = 99_999_999
 
 
 def _leads_schema(schema: Mapping[str, Any] | None, replace: bool, last: CheckpointRecord | None) -> bool:
-    """The commit adds files whose schema differs from the one the table's last commit recorded
-    (a column was added): readers must take the schema from these files."""
+    """The commit adds a column: readers must take the schema from its files."""
     return not replace and last is not None and schema is not None and dict(schema) != last.schema
 
 
 def _data_file_names(seq: int, count: int, commit_id: str, leads_schema: bool) -> list[str]:
-    """Names of a commit's data files in the table folder: ``c<seq:08d>-<n>-<commit id>.parquet``.
-
-    Spark takes a table's schema from the live file whose path sorts first (``table_schema.py``:
-    measured), so the files of a commit that brings a new schema to files of the old one are
-    named ``a<LEADING_BASE - seq:08d>-...``: before every ``c`` file and every earlier leading file.
-    Old files then read as null in the new columns. A replace needs none of this: it leaves only
-    files of its own schema.
-    """
+    """``c<seq:08d>-<n>-<commit id>.parquet``, or ``a<LEADING_BASE - seq:08d>-...`` for files that bring a new schema: Spark
+    takes a table's schema from the live file whose path sorts first, and old files then read as null in the new columns."""
     prefix = f"a{LEADING_BASE - seq:08d}" if leads_schema else f"c{seq:08d}"
     return [f"{prefix}-{n}-{commit_id}.parquet" for n in range(count)]
