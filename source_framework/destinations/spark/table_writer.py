@@ -1,41 +1,9 @@
-"""Applies one stream's commit jobs to its table, on the committer's thread.
+"""Applies one stream's commit jobs to its table, on the committer's thread: from the hand-over on, only it touches the table.
 
-The reading thread's ``StreamBuffer`` turns records into Arrow batches and hands them over as
-``CommitJob``s (a ``records_path`` stream's jobs name rows the page converter holds instead, which
-this object asks it to write as a staged file: ``page_conversion.py``); from then on this object
-alone touches the table, in job order::
-
-    writer = TableWriter(table, target, arrow_schema(json_schema), recorded_schema=table.recorded_schema())
-    writer.check_schema()                # reading thread, before anything is written
-    receipts = writer.apply([job])       # committer thread: one Spark write for the jobs
-
-Per destination sync mode (see ``SparkDestination``):
-
-- ``append``: each commit adds its rows;
-- ``overwrite``: the stream's only commit (at its end) replaces the table in one step;
-- ``append_dedup``: each commit merges its rows into the table, one row per primary key (the
-  latest cursor, then the version read last: the latest commit, then the last read in it), and
-  replaces the table with the result; each commit rewrites the table.
-
-Primary keys in ``append_dedup``: a key part is a column (any name: ``a.b`` is the column of that
-name), or a path into an object column (``["user", "id"]``: objects are stored as JSON text, so
-the value is read out of it, as text). A row whose key has a null part (or a path that leads
-nowhere) is never merged with another: like SQL's unique keys, a null equals nothing, and two
-records without a key cannot be told to be the same. Each such row is kept, so a record without
-a key that is read twice is in the table twice. A cursor path into an object column is read out
-of it as the type the stream's schema declares there (``cursor_value``): keys are only compared
-for equality, a cursor for order.
-
-The table's schema (``table_schema.py``): the stream's schema is compared with the one the table
-recorded, when the run does not replace the table. New columns are written from the first commit
-on (its files name themselves to lead, see ``SparkTable.commit``); a widening makes the run's
-first ``append`` commit a rewrite of the table with its rows cast; ``append_dedup`` casts the
-table's rows in every merge; an incompatible change is refused by ``check_schema``. Every commit
-records the schema it wrote.
-
-A table is rebuilt (its first commit in this run replaces it) when the stream starts over on
-purpose: ``state reset`` left a marker, or the stream re-syncs after a bad state. It then takes
-the stream's schema as it is.
+``append`` adds each commit's rows; ``overwrite`` replaces the table with the stream's only commit; ``append_dedup`` merges
+each commit into the table, one row per primary key (the latest cursor, then the version read last). A row whose key has a
+null part is never merged with another: like SQL's unique keys, a null equals nothing. Schema changes follow
+``table_schema.py``: new columns from the first commit on, a widening rewrites the table once, an incompatible one is refused.
 """
 
 from __future__ import annotations
@@ -81,8 +49,7 @@ logger = logging.getLogger("source_framework.spark")
 
 
 class TableWriter:
-    """Owns one table's writes; every method but the constructor runs on the committer's thread
-    (or, for ``rebuild_from_reset``, in the reading thread before the first job is submitted)."""
+    """Owns one table's writes; every method but the constructor (and ``rebuild_from_reset``) runs on the committer's thread."""
 
     def __init__(
         self,
@@ -93,13 +60,9 @@ class TableWriter:
         sync_id: str = "",
         on_type_mismatch: str = "null",
     ) -> None:
-        """``schema``: the stream's (``arrow_schema``); ``recorded_schema``: the table's
-        (``SparkTable.recorded_schema``), None for a new table; ``sync_id``: the run's, in every row;
-        ``on_type_mismatch``: a value that does not fit its column is stored as null, or fails the stream."""
         self.table = table
         self.sync_id = sync_id
         self.on_type_mismatch = on_type_mismatch
-        #: what the conversion could not keep as given (both threads convert: it locks)
         self.counts = ConversionCounts(on_new_undeclared=self._log_undeclared, on_new_mismatch=self._log_mismatch)
         self.target = target
         self.name = target.name
@@ -119,17 +82,15 @@ class TableWriter:
 
     @property
     def needs_spark(self) -> bool:
-        """This run's commits need Spark itself, not only Parquet files: a merge (but a Delta
-        table's own), a rewrite, or a table Spark writes."""
+        """This run's commits need Spark itself: a merge (but a Delta table's own), a rewrite, or a table Spark writes."""
         spark_merges = self._mode == APPEND_DEDUP and self._merge_in_table(first=True) is None
         return spark_merges or self._rewrite_next or not self.table.arrow_writes
 
     def _merge_in_table(self, first: bool = False) -> DedupMerge | None:
-        """How a Delta table merges a commit's rows itself (a Delta MERGE, ``delta_merge.py``), or
-        None where Spark merges them: a Parquet folder, ``writer: spark``, a key or cursor inside an
-        object column, and a first commit that adds or widens columns (it rewrites the table in the
-        new schema: delta-rs's MERGE would cast a widened value back, and give an added column the
-        new row's value in table rows it keeps). ``first``: asked before this run's first commit."""
+        """How a Delta table merges a commit's rows itself (``delta_merge.py``), or None where Spark merges them.
+
+        A first commit that adds or widens columns rewrites the table instead: delta-rs's MERGE would cast a widened value
+        back, and give an added column the new row's value in table rows it keeps."""
         keys, cursor = self.target.primary_key, self.target.cursor_field
         if not (getattr(self.table, "merges_by_key", False) and self.table.arrow_writes):
             return None
@@ -146,32 +107,24 @@ class TableWriter:
         return self._replace_next
 
     def rebuild_from_reset(self, reset_id: str) -> None:
-        """The stream starts over after ``state reset``: its first commit replaces the table and
-        records the reset, so a run that dies after it does not apply the reset again."""
+        """The stream starts over after ``state reset``: its first commit replaces the table and records the reset, so a run
+        that dies after it does not apply the reset again."""
         self._replace_next, self._reset_id = True, reset_id
         self._take_schema(None)  # the new table has the stream's schema, whatever the old one had
 
-    # -- the table's schema ----------------------------------------------------------------------
-
     def _take_schema(self, recorded: pa.Schema | None) -> None:
-        """Compare the stream's schema with the table's (``recorded``; None: the table is new or
-        replaced) and write with the result: ``schema`` is what every batch is converted to."""
+        """Compare the stream's schema with the table's (None: new or replaced); ``schema`` is what every batch converts to."""
         self.schema_change: SchemaChange = compare_schemas(recorded, self.stream_schema)
         self.schema = self.schema_change.table
-        # (made once: every commit records the schema, and at interval 100 most have no rows of
-        # their own, theirs being the page converter's; ~0.2 ms each to make)
+        # (made once: every commit records the schema, and most have no rows of their own)
         self._schema_json = schema_to_json(self.schema)
-        # (``schema.empty_table()`` would pass Python lists through pyarrow, whose first such call
-        # imports pandas: 0.2 s of a sync's start that a sync whose rows the page converter writes
-        # never needs)
+        # (``schema.empty_table()`` would import pandas at start, which a sync whose rows the page converter writes never needs)
         self._no_rows = pa.Table.from_batches([], schema=self.schema)
-        # a widened column cannot be read across old and new files: an append rewrites the table
-        # once (a merge rewrites it with every commit anyway)
+        # a widened column cannot be read across old and new files: an append rewrites the table once
         self._rewrite_next = self.schema_change.needs_rewrite and self._mode != APPEND_DEDUP
 
     def check_schema(self) -> None:
-        """Before anything is written, for a table this run keeps: refuse a schema change the
-        table cannot take (``IncompatibleSchema``), and say what the others do to it."""
+        """Before anything is written to a kept table: refuse a change it cannot take, and say what the others do to it."""
         change = self.schema_change
         if change.incompatible:
             raise IncompatibleSchema(self.name, self.table.path, change)
@@ -186,16 +139,13 @@ class TableWriter:
                            self.name, ", ".join(change.kept))
 
     def to_arrow(self, records: list[Any], extracted_at_ms: list[int]) -> pa.Table:
-        """Records as an Arrow batch of the table's schema, ``_sf_checkpoint`` set at commit. Either
-        thread may call it: it reads only what is fixed once reading starts (the schema, the sync id)
-        and counts undeclared fields under their lock."""
+        """Records as an Arrow batch of the table's schema; either thread may call it (it reads only what is fixed)."""
         return records_to_arrow(records, self.schema, extracted_at_ms=extracted_at_ms, sync_id=self.sync_id,
                                 checkpoint=-1, counts=self.counts, on_type_mismatch=self.on_type_mismatch)
 
     @property
     def looks_up_rows(self) -> bool:
-        """``already_in_table`` can find a record in the table: by its primary key, one or more top-level
-        fields, or, without one, by its data among the rows at its cursor, a top-level column."""
+        """``already_in_table`` can find a record: by a top-level primary key, or, without one, at its top-level cursor."""
         key = self.target.primary_key
         if key:
             return all(len(path) == 1 for path in key)
@@ -203,22 +153,11 @@ class TableWriter:
         return len(cursor) == 1 and cursor[0] in self.schema.names
 
     def already_in_table(self, records: list[Any]) -> list[bool]:
-        """Which ``records`` the table holds already, row for row (``EarlierCommits.already_in_table``). Called in
-        the reading thread; it reads only committed files. Looked up by primary key, then compared
-        in every data column as the commit would write them. Anything that cannot be compared so
-        (no top-level key, a file it cannot read) answers False: written again, never dropped.
+        """Which ``records`` the table holds already, row for row; called in the reading thread, reading only committed files.
 
-        Without a primary key, among the rows at the records' cursor values that earlier syncs
-        wrote, each such row answering for one record read again in this sync, whichever call asks
-        (``_rows_answered``): two identical events the table holds cover two records read again,
-        and a third one like them is written. Rows this sync wrote are not looked at: one of them
-        may be a record read once, that an identical new one must not be taken for.
-
-        A text column that was a date-time column (``table_schema.WAS_KEY``) holds its earlier rows
-        as the widening's rewrite wrote them (``2024-01-01T08:00:00.000000Z``), or, until this run's
-        rewrite commits, as timestamps: a record is also looked for with its date-times in that
-        form. Other widenings keep what a record converts to (``10`` -> ``10.0``, ``true`` ->
-        ``"true"``), but for numbers Spark writes another way as text (``1.0E20``): written again."""
+        Anything that cannot be compared (no top-level key, an unreadable file) answers False: written again, never dropped.
+        Without a primary key, each row earlier syncs wrote answers for one record read again, so two identical events in
+        the table cover two records and a third is written; rows this sync wrote are not looked at."""
         if not records or not self.looks_up_rows:
             return [False] * len(records)
         keyless = not self.target.primary_key
@@ -276,8 +215,7 @@ class TableWriter:
         )
 
     def apply(self, jobs: list[CommitJob]) -> list[Any]:
-        """One Spark write for one or more queued jobs of this stream; one result per job (a
-        ``CommitReceipt``, or the ``StagedFiles`` of a stage job)."""
+        """One Spark write for one or more queued jobs; one result per job (a ``CommitReceipt``, or a stage job's ``StagedFiles``)."""
         if self._failed is not None:
             raise RuntimeError(f"stream '{self.name}': an earlier commit failed ({self._failed})")
         try:
@@ -291,7 +229,6 @@ class TableWriter:
         from_pages = [job for job in jobs if job.page_token is not None]
         pages = None
         if from_pages and not jobs[0].stage_only and not batches and not self.needs_spark and self.table.takes_page_commits:
-            # The page converter writes its rows into the table and does the commit's file work.
             last = from_pages[-1]
             assert last.pages is not None and last.page_token is not None
             pages = PageRows(last.pages, last.page_token, sum(job.page_rows for job in from_pages))
@@ -301,15 +238,13 @@ class TableWriter:
             if batches or not from_pages:
                 self._staged.append(self.table.stage(self._numbered(batches, self._next_seq)))
             return [self._staged[-1]] * len(jobs)
-        # The STATEs of merged checkpoints are printed too; a later run given one of them must
-        # know the table already holds what came after it.
+        # The STATEs of merged checkpoints are printed too: a later run given one must know the table holds what followed it.
         merged_states = [dict(state or {}) for job in jobs for state in (*job.earlier_states, job.state)][:-1]
         self._commit(batches, jobs[-1].state, jobs[-1].notes, merged_states, pages)
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
 
     def _in_read_order(self, jobs: list[CommitJob]) -> list[pa.Table]:
-        """The jobs' batches in the order their rows were read (``_merged`` keeps the last read): each
-        job's batches, then its records not converted yet (converted at once for all, then sliced)."""
+        """The jobs' batches in the order their rows were read (``_merged`` keeps the last read)."""
         records = [record for job in jobs for record in job.records]
         if not records:
             return [batch for job in jobs for batch in job.batches]
@@ -323,7 +258,6 @@ class TableWriter:
         return batches
 
     def _stage_from_pages(self, job: CommitJob) -> StagedFiles:
-        """The page converter's rows up to ``job``'s (earlier jobs' included), as a staged file."""
         assert job.pages is not None and job.page_token is not None
         folder = self.table.staging_folder()
         written = job.pages.write(job.page_token, self._next_seq, folder)
@@ -355,10 +289,8 @@ class TableWriter:
             **({"merge": merge} if merge is not None else {}),
         )
         self.counts.add_counts(info.counts)
-        # Counted in the footers of the files just published (here, or by the page converter that
-        # wrote them), not taken on trust: the runtime prints the STATE only if they hold every
-        # record it handed over. A rewrite publishes the whole table, so there the new rows are
-        # those that went in.
+        # Counted in the published files' footers, not taken on trust: the runtime prints the STATE only if they hold every
+        # record it handed over. A rewrite publishes the whole table, so there the new rows are those that went in.
         new_rows = arrow.num_rows + sum(item.rows for item in staged) if rewrites_table else info.rows
         for item in merged_away:  # their rows are in the new table version now
             shutil.rmtree(item.folder, ignore_errors=True)
@@ -373,7 +305,6 @@ class TableWriter:
         logger.debug("%s: commit %d, %d new rows, %.0f ms", self.name, seq, new_rows, info.ms)
 
     def _numbered(self, batches: list[pa.Table], seq: int) -> pa.Table:
-        """One Arrow table of ``batches``, its rows marked as belonging to commit ``seq``."""
         if not batches:
             return self._no_rows
         arrow = pa.concat_tables(batches)
@@ -381,20 +312,16 @@ class TableWriter:
         return arrow.set_column(arrow.schema.get_field_index(CHECKPOINT), CHECKPOINT, column)
 
     def _with_table_rows(self, arrow: pa.Table) -> Any:
-        """The table's rows, cast to this run's widened schema, plus ``arrow``'s: the rewrite that
-        applies a widening (the commit's staged files are published beside it, already in the new
-        schema)."""
+        """The rewrite that applies a widening: the table's rows cast to this run's schema, plus ``arrow``'s."""
         return self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
 
     def _table_rows(self) -> Any:
-        """The table as readers see it, in this run's schema: widened columns cast, added ones null."""
         return conformed(self.table.read(), self.schema)
 
     def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
-        """The table's rows plus the new ones (the staged files', then ``arrow``'s: read in that order),
-        one per primary key: the latest cursor, then the version read last, by commit, then by read
-        order in it. Never by the clock (``_sf_extracted_at``): it steps back, differs from host to
-        host, ties within a page. Rows with a null key part are all kept (see the module docstring)."""
+        """The table's rows plus the new ones, one per primary key: the latest cursor, then the version read last.
+
+        Never by the clock (``_sf_extracted_at``): it steps back, differs from host to host, ties within a page."""
         from functools import reduce
 
         from pyspark.sql import Window
@@ -421,13 +348,8 @@ class TableWriter:
 _PART, _ROW = "_sf_merge_part", "_sf_merge_row"
 
 
-# -- what a row read again is compared as -------------------------------------------------------------
-
-
 def _as_rewritten(rows: pa.Table, names: list[str]) -> pa.Table | None:
-    """``rows`` with the text of the columns ``names`` as the widening's rewrite turned timestamps
-    into text (``conformed``: ISO 8601 in UTC, microseconds, ``Z``), where it reads as a date-time;
-    None without such columns."""
+    """``rows`` with the columns ``names`` as the widening's rewrite turned timestamps into text; None without such columns."""
     if not names:
         return None
     for name in names:
@@ -444,9 +366,7 @@ _REWRITE_TEXT = r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}\.\d{6}Z)$"
 
 
 def _as_rewrite_text(rows: pa.Table, names: list[str]) -> pa.Table:
-    """Table rows, the columns ``names`` as the rewrite writes timestamps: a file the run's widening
-    has not rewritten yet (its commit is still to come) holds them as timestamps, which reading
-    it as text casts Arrow's way."""
+    """Table rows, the columns ``names`` as the rewrite writes timestamps (files not rewritten yet read them Arrow's way)."""
     for name in names:
         index = rows.schema.get_field_index(name)
         text = pc.replace_substring_regex(rows.column(name), pattern=_ARROW_TEXT, replacement=r"\1T\2")
@@ -472,7 +392,6 @@ def _rewrite_text(text: str | None) -> str | None:
 
 
 def _row_digest(row: Mapping[str, Any]) -> bytes:
-    """A row's identity for ``already_in_table``: a digest of its values, so a sync's many rows read again cost
-    16 bytes each to count, not their size."""
+    """A digest of a row's values, so counting many rows read again costs 16 bytes each, not their size."""
     encoded = orjson.dumps(row, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
     return hashlib.blake2b(encoded, digest_size=16).digest()
