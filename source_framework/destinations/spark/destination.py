@@ -1,32 +1,10 @@
-"""The Spark destination: one Parquet table per stream, one atomic commit per checkpoint.
+"""The Spark destination: one table per stream, one atomic commit per checkpoint.
 
-Tables live at ``<warehouse>/<namespace or source name>/<stream>`` (``layout.py`` decides, names
-encoded into safe folder names). Each stream gets a ``StreamBuffer`` (the reading thread's side:
-records -> Arrow batches -> commit jobs) and a ``TableWriter`` (the committer thread's side: jobs
--> Spark -> the table's log), with one ``BackgroundCommitter`` thread between them::
-
-    destination = SparkDestination("./warehouse", default_namespace="demo")
-    destination.reserve([(None, "users", "append")])   # the tables' locks: one writer per table
-    sink = destination.open_stream(target)         # -> ./warehouse/demo/users
-    ...
-    destination.close()                            # waits for the commits, releases the locks
-
-The same object answers the ``state`` commands (``reset``, ``delete``, ``truncate``), so the
-table layout and the rules for changing a table live here only.
-
-Who writes a commit's Parquet file (``writer``): by default this process, with Arrow's Parquet
-writer, the same file Spark's writer makes of the rows (``SparkTable.arrow_writes``), whatever the
-master; ``writer: spark`` hands each commit to Spark. Why not Spark by default: a commit handed to a
-local Spark (``createDataFrame``, a job, Hadoop's ``chmod`` forks) cost more CPU than reading its
-records, and no STATE could leave before the JVM had started (through Spark Connect, the first
-commit came a second or more later). A cluster gains nothing from writing a commit
-itself: a commit is one file, written by one executor, into the folder this process must reach
-anyway (it moves the files in and writes the logs). Spark still runs what needs it:
-``append_dedup`` merges, the rewrite a widened column needs, ``state set``.
-
-Spark starts in a background thread when a sync will need it (``writer`` "spark", or a stream
-that merges or rewrites), once ``reserve`` holds the tables' locks, so the JVM's start-up
-overlaps the first HTTP requests; a sync that needs no Spark starts no JVM.
+Each stream gets a ``StreamBuffer`` (reading thread: records -> Arrow batches -> commit jobs) and a ``TableWriter``
+(committer thread: jobs -> the table), with one ``BackgroundCommitter`` between them. By default this process writes each
+commit's Parquet file with Arrow (``writer: spark`` hands it to Spark): a commit handed to a local Spark costs more CPU than
+reading its records, and no STATE could leave before the JVM started. Spark starts in the background only when a sync needs
+it (merges, rewrites, ``state set``), so the JVM's start-up overlaps the first HTTP requests.
 """
 
 from __future__ import annotations
@@ -103,13 +81,8 @@ class SparkDestination(Destination):
         former_namespaces: Iterable[str] = (),
         group_size: int = TUNING.group_checkpoints,
     ) -> None:
-        """``converters``: the sync's page converters, where the caller started one already (the
-        destination closes them with itself); ``on_type_mismatch``: a value that does not fit its
-        column is stored as null (``"null"``, counted) or fails its stream (``"fail"``);
-        ``table_format``: what a new table is made as (``TABLE_FORMATS``); a table keeps its own;
-        ``former_namespaces``: where earlier versions put the tables of streams without a namespace
-        (``table_path``); ``group_size``: the most fast checkpoints a stream groups for one
-        commit (``TUNING.group_size_for``)."""
+        """``converters``: page converters the caller started (closed with the destination); ``on_type_mismatch``: store a
+        misfit as null or fail; ``former_namespaces``: where earlier versions put tables of streams without a namespace."""
         self.group_size = group_size
         if table_format not in TABLE_FORMATS:
             raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
@@ -118,7 +91,6 @@ class SparkDestination(Destination):
             raise ValueError(f"on_type_mismatch must be one of {', '.join(ON_TYPE_MISMATCH)}, not {on_type_mismatch!r}")
         self.on_type_mismatch = on_type_mismatch
         self.warehouse = warehouse_for(warehouse, table_format)
-        #: the tables are on an object store (Delta only): no folders, links or kernel locks there
         self.remote = is_object_store(self.warehouse)
         self.default_namespace = default_namespace
         self.former_namespaces = tuple(name for name in former_namespaces if name != default_namespace)
@@ -129,7 +101,6 @@ class SparkDestination(Destination):
         self.wait_for_lock = wait_for_lock
         if writer not in WRITERS:
             raise ValueError(f"writer must be one of {', '.join(WRITERS)}, not {writer!r}")
-        #: commits of Arrow tables are written by this process (``writer``, see the module docstring)
         self.arrow_writes = writer != "spark"
         self.sync_id = new_sync_id()
         self.connect_retry_seconds = connect_retry_seconds
@@ -148,8 +119,6 @@ class SparkDestination(Destination):
     def secrets(self) -> list[str]:
         """What of the master URL no log line or error may show (a Spark Connect token or header)."""
         return master_secrets(self.master)
-
-    # -- Spark --------------------------------------------------------------------------------
 
     def _start_spark(self) -> None:
         try:
@@ -177,7 +146,7 @@ class SparkDestination(Destination):
         return self._spark
 
     def _apply(self, jobs: list[Any]) -> Any:
-        """The committer's work: one table's queued commits, noting a Connect server that is gone."""
+        """The committer's work, noting a Connect server that is gone."""
         try:
             return jobs[0].writer.apply(jobs)
         except Exception as error:
@@ -191,12 +160,9 @@ class SparkDestination(Destination):
             reason = reason.replace(secret, "****")
         return reason
 
-    # -- where tables are -----------------------------------------------------------------------
-
     def table_path(self, namespace: str | None, stream: str) -> str:
-        """Where the stream's table is: under its namespace, else the default one; but a table an
-        earlier version made under a former default namespace (and none under the default) stays
-        where it is, so that a new default never starts a second table beside a user's old one."""
+        """Where the stream's table is: under its namespace, else the default one; but a table under a former default
+        namespace stays where it is, so a new default never starts a second table beside a user's old one."""
         if namespace or not self.former_namespaces:
             return table_path(self.warehouse, namespace or self.default_namespace, stream)
         if stream not in self._paths:  # decided once: every command of this process finds the same table
@@ -219,8 +185,7 @@ class SparkDestination(Destination):
         return self._table_at(self.table_path(namespace, stream), lambda: self.spark, arrow_writes=self.arrow_writes)
 
     def _table_at(self, path: str, spark: Any, arrow_writes: bool = False) -> Table:
-        """The table at ``path`` in its own format (a Delta log or a Spark file-sink log), a new
-        one in the configured ``table_format``: a new default never converts or orphans a table."""
+        """The table at ``path`` in its own format, a new one in ``table_format``: a new default never converts or orphans a table."""
         if self.remote or is_delta_table(path):
             return DeltaLakeTable(spark, path, arrow_writes=arrow_writes)
         if self.table_format == "delta" and not os.path.isdir(os.path.join(path, "_spark_metadata")):
@@ -228,16 +193,11 @@ class SparkDestination(Destination):
         return SparkTable(spark, path, arrow_writes=arrow_writes)
 
     def committed_table(self, namespace: str | None, stream: str, spark: Any = None) -> CommittedTable:
-        """A table to look at, for the tools (compare, the acceptance checks, the demo): no lock is
-        taken and nothing in the folder changes; Spark starts only for ``read()``, the caller's
-        ``spark`` session if given, else this destination's."""
+        """A table to look at, for the tools: no lock is taken, nothing changes; Spark starts only for ``read()``."""
         return self._table_at(self.table_path(namespace, stream), spark if spark is not None else (lambda: self.spark))
 
-    # -- read -----------------------------------------------------------------------------------
-
     def reserve(self, streams: Iterable[tuple[str | None, str, str]]) -> None:
-        """Lock every table the sync writes, then start Spark while the first pages are read, if
-        Spark writes the tables or merges one (``open_stream`` starts it for a rewrite)."""
+        """Lock every table the sync writes, then start Spark while the first pages are read if the tables need it."""
         merges = False
         for namespace, stream, mode in streams:
             self.lock(namespace, stream, purpose="read")
@@ -257,8 +217,7 @@ class SparkDestination(Destination):
         """Hold the table's lock until ``close`` (fails fast, or waits with ``wait_for_lock``)."""
         path = self.table_path(namespace, stream)
         if path not in self._locks and not self.remote:
-            # (On an object store no lock is held: Delta refuses the commit of a second run of the
-            # same table's sync, whose app transaction conflicts: ``delta_table.ConcurrentRun``.)
+            # (No lock on an object store: Delta refuses a second run's commit, whose app transaction conflicts.)
             self._locks[path] = TableLock(path, purpose=purpose, wait=self.wait_for_lock).acquire()
         return path
 
@@ -274,21 +233,16 @@ class SparkDestination(Destination):
         # Records taken from their pages' bytes need a table this process writes (``page_conversion``).
         pages = target.pages if self.arrow_writes else None
         if pages is None and not self._warmed:
-            # This process converts the stream's records: Arrow's first conversion, done here,
-            # before reading (done meanwhile in a thread, it held the import lock the first commit
-            # waits for, and competed with the reader for the interpreter: a first STATE 1.2 s
-            # late). Not for a stream read from its pages: the page converter converts them, and
-            # the warm-up's 0.2 s (mostly pandas, which pyarrow imports) would only delay the sync.
+            # Arrow's first conversion, done here before reading: in a thread it held the import lock the first commit
+            # waits for. Not for a stream read from its pages: the page converter converts them.
             warm_up()
             self._warmed = True
         return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters,
                             group_size=self.group_size)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> Table:
-        """The stream's table, locked and made whole for writing: what an interrupted run of ours
-        left is deleted, a moved table's log points here, what no reader needs is reclaimed. ``read``
-        and ``state set`` open tables this one way, so they find and see a table alike.
-        ``given_state``: the stream's state as given (``SparkTable.recover``)."""
+        """The stream's table, locked and made whole for writing (interrupted commits undone, a moved log fixed, garbage
+        reclaimed). ``read`` and ``state set`` open tables this one way, so they find and see a table alike."""
         path = self.lock(namespace, stream, purpose=purpose)
         if not self.arrow_writes:
             self.start_spark()
@@ -317,25 +271,20 @@ class SparkDestination(Destination):
                 lock.release()
             self._locks.clear()
 
-    # -- the state commands -----------------------------------------------------------------------
-
     def has_table(self, namespace: str | None, stream: str) -> bool:
-        """The stream's table folder is where ``read`` would write it. Creates nothing (not even a
-        lock file): the ``state`` commands look before they lock."""
+        """The stream's table exists; creates nothing (not even a lock file): the ``state`` commands look before they lock."""
         return self._exists(self.table_path(namespace, stream))
 
     def request_reset(self, namespace: str | None, stream: str) -> str | None:
-        """Mark the table so that the stream's next sync from an empty state replaces it; None
-        when the table has no commit to replace."""
+        """Mark the table so the stream's next sync from an empty state replaces it; None when it has no commit to replace."""
         table = self.table(namespace, stream)
         if table.last_checkpoint() is None:
             return None
         return table.request_reset()
 
     def delete_table(self, namespace: str | None, stream: str) -> bool:
-        """Delete the table folder: first moved aside in one rename, so readers and the next sync
-        see the whole table or none, then removed file by file. A deletion cut short leaves a
-        hidden folder beside the table that the next ``open_table`` or ``delete_table`` removes."""
+        """Delete the table folder: moved aside in one rename, so readers and the next sync see the whole table or none, then
+        removed file by file; a deletion cut short is finished by the next ``open_table`` or ``delete_table``."""
         path = self.table_path(namespace, stream)
         if self.remote:
             return delete_delta_table(path)
@@ -351,14 +300,13 @@ class SparkDestination(Destination):
         return True
 
     def convert_table(self, namespace: str | None, stream: str) -> int:
-        """Make the stream's Parquet table folder a Delta table in place (``table_conversion.py``);
-        its rows."""
+        """Make the stream's Parquet table folder a Delta table in place; returns its rows."""
         from source_framework.destinations.spark.table_conversion import convert_to_delta
 
         return convert_to_delta(self.lock(namespace, stream, purpose="convert"))
 
     def optimize_table(self, namespace: str | None, stream: str) -> dict[str, Any]:
-        """Compact the stream's Delta table (``DeltaLakeTable.optimize``); its metrics."""
+        """Compact the stream's Delta table; returns the metrics."""
         table = self._table_at(self.lock(namespace, stream, purpose="optimize"), lambda: self.spark)
         if not isinstance(table, DeltaLakeTable):
             raise NotDelta(f"{table.path} is a Parquet table folder: optimize compacts Delta tables (convert it first: "
@@ -374,16 +322,12 @@ class SparkDestination(Destination):
         new_state: Mapping[str, Any],
         old_state: Mapping[str, Any],
     ) -> tuple[CommitInfo, str] | None:
-        """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of
-        ``new_state``, so the stream's next sync from ``new_state`` reads the rest exactly once.
-        Returns that commit (its rows are the rows kept) and where its log has it (``Delta version
-        3``, ``log batch 7``), or None when the table has no commit.
+        """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of ``new_state``, so the next
+        sync from ``new_state`` reads the rest exactly once; None when the table has no commit.
 
-        ``old_state``: the stream's state before (what the state file holds now). The commit records
-        it as the state it started from, so a ``read`` still given it (the command was killed before
-        it saved the file) sees that the table moved on, and goes on from ``new_state``. A reset
-        still pending is superseded by this commit, as a commit that applied it would: no later sync
-        applies it (it would re-read everything into the table this commit kept)."""
+        The commit records ``old_state`` as the state it started from, so a ``read`` still given it (the command was killed
+        before saving the file) sees that the table moved on. A pending reset is superseded: applied later it would re-read
+        everything."""
         table = self.open_table(namespace, stream, purpose="state set", given_state=old_state)
         last = table.last_checkpoint()
         if last is None:
@@ -414,10 +358,7 @@ def _unreachable(error: BaseException) -> bool:
 
 
 def shown_master(master: str) -> str:
-    """A Spark master URL to show: without the values of its Spark Connect parameters (a
-    ``;token=``, and any other ``;key=value``, which Spark Connect sends as a header: custom auth
-    headers go there), except the settings it reserves, nor a ``user:password@`` (the config's
-    ``spark_master`` is no secret's name, so nothing else masks them)."""
+    """A Spark master URL to show, without its Spark Connect parameters' values (tokens, auth headers) or user info."""
     for secret in master_secrets(master):
         master = master.replace(secret, "****")
     return master
@@ -450,21 +391,18 @@ _UUID_HEX = re.compile("[0-9a-f]{32}")
 
 
 def _remove_deleted_leftovers(path: str) -> None:
-    """Finish deletions of this table that were cut short (their folders are ours: named so by
-    ``delete_table``, never a table, which never starts with a dot)."""
+    """Finish deletions of this table that were cut short (``delete_table``'s folders: a table never starts with a dot)."""
     parent, prefix = os.path.dirname(path), f".{os.path.basename(path)}{_DELETED}"
     if os.path.isdir(parent):
         for name in sorted(os.listdir(parent)):
-            # exactly the name delete_table gives: another stream's lock file may start the same
-            # way (stream "a.deleted-x" has ".a.deleted-x.lock")
+            # exactly delete_table's name: another stream's lock file may start the same way (".a.deleted-x.lock")
             moved_aside = name.startswith(prefix) and _UUID_HEX.fullmatch(name[len(prefix):]) is not None
             if moved_aside and os.path.isdir(os.path.join(parent, name)):
                 _remove_tree(os.path.join(parent, name))
 
 
 def _remove_tree(folder: str) -> None:
-    """``shutil.rmtree`` with a fault point after each file, so fault tests can kill a deletion
-    half done."""
+    """``shutil.rmtree`` with a fault point after each file, so fault tests can kill a deletion half done."""
     for current, folders, files in os.walk(folder, topdown=False):
         for name in files:
             os.remove(os.path.join(current, name))
