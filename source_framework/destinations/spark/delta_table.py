@@ -1,43 +1,10 @@
 """All-or-nothing, exactly-once commits into a Delta Lake table (``table_format: delta``).
 
-Why Delta: every engine reads a Delta table right through its log (Spark with Delta, ``deltalake``,
-Polars, DuckDB, Trino), and Delta's protocol already has what a checkpoint commit needs, so this
-module writes none of it itself:
-
-- **one Delta transaction per commit**, all or nothing: data files a killed commit wrote are in
-  no log entry, so no reader sees them (``VACUUM`` deletes them later);
-- **an app transaction** (``APP_ID``, version = the commit's ``seq``), Delta's own mechanism for
-  exactly-once batch writes: Spark's writer skips a version the table already holds, and a second
-  writer of the same table that committed in between makes ours fail instead of doubling rows;
-- **the checkpoint record** (``checkpoint_record.py``: the state the commit covers, the resume
-  notes, the schema) in the same transaction, as Delta's ``commitInfo.userMetadata``, which
-  ``DESCRIBE HISTORY`` shows and both writers can set. The Delta log is the one record of what is
-  committed: resume and the ``state`` commands read it (:meth:`committed_checkpoints`).
-
-Two writers, one table format: this process writes Arrow tables with delta-rs (``deltalake``, no
-JVM), and Spark's own Delta writer writes DataFrames (a merge, a rewrite, ``state set``) and every
-commit of ``writer: spark`` (clusters, Spark Connect), with the ``txnAppId``/``txnVersion`` and
-``userMetadata`` options. Both see each other's app transactions and records.
-
-Usage (the same methods as ``SparkTable``, which ``TableWriter`` and the state commands call)::
-
-    table = DeltaLakeTable(spark, "warehouse/demo/users", arrow_writes=True)
-    info = table.commit(arrow_table, state={"updatedAt": "..."}, seq=3)
-    table.last_checkpoint()     # CheckpointRecord(seq=3, ...), read from the Delta log
-    table.commit(snapshot, state=None, seq=4, replace=True)   # one overwrite transaction
-
-Replaced data stays readable by time travel (``VERSION AS OF``) until :meth:`reclaim` vacuums it,
-``VACUUM_RETENTION_HOURS`` later (Delta's default, 7 days). Delta's log clean-up keeps 30 days of
-commits (``delta.logRetentionDuration``); a table whose newest record of ours was cleaned away
-while its app transaction remains is refused (:class:`RecordLost`), never resumed from scratch.
-A ``state reset`` marks the table in its log too (a transaction that changes no row), so every
-step of the state workflow works the same on a local folder and on an object store (``s3://``).
-
-One writer at a time: on local disk the table lock (``table_lock.py``) holds it, as for the Parquet
-folder; on an object store Delta's conflict check refuses the second run's commit (both commit
-the same app id, :class:`ConcurrentRun`), which delta-rs makes safe with S3's conditional writes.
-Spark's own Delta writer commits to S3 without them: ``writer: spark`` and merges on S3 need one
-writer per table.
+Every engine reads a Delta table through its log, and Delta's protocol already has what a checkpoint commit needs: one
+transaction per commit, an app transaction (``APP_ID``, version = the commit's ``seq``) so a version already held is
+skipped and a concurrent writer fails instead of doubling rows, and the checkpoint record in the same transaction as
+``commitInfo.userMetadata``. This process writes Arrow tables with delta-rs; Spark's Delta writer writes DataFrames.
+On an object store Delta's conflict check, not a lock, keeps one writer (:class:`ConcurrentRun`).
 """
 
 from __future__ import annotations
@@ -124,22 +91,17 @@ def delete_delta_table(uri: str) -> bool:
 class DeltaLakeTable:
     """One Delta table, committed one checkpoint per Delta transaction."""
 
-    #: the page converter cannot commit for this table (delta-rs writes the transaction here)
     takes_page_commits = False
-    #: ``append_dedup`` commits are a Delta MERGE (``commit(merge=...)``), not a rewrite by Spark
     merges_by_key = True
 
     def __init__(self, spark: SparkSession | Callable[[], SparkSession], path: str, *, arrow_writes: bool = False):
         self._spark = spark
-        #: Arrow tables are committed by this process with delta-rs; else by Spark's Delta writer
         self.arrow_writes = arrow_writes
-        #: on an object store (``s3://...``): no local folder, rows are staged on local disk
         self.remote = is_object_store(path)
         self.path = path if self.remote else os.path.realpath(path)
         self._uri_for_spark = path if self.remote else spark_path(self.path)
         self._lock = threading.Lock()
-        #: the table object of this object's last commit: delta-rs advances it with each commit,
-        #: so the next need not read the log again
+        #: delta-rs advances its table object with each commit, so the next need not read the log again
         self._delta: DeltaTable | None = None
         self._newest: CheckpointRecord | None = None
 
@@ -148,8 +110,6 @@ class DeltaLakeTable:
         if callable(self._spark):
             self._spark = self._spark()
         return self._spark
-
-    # --- writing -----------------------------------------------------------------
 
     def commit(
         self,
@@ -166,11 +126,9 @@ class DeltaLakeTable:
         pages: PageRows | None = None,
         merge: DedupMerge | None = None,
     ) -> CommitInfo:
-        """Make ``data`` (and the ``staged`` files' rows) visible together with ``state`` in one
-        Delta transaction; ``replace=True`` overwrites the table's rows. The arguments are
-        ``SparkTable.commit``'s; ``pages`` is refused (``takes_page_commits``). ``merge``: the
-        Arrow rows are merged into the table by key (a Delta MERGE, ``delta_merge.py``), or, with
-        ``replace``, replace it one row per key."""
+        """Make ``data`` (and the ``staged`` files' rows) visible together with ``state`` in one Delta transaction.
+
+        The arguments are ``SparkTable.commit``'s; ``merge``: the rows are merged into the table by key (a Delta MERGE)."""
         if pages is not None:
             raise ValueError("a Delta table's commits are written by this process, not by the page converter")
         started = time.perf_counter()
@@ -205,15 +163,12 @@ class DeltaLakeTable:
 
     def _write_arrow(self, data: pa.Table, staged: Sequence[StagedFiles], seq: int, metadata: str, replace: bool,
                      merge: DedupMerge | None = None) -> tuple[int, int] | None:
-        """delta-rs: the staged files' rows, then ``data``'s, streamed into one transaction (or
-        merged into the table by key: MERGE needs them all at once, one per key), or, where they
-        fit the table as they are, their files added (``delta_file_commit``): then the rows added
-        and the table's new version, else None (the log says them)."""
+        """delta-rs: the rows streamed into one transaction, merged by key, or, where they fit the table as they are, their
+        files added (``delta_file_commit``); returns the rows added and the new version, else None (the log says them)."""
         from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
         properties = CommitProperties(app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": metadata})
-        # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence
-        # (checkpoints every 100 commits keep opening the table fast).
+        # Expired-log clean-up lists the whole log after every commit: left to Delta's own cadence.
         hooks = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
         from deltalake.exceptions import CommitFailedError
 
@@ -239,8 +194,7 @@ class DeltaLakeTable:
                 before = table.version()
                 merge.apply(table, rows, properties, hooks)
                 if table.version() == before:
-                    # A MERGE that changes no row commits nothing, but the checkpoint needs its commit:
-                    # one that adds no row carries it.
+                    # A MERGE that changes no row commits nothing, but the checkpoint needs its commit.
                     write_deltalake(table, rows.slice(0, 0), mode="append", schema_mode="merge",
                                     commit_properties=properties, post_commithook_properties=hooks)
             elif table is None:
@@ -250,7 +204,6 @@ class DeltaLakeTable:
                                 schema_mode="overwrite" if replace else "merge",
                                 commit_properties=properties, post_commithook_properties=hooks)
         except CommitFailedError as error:
-            # Refused by Delta's conflict check: nothing of this commit is in the table.
             self._delta = None
             raise ConcurrentRun(
                 f"{self.path}: another writer committed to this table while this run wrote its commit {seq} ({error}); "
@@ -274,8 +227,7 @@ class DeltaLakeTable:
         self._delta = None  # delta-rs's snapshot is behind Spark's commit now
 
     def _committed_rows(self, seq: int) -> tuple[int, int]:
-        """The rows and the Delta version of this table's commit ``seq``, from the log: counted by
-        the writer in the transaction's metrics, not taken on trust."""
+        """The rows and Delta version of commit ``seq``, from the log's metrics: counted by the writer, not taken on trust."""
         table = self._delta = self._delta or self._open()
         if table is None:
             raise RuntimeError(f"{self.path}: no Delta table after commit {seq}")
@@ -287,9 +239,7 @@ class DeltaLakeTable:
         raise RuntimeError(f"{self.path}: commit {seq} is not in the table's newest Delta log entries")
 
     def stage(self, data: pa.Table) -> StagedFiles:
-        """Write ``data``'s rows now for a commit still to come, invisible until then (why:
-        ``SparkTable.stage``): a Parquet file under the table's staging folder, which Delta
-        readers never list."""
+        """Write ``data``'s rows now for a commit still to come, invisible until then (the staging folder Delta never lists)."""
         folder = self.staging_folder()
         if self.arrow_writes:
             os.makedirs(folder, exist_ok=True)
@@ -300,12 +250,9 @@ class DeltaLakeTable:
         return StagedFiles(folder, data.num_rows)
 
     def staging_folder(self) -> str:
-        """A new folder for rows staged ahead of their commit: in the table's folder, or, for a
-        table on an object store, on local disk (only this process reads them back)."""
+        """A new folder for staged rows: in the table's folder, or on local disk for a table on an object store."""
         root = os.path.join(tempfile.gettempdir(), "source_framework-staging") if self.remote else os.path.join(self.path, STAGING_DIR)
         return os.path.join(root, f"s-{uuid.uuid4().hex}")
-
-    # --- reading our own state ---------------------------------------------------
 
     def _open(self) -> DeltaTable | None:
         from deltalake import DeltaTable
@@ -323,8 +270,7 @@ class DeltaLakeTable:
         return next(self.committed_checkpoints(), None)
 
     def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
-        """Our records in the Delta log, newest first; other writers' commits (``OPTIMIZE``, a user's
-        own write) are passed over. Every record in the log is committed: the log is the commit."""
+        """Our records in the Delta log, newest first, passing over other writers' commits; the log is the commit."""
         table = self._open()
         if table is None:
             return
@@ -334,7 +280,6 @@ class DeltaLakeTable:
             raw = record_of(info)
             if raw is None:
                 continue
-            # (the rows and the version are known once the transaction is in: its metrics say them)
             record = CheckpointRecord.from_json({**raw, "batch_id": info["version"], "rows": rows_of(info)})
             if first and done is not None and record.seq < done:
                 raise RecordLost(
@@ -346,7 +291,6 @@ class DeltaLakeTable:
             yield record
 
     def read(self) -> DataFrame:
-        """The committed rows, as any Spark reader with Delta sees them."""
         return self.spark.read.format("delta").load(self._uri_for_spark)
 
     def read_staged(self, staged: StagedFiles) -> DataFrame:
@@ -358,8 +302,7 @@ class DeltaLakeTable:
         return table.file_uris() if table is not None else []
 
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
-        """The ``columns`` of the committed rows that match the Arrow filter ``where``, read by
-        this process through the Delta log (no Spark)."""
+        """The ``columns`` of the committed rows matching the Arrow filter ``where``, read through the Delta log (no Spark)."""
         import pyarrow.dataset as ds
         import pyarrow.fs as pafs
         table = self._open()
@@ -374,7 +317,6 @@ class DeltaLakeTable:
         return dataset.to_table(columns=columns, filter=where)
 
     def live_rows(self) -> int:
-        """The rows of the table's current version, counted without reading them."""
         table = self._open()
         return table.to_pyarrow_dataset().count_rows() if table is not None else 0
 
@@ -386,18 +328,14 @@ class DeltaLakeTable:
         table = self._open()
         return schema_from_footer(pa.schema(table.schema().to_arrow())) if table is not None else None
 
-    # --- a pending state reset, as Delta commits ----------------------------------------
-
     def request_reset(self) -> str:
-        """Mark the table in its own log (a transaction that changes no row): the stream's next
-        sync from an empty state replaces it (``state reset``); any store, one transaction."""
+        """Mark the table in its own log (a transaction that changes no row), so any store takes a reset in one transaction."""
         reset_id = uuid.uuid4().hex
         self._mark({"requested": reset_id})
         return reset_id
 
     def pending_reset(self) -> str | None:
-        """The id of a reset no commit of ours followed yet (the one that applied it, a ``state
-        set`` that superseded it, or a sync given a state that discarded it), or None."""
+        """The id of a reset no commit of ours followed yet, or None."""
         table = self._open()
         for info in history_newest_first(table) if table is not None else ():
             if record_of(info) is not None:
@@ -422,12 +360,8 @@ class DeltaLakeTable:
         write_deltalake(table, no_rows, mode="append", commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata}))
         self._delta = None
 
-    # --- housekeeping ------------------------------------------------------------
-
     def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
-        """Before writing (the table's lock held): a killed run left at most files in the staging
-        folder and data files no log entry names, which no reader sees. The staging folder goes
-        now; the data files go with :meth:`reclaim`'s VACUUM."""
+        """A killed run left at most staged files and data files no log entry names (VACUUM takes those): remove the staging."""
         self._delta, self._newest = None, None
         if self.remote:
             return []  # (its staged rows were on the killed run's local disk)
@@ -437,9 +371,7 @@ class DeltaLakeTable:
         return leftovers
 
     def optimize(self) -> dict[str, Any]:
-        """Compaction (``main.py optimize``): small files, one per commit at a small interval, are
-        rewritten into few, in a Delta transaction that changes no row (readers see the same rows,
-        resumes the same records); then VACUUM. Returns delta-rs's metrics."""
+        """Compact small files in a Delta transaction that changes no row, then VACUUM; returns delta-rs's metrics."""
         from deltalake import PostCommitHookProperties
 
         table = self._open()
@@ -452,9 +384,7 @@ class DeltaLakeTable:
         return metrics
 
     def reclaim(self, retention_seconds: float = 0, now: float | None = None) -> list[str]:
-        """Delta's VACUUM: data files no version younger than ``VACUUM_RETENTION_HOURS`` reads
-        (those a replace removed, and those of killed commits) are deleted. ``retention_seconds``
-        (the Parquet folder's) does not apply: time travel reaches back Delta's own retention."""
+        """Delta's VACUUM after ``VACUUM_RETENTION_HOURS``; ``retention_seconds`` does not apply: time travel keeps Delta's retention."""
         table = self._open()
         if table is None:
             return []
@@ -465,9 +395,9 @@ class DeltaLakeTable:
 
 
 def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of staged Parquet files as ``schema`` (its columns by name and type, null where a
-    file has none). Read with ``pyarrow.parquet``: ``pyarrow.dataset`` imports pandas, which a sync
-    through the page converter otherwise never loads."""
+    """The rows of staged Parquet files as ``schema`` (null where a file lacks a column).
+
+    Read with ``pyarrow.parquet``: ``pyarrow.dataset`` imports pandas, which a sync through the page converter never loads."""
     for path in files:
         with pq.ParquetFile(path) as parquet:
             for batch in parquet.iter_batches():
