@@ -1,38 +1,10 @@
-"""Records converted from their pages' bytes, in a process of their own.
+"""Records converted from their pages' bytes, in a process of their own (``page_conversion_process.py``).
 
-Why: converting records to Arrow costs the interpreter that reads them about as much as reading
-does, in one interpreter whatever the threads. Where a stream's records are the items of
-its pages, unchanged (``streams.responses.RecordsAtPath``), the page's bytes are all another
-process needs to make the same rows: this process sends each page once, then which of its items
-were written and where each checkpoint ends, and the committer asks for a checkpoint's rows as a
-Parquet file, which it publishes as it publishes any staged file. The reading thread only checks
-that each record is the next item of its page (``StreamBuffer.write``).
-
-The other process (``page_conversion_process.py``) parses the bytes with orjson, as the stream
-did, and converts with ``arrow_conversion.records_to_arrow``, as this process would: the same
-rows, except that ``_sf_extracted_at`` is when the page was read. It counts the rows in each file's
-footer and fsyncs it before it answers; the commit publishes those rows, so a row it lost would
-fail the stream (fewer rows than records handed over), never pass unseen.
-
-Usage (reading thread, then the committer's)::
-
-    converter = PageConverter()                        # the process starts meanwhile
-    converter.begin(table_schema, sync_id, records_path=("data",), parquet_options={...})
-    page_id = converter.page(raw_page)                 # RawPage: bytes, items, when read
-    converter.runs([(page_id, 0, 1000)])               # items 0-999 were written
-    token = converter.end()                            # a checkpoint: the rows so far
-    written = converter.write(token, seq=3, folder=staging)   # PageWrite(rows=1000, ...)
-    converter.close()
-
-Or the commit itself, through ``SparkTable.commit(pages=PageRows(converter, token, rows))``: the
-process writes the rows into the table and carries out the commit's file work with them.
-
-A frame goes into the pipe at once, written by the thread that sends it, when the pipe has room
-for it and nothing sent earlier still waits (the pipe does not block: a write takes what fits).
-What does not fit waits in a queue for a thread that writes it as the other process reads, so the
-reader does not wait for that process unless it falls ``MAX_QUEUED_BYTES`` behind. If that process
-dies, the next ``write`` raises: the commit fails, its STATE is not printed, and the next sync
-resumes.
+Converting records to Arrow costs the reading interpreter about as much as reading does. Where a stream's records are its
+pages' items, unchanged, this process sends each page's bytes once, then which items were written and where each
+checkpoint ends; the other process makes the same rows and writes a checkpoint's rows as a Parquet file, counted in its
+footer and fsynced, so a lost row fails the stream rather than passing unseen. If it dies, the next ``write`` raises: the
+commit fails, its STATE is not printed, and the next sync resumes.
 """
 
 from __future__ import annotations
@@ -70,14 +42,12 @@ MAX_LAZY_FRAMES = 256
 MAX_PIECES = 16
 
 
-#: Linux's ``F_SETPIPE_SZ``, and the pipe size asked for: 4 pages of 1,000 records rather than a
-#: quarter of one, so the sender and the other process trade fewer wake-ups.
+#: Linux's ``F_SETPIPE_SZ``, and a larger pipe, so the sender and the other process trade fewer wake-ups.
 F_SETPIPE_SZ = 1031
 PIPE_BYTES = 1 << 20
 
 
 def _widen(fd: int) -> None:
-    """Ask for a larger pipe where the system allows (Linux, up to its ``pipe-max-size``)."""
     try:
         import fcntl
 
@@ -87,7 +57,6 @@ def _widen(fd: int) -> None:
 
 
 def _unwritten(pieces: list[bytes], written: int) -> list[bytes]:
-    """What is left of ``pieces`` once their first ``written`` bytes went."""
     for index, piece in enumerate(pieces):
         if written < len(piece):
             return [piece[written:], *pieces[index + 1:]] if written else pieces[index:]
@@ -101,7 +70,7 @@ class PageConversionFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class PageWrite:
-    """What ``write`` put in its folder: rows, and what their conversion could not keep as given."""
+    """What ``write`` put in its folder."""
 
     rows: int  # counted in the file's footer
     file: str  # its name in the folder; on disk (fsynced) when ``write`` returns
@@ -112,9 +81,7 @@ class PageConverter:
     """One stream's converting process, and the pipe to it."""
 
     def __init__(self) -> None:
-        """Start the process (it imports what it needs meanwhile); ``begin`` says what to make."""
-        # A session of its own: a terminal's Ctrl-C stops the sync's reading, but the commits already
-        # queued still need this process; it ends when its stdin closes (the sync ended or died).
+        # A session of its own: Ctrl-C stops the sync's reading, but queued commits still need this process.
         self._process = subprocess.Popen(
             [sys.executable, "-P", PROCESS], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             start_new_session=True,
@@ -139,14 +106,9 @@ class PageConverter:
         self._sender.start()
         self.begun = False
 
-    # -- reading thread ----------------------------------------------------------------------------
-
     def begin(self, schema: pa.Schema, sync_id: str, records_path: Sequence[str], parquet_options: Mapping[str, Any],
               on_type_mismatch: str = "null") -> None:
-        """The table's schema, the sync's id, where the records are in a page, how files are written,
-        what a value that does not fit its column does (``records_to_arrow``): before the first page.
-        Again for another stream once every write of the last one was answered: the process
-        forgets the last stream's pages and rows."""
+        """Before the first page, or for another stream once every write of the last was answered (the process forgets it)."""
         self._pages = self._ends = 0
         self._send(b"S", {"sync_id": sync_id, "path": list(records_path), "parquet_options": dict(parquet_options),
                           "on_type_mismatch": on_type_mismatch}, schema.serialize().to_pybytes())
@@ -154,11 +116,9 @@ class PageConverter:
 
     @property
     def usable(self) -> bool:
-        """The process is there and nothing it was sent failed."""
         return self._failed is None and not self._closed and self._process.poll() is None
 
     def page(self, page: RawPage) -> int:
-        """Send a page; returns its id for ``runs``."""
         self._pages += 1
         self._send(b"P", [self._pages, page.extracted_at_ms], page.body)
         return self._pages
@@ -172,26 +132,19 @@ class PageConverter:
         self._send(b"D", page_id)
 
     def end(self, runs: list[tuple[int, int, int]] | None = None, at: int | None = None) -> int:
-        """A checkpoint: a token for the rows of every run sent so far, and of ``runs`` (sent with
-        it: at ``state_checkpoint_interval`` 100 a checkpoint's runs and end are one frame); or for
-        the stream's first ``at`` of them (a checkpoint grouped: later rows wait for the next end)."""
+        """A checkpoint: a token for the rows of every run sent so far plus ``runs``, or for the stream's first ``at`` of them."""
         self._ends += 1
         self._send(b"E", [self._ends, runs or [], at])
         return self._ends
 
-    # -- committer thread --------------------------------------------------------------------------
-
     def write(self, token: int, seq: int, folder: str) -> PageWrite:
-        """The rows up to ``token`` (those of earlier tokens not yet written included), numbered
-        ``seq``, as one Parquet file in ``folder``."""
+        """The rows up to ``token`` not yet written, numbered ``seq``, as one Parquet file in ``folder``."""
         answer = self._ask(b"W", {"token": token, "seq": seq, "folder": folder}, "while writing a commit's rows")
         return PageWrite(answer["rows"], answer["file"], answer["counts"])
 
     def publish(self, plan: Mapping[str, Any]) -> dict[str, Any]:
-        """Carry out a commit's file work (``SparkTable.commit`` makes the plan): the rows up to
-        ``plan["token"]`` go into the table with it. Answers ``rows``, ``added`` (the log lines
-        written for the files added), ``counts`` (as ``write``'s); or ``stopped``: the
-        fault point where a simulated crash stopped it (``helpers.faults``)."""
+        """Carry out a commit's file work with the rows up to ``plan["token"]``; answers ``rows``, ``added`` and ``counts``,
+        or ``stopped`` at a simulated crash's fault point."""
         return self._ask(b"C", plan, "while committing")
 
     def _ask(self, kind: bytes, meta: Mapping[str, Any], when: str) -> dict[str, Any]:
@@ -207,12 +160,10 @@ class PageConverter:
         return answer
 
     def _failing(self, error: PageConversionFailed) -> PageConversionFailed:
-        """``error``, remembered: a converter that failed is not given to another stream (``usable``)."""
+        """``error``, remembered: a converter that failed is not given to another stream."""
         with self._frames:
             self._failed = self._failed or error
         return error
-
-    # -- either ------------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Let the frames sent go, then end the process (it exits when its stdin closes)."""
@@ -233,10 +184,9 @@ class PageConverter:
         self._replies.close()
 
     def _send(self, kind: bytes, meta: Any, data: bytes = b"") -> None:
-        """Send a frame: into the pipe now, as far as it has room and nothing sent before waits;
-        the rest to the sender thread. Why not always through that thread: waking it for each page
-        cost the reading thread the interpreter each time. Runs and ends wait for the next other frame, which must follow them anyway:
-        at ``state_checkpoint_interval`` 100 each checkpoint sends one (its end, with its runs)."""
+        """Send a frame: into the pipe now, as far as it has room and nothing earlier waits; the rest to the sender thread.
+
+        Waking that thread for each page cost the reading thread the interpreter; runs and ends wait for the next frame."""
         blob = orjson.dumps(meta)
         head = HEADER.pack(kind[0], len(blob), len(data)) + blob
         with self._frames:
@@ -270,10 +220,8 @@ class PageConverter:
             self._frames.notify()
 
     def _send_queued(self) -> None:
-        """The sender thread: what did not fit in the pipe, in order, as the other process reads.
-        It writes with the pipe blocking (no other thread writes meanwhile: ``_sending``), so the
-        interpreter is let go once until all of it is in: waiting for room with ``poll`` woke this
-        thread, and took the interpreter from the reading one, for every few kilobytes read."""
+        """The sender thread: what did not fit in the pipe, in order, written blocking (no other thread writes meanwhile), so
+        the interpreter is let go once, not for every few kilobytes the other process reads."""
         closing = False
         while not closing:  # (set below once ``close`` asked)
             with self._frames:
@@ -322,21 +270,8 @@ class PageConverter:
 
 
 class ConverterPool:
-    """Page converters for one sync's streams: one started ahead, before the first stream reads
-    anything, and each taken back when its stream's last job is done, for the next stream. Why: a
-    process takes 0.1-0.3 s to start, which fell on a small stream's only commit.
-    ``read`` starts the first as soon as it has read the config, before the source's spec, the
-    catalog, the states and the streams' set-up (``runtime.destination_setup.start_page_converters``), and
-    hands the pool to the destination (this module imports no Arrow for that).
-
-    Usage::
-
-        pool = ConverterPool()
-        pool.warm()                        # before reading
-        converter = pool.take()            # a stream's buffer
-        pool.give_back(converter)          # after the stream's last job
-        pool.close()                       # the sync ends
-    """
+    """Page converters for one sync's streams: one started before the first stream reads, each taken back for the next
+    stream when its stream's last job is done, since a process's start fell on a small stream's only commit."""
 
     #: Idle converters kept; more are closed (streams synced at once may each have taken one).
     KEEP = 2
@@ -348,7 +283,6 @@ class ConverterPool:
         self._closed = False
 
     def warm(self) -> None:
-        """Start one converter now, unless one is idle."""
         with self._lock:
             if self._closed or self._idle:
                 return
@@ -370,7 +304,7 @@ class ConverterPool:
         return converter
 
     def give_back(self, converter: PageConverter) -> None:
-        """Keep ``converter`` for the next stream (every job that needed it is done), or end it."""
+        """Keep ``converter`` for the next stream, or end it."""
         with self._lock:
             if not self._closed and converter.usable and len(self._idle) < self.KEEP:
                 converter.begun = False
@@ -379,7 +313,7 @@ class ConverterPool:
         converter.close()
 
     def close(self) -> None:
-        """End every converter made, idle or lent to a stream that never ended (no job is left)."""
+        """End every converter made, idle or lent to a stream that never ended."""
         with self._lock:
             self._closed = True
             made, self._made, self._idle = self._made, [], []
