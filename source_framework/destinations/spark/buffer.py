@@ -1,36 +1,10 @@
 """One stream's records on their way to its table: the reading thread's side of the Spark sink.
 
-Records become Arrow batches of ``BATCH_ROWS`` as they arrive (typed once per batch from the
-stream's JSON schema by the writer's ``to_arrow``, see ``arrow_conversion``), so what waits for
-the committer is columnar, several times smaller than the parsed dicts. At a checkpoint the
-records since the last full batch become one more batch (``CONVERT_AT_COMMIT_ROWS`` says when
-the writer converts them instead), and the batches and the state become one ``CommitJob`` for
-the background committer; ``commit`` returns the job's future: the runtime prints the STATE when
-it completes. Reading goes on meanwhile::
-
-    buffer = StreamBuffer(writer, committer, stage_rows=100_000)
-    buffer.write({"id": 1, "updatedAt": "2025-01-01T00:00:00Z"})
-    buffer.commit({"updatedAt": "2025-01-01T00:00:00Z"}, notes).result()   # CommitReceipt
-
-Checkpoints that come in quick succession (``state_checkpoint_interval`` 100 on a fast API) are
-grouped, up to ``TUNING.group_checkpoints``, and handed over as one job: their futures complete
-together, with one commit, and waiting for one hands them over (``_GroupedCheckpoint``).
-
-A checkpoint far away (a large slice, an ``overwrite`` stream that commits once at its end)
-does not grow memory: every ``stage_rows`` rows the batches go to Spark as a stage job, written
-to hidden staged files that the next commit publishes with the rest.
-
-Fields a record carries that the table's schema does not declare get no column: the conversion
-names them in the row's ``_sf_meta`` and counts them (``values_not_kept``, for the end-of-run
-summary), and each new one is logged once.
-
-Records of a stream whose records are its pages' items unchanged (``pages``: a ``records_path``
-stream) are not converted here at all: ``write`` checks that each is the next item of its page,
-and the page converter (``page_conversion``) makes their rows from the pages' bytes in a process
-of its own. A checkpoint then also ends the rows sent to it (a token the job carries), and the
-committer asks that process for them as a staged file. Why: reading and converting share this
-process's one interpreter, which bounds a sync however many threads it runs. (The figures behind
-this module's settings: ``bench/RESULTS.md``, "Figures behind the settings in the code".)
+Records become Arrow batches as they arrive, so what waits for the committer is columnar and smaller than parsed dicts. At
+a checkpoint the batches and the state become one ``CommitJob``; ``commit`` returns its future, and the runtime prints the
+STATE when it completes. Fast checkpoints are grouped into one job; a far checkpoint is staged every ``stage_rows`` rows,
+so memory stays bounded. Records that are their pages' items unchanged are converted from the pages' bytes by the page
+converter's process (``page_conversion``), as reading and converting share this process's one interpreter.
 """
 
 from __future__ import annotations
@@ -55,37 +29,26 @@ from source_framework.helpers.tuning import TUNING
 
 logger = logging.getLogger("source_framework.spark")
 
-#: Records per Arrow batch: large enough that conversion runs at columnar speed, small enough
-#: that few parsed dicts are alive at once.
+#: Records per Arrow batch: converted at columnar speed, with few parsed dicts alive at once.
 BATCH_ROWS = 4096
 
-#: At a checkpoint, records not yet in a batch are converted here, in the reading thread, when
-#: there are at least this many; fewer go to the committer as they are, which converts those of
-#: all the checkpoints it merges at once. Why here: the records are still in the CPU's caches, and
-#: the threads do not trade the interpreter for it. Why not always: a conversion has a fixed cost
-#: (~50 µs), which a checkpoint every few records would pay per record.
+#: At a checkpoint, at least this many records not yet in a batch are converted here, while still in the CPU's caches;
+#: fewer go to the committer as they are, as a conversion's fixed cost would be paid per record.
 CONVERT_AT_COMMIT_ROWS = 64
 
-# Checkpoints that come fast (``TUNING.fast_ms`` or less after the one before) are grouped in the
-# buffer, up to a group size (``TUNING.group_size_for``), and handed to the committer as one job: one
-# conversion and one commit for all, each STATE still printed after the commit that covers it; a group
-# is handed over once its first is ``TUNING.group_ms`` old. Whoever waits for a grouped one has it
-# handed over (``_GroupedCheckpoint``), so waiting never hangs.
+# Fast checkpoints (``TUNING.fast_ms``) are grouped, up to ``TUNING.group_size_for``, into one job: one conversion and
+# one commit, each STATE still printed after the commit covering it. Waiting for a grouped one hands it over, so it never hangs.
 
-#: What the page path holds of a page once its last item was written: nothing. Why: keeping the page
-#: until the next page's first record made the next parse run beside a thousand records still alive,
-#: which slowed the whole reading thread.
+#: What the page path holds of a page once its last item was written: nothing, so the next parse does not run beside it.
 NO_PAGE_ITEMS: tuple[Any, ...] = ()
 
 #: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
 STAGE_ROWS = 100_000
 
-#: What a record not yet converted counts for against the committer's ``max_pending_bytes``
-#: (a parsed dict of a dozen fields; generous, so the bound holds).
+#: What a record not yet converted counts for against ``max_pending_bytes`` (generous, so the bound holds).
 RAW_RECORD_BYTES = 2048
 
-#: What a row the page converter holds counts for against ``max_pending_bytes`` (its memory is
-#: the other process's; this keeps the committer's queue, and that process, bounded alike).
+#: What a row the page converter holds counts for against ``max_pending_bytes``, keeping that process bounded alike.
 PAGE_ROW_BYTES = 256
 
 
@@ -95,10 +58,7 @@ class StreamBuffer(StreamSink):
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
                  pages: RawPages | None = None, converters: ConverterPool | None = None,
                  group_size: int = TUNING.group_checkpoints) -> None:
-        """``pages``: the stream's pages, where its records are their items unchanged
-        (``RecordsAtPath``): records found in them are converted from the pages' bytes by a
-        ``PageConverter`` from ``converters`` (the sync's pool); any other record is converted here.
-        ``group_size``: the most fast checkpoints grouped for one job (``TUNING.group_size_for``)."""
+        """``pages``: the stream's pages, whose items are converted from their bytes by a converter from ``converters``."""
         if pages is not None and converters is None:
             raise ValueError("a stream's pages need the sync's page converters")
         self._writer = writer
@@ -112,9 +72,8 @@ class StreamBuffer(StreamSink):
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
-        # Checkpoints grouped (see ``TUNING.group_checkpoints``): their states, their one future (they
-        # complete together), how many of ``_records`` and of the page rows they cover, the last
-        # one's notes, and when the first one was grouped.
+        # Checkpoints grouped: their states, their one future, how many records and page rows they cover, the last one's
+        # notes, and when the first one was grouped.
         self._grouped: list[Mapping[str, Any] | None] = []
         self._group_future: _GroupedCheckpoint | None = None
         self._group_records = 0
@@ -123,16 +82,12 @@ class StreamBuffer(StreamSink):
         self._group_since_ms = 0
         self._last_checkpoint_ms = 0
         self._group_size = max(1, group_size)
-        # What the runtime asks of the table before reading; ``replaces_table`` there also tells
-        # ``finish`` whether this run's first commit, still to come, replaces the table.
+        # ``replaces_table`` also tells ``finish`` whether this run's first commit, still to come, replaces the table.
         self.earlier_commits: CommitsInTable = CommitsInTable(writer)
-        # The page path (``page_conversion``): the page the records come from, the item expected
-        # next and where the current run of written items began; runs not yet sent; rows in the
-        # runs closed so far and where the last end was (counted from the stream's first page row),
-        # and the rows of ends (tokens) no job has taken yet.
+        # The page path: the current page, the item expected next, the runs not yet sent, and the ended rows no job took.
         self._raw = pages
-        # Taken now, so that its process has imported what it needs by the first page; told the
-        # table's schema at the first page only, as a reset may yet change it.
+        # Taken now, so its process has imported what it needs by the first page; told the schema at the first page only,
+        # as a reset may yet change it.
         self._converters = converters
         self._converter: PageConverter | None = converters.take() if pages is not None and converters else None
         self._page_items: Sequence[Any] | None = None
@@ -149,8 +104,6 @@ class StreamBuffer(StreamSink):
         self._last_job: Future[Any] | None = None
         if pages is not None:
             pages.enabled = True
-
-    # -- reading ---------------------------------------------------------------------------------
 
     def write(self, record: Mapping[str, Any]) -> None:
         items = self._page_items
@@ -188,8 +141,7 @@ class StreamBuffer(StreamSink):
         future = self._group_future
         assert future is not None
         self._grouped.append(state)
-        # Where it ends is noted, not sent: the converter is told one end per hand-over, that of the
-        # last checkpoint grouped (the others' ends would be passed over by the one commit anyway).
+        # Only the last grouped checkpoint's end is sent: the one commit passes over the others'.
         self._group_records, self._group_page_rows, self._group_notes = len(self._records), self._page_rows(), notes
         if not fast or len(self._grouped) >= self._group_size or not 0 <= now_ms - self._group_since_ms < TUNING.group_ms:
             self._hand_over()
@@ -221,11 +173,8 @@ class StreamBuffer(StreamSink):
     def _has_uncommitted_rows(self) -> bool:
         return bool(self._records or self._batches or self._staged_since_commit or self._page_token is not None)
 
-    # -- the page path ---------------------------------------------------------------------------
-
     def _claim(self, record: Mapping[str, Any]) -> bool:
-        """Whether ``record`` is an item of one of the stream's pages: that page becomes the one
-        records are expected from (sent to the converter first), from that item on."""
+        """Whether ``record`` is an item of one of the stream's pages, which becomes the current page from that item on."""
         assert self._raw is not None
         added = self._raw.added
         found = self._raw.claim(record)
@@ -253,8 +202,7 @@ class StreamBuffer(StreamSink):
         return True
 
     def _skip_to(self, record: Mapping[str, Any]) -> bool:
-        """Whether ``record`` is a later item of the current page (the ones before it were not
-        written: the table held them): a new run begins there."""
+        """Whether ``record`` is a later item of the current page (the table held the ones before): a new run begins there."""
         assert self._page_items is not None
         for index in range(self._next_item, self._page_len):
             if self._page_items[index] is record:
@@ -264,26 +212,21 @@ class StreamBuffer(StreamSink):
         return False
 
     def _run_begins(self, index: int) -> None:
-        """A run begins with the page's item ``index``, just written (the page is let go if it was
-        its last: see ``NO_PAGE_ITEMS``)."""
         self._run_start, self._next_item = index, index + 1
         if index + 1 == self._page_len:
             self._page_items = NO_PAGE_ITEMS
 
     def _close_run(self) -> None:
-        """The items written since the run began become one run (sent with the next frame)."""
         if self._next_item > self._run_start:
             self._runs.append((self._page_id, self._run_start, self._next_item))
             self._run_rows += self._next_item - self._run_start
             self._run_start = self._next_item
 
     def _page_rows(self) -> int:
-        """Rows written on the page path so far: those of the runs closed and of the one going on."""
         return self._run_rows + self._next_item - self._run_start
 
     def _end_pages(self, at: int | None = None) -> None:
-        """A checkpoint: the rows written on the page path end here, or after the first ``at`` of
-        them (a checkpoint grouped; later rows wait for the next end): a token the next job takes."""
+        """A checkpoint: the page rows end here, or after the first ``at`` of them: a token the next job takes."""
         if self._converter is None or not self._converter.begun:
             return
         self._close_run()
@@ -296,8 +239,7 @@ class StreamBuffer(StreamSink):
             self._ended_at = at
 
     def _stop_pages(self) -> None:
-        """The stream ends: its pages are no longer kept, and the converter goes back to the pool
-        once the last job that may need it is done."""
+        """The stream ends: the converter goes back to the pool once the last job that may need it is done."""
         if self._raw is not None:
             self._raw.enabled = False
         self._page_items = None
@@ -309,7 +251,6 @@ class StreamBuffer(StreamSink):
                 self._last_job.add_done_callback(lambda _: pool.give_back(converter))
 
     def _to_arrow(self) -> None:
-        """The records so far become one Arrow batch; its checkpoint number is set at commit."""
         if not self._records:
             return
         batch = self._writer.to_arrow(self._records, self._extracted_at)
@@ -318,9 +259,7 @@ class StreamBuffer(StreamSink):
         self._records, self._extracted_at = [], []
 
     def _hand_over(self) -> None:
-        """The grouped checkpoints become one job: the records up to the last of them, its state and
-        notes, the others' states kept with the commit (their STATEs are printed too). Records
-        read since the last of them stay here, for the next checkpoint."""
+        """The grouped checkpoints become one job up to the last of them; records read since stay for the next checkpoint."""
         if not self._grouped:
             return
         self._end_pages(at=self._group_page_rows)
@@ -345,15 +284,12 @@ class StreamBuffer(StreamSink):
         return self._last_commit
 
     def _submit_stage(self) -> None:
-        """Hand the rows held so far to the writer ahead of their checkpoint (a failure surfaces at
-        the next commit: the writer refuses every job after a failed one). Called right after a
-        full batch was made, or at a new page: the job holds batches and pages' rows."""
+        """Hand the rows held so far to the writer ahead of their checkpoint (a failure surfaces at the next commit)."""
         self._end_pages()
         self._staged_since_commit += self._batched_rows + self._token_rows
         self._last_job = self._committer.submit(self._job(None, None, stage_only=True))
 
     def _job(self, state: Mapping[str, Any] | None, notes: ResumeNotes | None, stage_only: bool) -> CommitJob:
-        """The batches and records held so far, as one job; the buffer starts holding anew."""
         batches, records, extracted = self._batches, self._records, self._extracted_at
         self._batches, self._batched_rows, self._records, self._extracted_at = [], 0, [], []
         # (``nbytes`` walks every buffer's slice: paid once a checkpoint)
@@ -367,19 +303,14 @@ class StreamBuffer(StreamSink):
 
 
 class _GroupedCheckpoint(Future):
-    """The future of the checkpoints the buffer groups (one for all: they are handed over
-    together, in one job): it completes with that job's commit. Whoever waits for it first has
-    the buffer hand it over (the reading thread: the only one that waits for a stream's
-    checkpoints), so a wait never hangs on it. Why one for all: at interval 100 a future per
-    checkpoint cost the reading thread a lock to make each, and the committer's thread a
-    callback to complete each, ten thousand times per 1,000,000 records."""
+    """The one future of the checkpoints the buffer groups, completing with their job's commit; a future per checkpoint
+    cost a lock and a callback each. Whoever waits first has the buffer hand it over, so a wait never hangs."""
 
     def __init__(self, hand_over: Callable[[], None]) -> None:
         super().__init__()
         self._hand_over: Callable[[], None] | None = hand_over
 
     def follow(self, commit: Future[Any]) -> None:
-        """Complete as ``commit`` does."""
         self._hand_over = None
         commit.add_done_callback(self._copy)
 
