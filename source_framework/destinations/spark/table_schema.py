@@ -1,53 +1,10 @@
 """A table's schema across runs: what each commit records, and what a stream's new schema may change.
 
-A stream's JSON schema can change between syncs (a connector release declares a new field, or
-makes an integer a number). The table already holds files written with the old schema, and its
-readers use nothing but ``spark.read.parquet(table)``. This module holds the rules, without
-Spark; ``table_writer.py`` applies them, and ``SparkDestination.open_stream`` checks them before
-anything is written::
-
-    recorded = schema_from_json(last_checkpoint.schema)          # None for a new table
-    change = compare_schemas(recorded, arrow_schema(json_schema))
-    change.kind        # NEW, SAME, ADDED, WIDENED or INCOMPATIBLE
-    change.table       # the table's schema from this run's first commit on: what the run writes
-    schema_to_json(change.table)                                 # recorded with every commit
-    raise IncompatibleSchema(stream, table_path, change)         # the message says how to rebuild
-
-The rules, per column (comparing Arrow types, the physical column types; a column that only
-switches between JSON text and plain text keeps its type and takes the new marking):
-
-- **added** (the stream declares a column the table lacks): the column is added, nullable, after
-  the table's columns; earlier rows read as null.
-- **widened**: ``bigint -> double``, and any type -> ``string``. Earlier rows are converted: Spark's
-  cast (``10`` -> ``10.0``, ``true`` -> ``"true"``, ``1.5`` -> ``"1.5"``), timestamps as ISO 8601
-  UTC text (``2024-01-01T08:00:00.000000Z``), dates as ``2024-01-01``.
-- **kept**: a column the stream no longer declares stays in the table (null in new rows): dropping
-  it would take the earlier rows' values away from readers.
-- **incompatible**: anything else (``string -> bigint``, ``double -> bigint``, ``date -> timestamp``,
-  ...): the table's rows cannot take the new type without loss. The stream stops before anything is
-  written; the error names each column with both types and says how to rebuild the table.
-
-What pyspark 4.3 does with a table whose files have different schemas, measured with tables of
-two or three Parquet files listed in ``_spark_metadata`` and read by a NEW Spark application with
-plain ``spark.read.parquet(table)`` (default options: ``mergeSchema=false``, vectorised reader;
-the non-vectorised reader, ``spark.sql.parquet.enableVectorizedReader=false``, behaves the same):
-
-- The schema is the one of the logged file whose path sorts first, not the first logged file nor
-  the newest: a file ``c2.parquet`` with an extra column is invisible beside ``c1.parquet``; named
-  ``a2.parquet`` it shows, whichever order the log lists them in. (Spark's
-  ``ParquetUtils.inferSchema`` takes the head of the files sorted by path when it does not merge
-  schemas.) A 0-row file counts like any other.
-- A file that lacks a column of that schema reads as null in that column.
-- A file whose column has another physical type fails the whole read with
-  ``FAILED_READ_FILE.PARQUET_COLUMN_DATA_TYPE_MISMATCH``: ``bigint`` read as ``double``, and
-  ``bigint``, ``boolean`` or ``timestamp`` read as ``string``. Spark 4.3 does not widen those.
-
-So an added column costs nothing: the commit that first writes the new schema names its files to
-sort before every other file (``SparkTable.commit``), and old files read as null in the new
-column. A widening cannot be read across files, so it rewrites the table once, in one replace
-commit: the old rows cast to the new schema, plus the commit's new rows (an ``append_dedup``
-commit rewrites the table anyway, and casts the same way). ``integration_tests/test_schema_evolution.py``
-checks every case with a new Spark application.
+Rules per column: an added column is added, nullable (earlier rows read as null); ``bigint -> double`` and any type ->
+``string`` widen, and the table's rows are cast; a column no longer declared is kept; anything else is incompatible and
+stops the stream before anything is written. Spark reads a Parquet table's schema from the live file whose path sorts
+first and fails on a file whose column has another physical type, so an added column needs only leading file names, but a
+widening rewrites the table once (``integration_tests/test_schema_evolution.py`` checks every case).
 """
 
 from __future__ import annotations
@@ -64,10 +21,8 @@ from source_framework.destinations.spark.arrow_conversion import ENCODING_KEY, J
 #: the format of the schema recorded in a checkpoint record
 SCHEMA_FORMAT = 1
 
-#: Field metadata of a text column that was a timestamp column: its rows from before the widening
-#: hold the rewrite's text (``2024-01-01T08:00:00.000000Z``), not the text their records had, so
-#: a record read again is also looked for in that form (``TableWriter.already_in_table``). Recorded as
-#: ``"was": "timestamp"`` and kept by every later run's schema.
+#: Field metadata of a text column that was a timestamp column: its earlier rows hold the rewrite's text, so a record read
+#: again is also looked for in that form (``TableWriter.already_in_table``).
 WAS_KEY = b"source_framework.was"
 WAS_TIMESTAMP = b"timestamp"
 
@@ -83,12 +38,8 @@ _SPARK_NAMES = {"int64": "bigint", "double": "double", "bool": "boolean", "strin
                 str(TIMESTAMP): "timestamp", "date32[day]": "date"}  # fmt: skip
 
 
-# -- the schema as JSON, for the checkpoint record ------------------------------------------------------
-
-
 def schema_to_json(schema: pa.Schema) -> dict[str, Any]:
-    """``{"format": 1, "columns": [{"name": "id", "type": "int64"}, {"name": "tags", "type":
-    "string", "encoding": "json"}, ...]}``: every column in order, metadata columns included."""
+    """Every column in order, metadata columns included, with its type name and ``encoding``/``was`` markings."""
     return {"format": SCHEMA_FORMAT, "columns": [_column_to_json(column) for column in schema]}
 
 
@@ -117,19 +68,15 @@ def _column_from_json(column: Mapping[str, Any]) -> pa.Field:
 
 
 def schema_from_footer(footer: pa.Schema) -> pa.Schema:
-    """A table's schema from a data file's Parquet footer (a table whose commits recorded none),
-    in the types this module compares: Spark has one timestamp type, which a footer may spell
-    ``timestamp[ns]`` (INT96) or without the UTC zone."""
+    """A table's schema from a Parquet footer (a table whose commits recorded none), its timestamps as Spark's one type."""
     return pa.schema([pa.field(column.name, TIMESTAMP) if pa.types.is_timestamp(column.type) else column for column in footer])
 
 
 def was_timestamp(column: pa.Field) -> bool:
-    """The text column was a timestamp column (see ``WAS_KEY``)."""
     return (column.metadata or {}).get(WAS_KEY) == WAS_TIMESTAMP
 
 
 def _marked(column: pa.Field, was: pa.Field) -> pa.Field:
-    """``column`` (the stream's now) keeping what the table's column ``was`` says it once was."""
     widened_now = pa.types.is_timestamp(was.type) and column.type == pa.string()
     if widened_now or (was_timestamp(was) and column.type == was.type):
         return column.with_metadata({**(column.metadata or {}), WAS_KEY: WAS_TIMESTAMP})
@@ -137,16 +84,11 @@ def _marked(column: pa.Field, was: pa.Field) -> pa.Field:
 
 
 def is_json_text(column: pa.Field) -> bool:
-    """The column holds JSON text (a declared object or array)."""
     return (column.metadata or {}).get(ENCODING_KEY) == JSON_ENCODING
 
 
 def spark_type_name(arrow_type: pa.DataType) -> str:
-    """``bigint`` for int64: the name readers of the table see."""
     return _SPARK_NAMES.get(str(arrow_type), str(arrow_type))
-
-
-# -- comparing the table's schema with the stream's new one -----------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -193,8 +135,7 @@ class CaseClash:
 class SchemaChange:
     """What a run does to its table's schema (see the module docstring)."""
 
-    #: the schema the run writes: the table's columns (widened where the stream widened them, kept
-    #: where it no longer declares them), then the added ones, then the metadata columns
+    #: the schema the run writes: the table's columns, widened or kept, then the added ones, then the metadata columns
     table: pa.Schema
     added: tuple[str, ...] = ()
     widened: tuple[Widening, ...] = ()
@@ -220,8 +161,7 @@ class SchemaChange:
 
 
 def compare_schemas(recorded: pa.Schema | None, stream: pa.Schema) -> SchemaChange:
-    """How the table's schema (``recorded``; None when the table has none) takes ``stream``, the
-    stream's schema now (``arrow_schema``'s). Metadata columns are the stream's, never compared."""
+    """How the table's schema (``recorded``; None when it has none) takes the stream's; metadata columns are never compared."""
     if recorded is None:
         return SchemaChange(table=stream, new_table=True)
     declared = {column.name: column for column in _data_columns(stream)}
@@ -257,7 +197,7 @@ def compare_schemas(recorded: pa.Schema | None, stream: pa.Schema) -> SchemaChan
 
 
 def is_widening(old: pa.DataType, new: pa.DataType) -> bool:
-    """``bigint -> double``, and any type -> ``string``: every old value has a value of the new type."""
+    """Every old value has a value of the new type."""
     return (old == pa.int64() and new == pa.float64()) or (new == pa.string() and old != pa.string())
 
 
@@ -265,14 +205,8 @@ def _data_columns(schema: pa.Schema) -> list[pa.Field]:
     return [column for column in schema if column.name not in METADATA_COLUMNS]
 
 
-# -- the error that stops a stream ------------------------------------------------------------------------
-
-
 class IncompatibleSchema(Exception):
-    """The stream's schema changed in a way its table cannot take; nothing was written.
-
-    A config error for the platform: the user acts (rebuilds the table), a retry would fail again.
-    """
+    """The stream's schema changed in a way its table cannot take; nothing was written (a config error: a retry fails again)."""
 
     failure_type = FailureType.config_error
 
