@@ -1,33 +1,10 @@
 """The page converter's own process: pages' bytes in, a table's Parquet files out.
 
-Run by ``page_conversion.PageConverter`` as ``python -P <this file>``; it loads only
-``arrow_conversion.py`` (with ``arrow_columns.py``), ``parquet_commit.py`` (with
-``atomic_files.py``) and ``helpers/records_path.py``, by their paths, so it starts in a fraction of
-the package's import time. It reads frames from stdin, in the order the reading thread sent them,
-and answers each write on its own copy of stdout (descriptor 1 itself points at stderr, so nothing
-stray can reach the answers):
-
-- ``S`` at each stream's start (one process serves a sync's streams one after another): the
-  table's Arrow schema (IPC bytes), the sync id, the records path, the Parquet options; what the
-  last stream left is forgotten;
-- ``P`` a page: its id, when it was read, its body; parsed here with orjson, as the stream
-  parsed it, so its items are equal to the records the stream yielded;
-- ``R`` runs: ``[page id, start, end]`` items, in the order the stream's records were written;
-- ``D`` a page no further run will name;
-- ``E`` a checkpoint's end: ``[token, runs, at]``: the runs (as in ``R``) sent with it, then the
-  token naming the rows received so far, or the stream's first ``at`` rows (a checkpoint
-  grouped: the rows after them wait for the next end);
-- ``W`` write: the rows up to a token's end, numbered with a commit's sequence, as one Parquet
-  file in a folder, fsynced, its footer's rows checked; answered ``{"rows": n, "file": name,
-  "counts": {...}}`` (``ConversionCounts.as_dict()`` since the last answer) or ``{"error": "..."}``;
-- ``C`` commit: a commit planned by ``SparkTable.commit(pages=...)`` (a ``parquet_commit.CommitPlan``)
-  and carried out here by ``parquet_commit.carry_out``, with the rows up to a token as the file it
-  writes into the table; answered like ``W`` with the log lines written, or ``{"stopped": point}``
-  where a simulated crash stopped it (``helpers.faults``).
-
-Records are converted by ``records_to_arrow`` in batches as their runs arrive, so a write finds
-most of its rows converted. It runs in a session of its own and ignores SIGINT (Ctrl-C stops the
-sync, whose queued commits still need it), and ends when stdin closes.
+Run as ``python -P <this file>``; it loads only the few modules it needs by their paths, so it starts fast. Frames come on
+stdin: ``S`` a stream's start (schema, sync id, records path, Parquet options), ``P`` a page, ``R`` runs of items written,
+``D`` a page no run will name again, ``E`` a checkpoint's end, ``W`` write a checkpoint's rows as a fsynced file, ``C``
+carry out a commit (``parquet_commit.carry_out``). ``W`` and ``C`` are answered on a copy of stdout (descriptor 1 points at
+stderr, so nothing stray reaches the answers). It ignores SIGINT, as queued commits still need it, and ends when stdin closes.
 """
 
 from __future__ import annotations
@@ -47,9 +24,7 @@ from typing import Any, BinaryIO
 
 
 class _RefusePandasNumpy:
-    """An import finder that refuses pandas and NumPy (this process only): pages never hold their
-    objects, and Arrow works without them. Why: Arrow imports NumPy with itself, and its first type
-    inference imports pandas, which made the stream's first commit wait a quarter of a second."""
+    """An import finder that refuses pandas and NumPy here: Arrow works without them, and importing them delayed the first commit."""
 
     REFUSED = ("numpy", "pandas")
 
@@ -84,8 +59,7 @@ def _load(name: str, path: str) -> ModuleType:
     return module
 
 
-# arrow_conversion.py imports arrow_columns by the package's name: that name is given the file
-# first (unless this process has the package already: the tests'), so no package is imported.
+# arrow_conversion.py imports arrow_columns by the package's name: that name is given the file first, so no package is imported.
 COLUMNS = "source_framework.destinations.spark.arrow_columns"
 if COLUMNS not in sys.modules:
     _load(COLUMNS, os.path.join(HERE, "arrow_columns.py"))
@@ -115,15 +89,12 @@ class Converter:
         self.counts = conversion.ConversionCounts()  # since the last answer
 
     def page(self, page_id: int, extracted_at_ms: int, body: bytes) -> None:
-        # The runs before a page are those of the pages before it: converted now, while a write is
-        # not waiting for them (at a checkpoint every 100 records, a write would otherwise convert
-        # thousands of rows while the commit waits).
+        # The runs before a page are converted now, while no write waits for them.
         self.convert()
         self.pages[page_id] = (records_path.records_at(orjson.loads(body), self.path), extracted_at_ms)
 
     def end(self, token: int, runs: list[list[int]], at: int | None) -> None:
-        """A checkpoint's end: ``token`` names the stream's first ``at`` rows (None: all), received
-        in runs by now (``runs`` included)."""
+        """A checkpoint's end: ``token`` names the stream's first ``at`` rows (None: all received so far)."""
         self.runs(runs)
         at = self.received if at is None else at
         if not (self.ends[-1][1] if self.ends else self.written) <= at <= self.received:
@@ -155,9 +126,7 @@ class Converter:
         return {"rows": part.num_rows, "file": name, "counts": self._counts_since()}
 
     def publish(self, ask: dict[str, Any]) -> dict[str, Any]:
-        """A commit carried out here (``parquet_commit.carry_out``, as ``SparkTable.commit`` carries
-        out its others), with the rows up to ``ask["token"]`` as the plan's own file. Answers the
-        batch's new lines (with each file's size and time) for the committer's bookkeeping."""
+        """A commit carried out here with the rows up to ``ask["token"]`` as the plan's own file; answers the log's new lines."""
         part = self._rows_to(ask["token"], ask["seq"])
         if part.num_rows != ask["rows"]:  # before anything is written: the commit fails whole
             raise RuntimeError(f"{part.num_rows} rows up to checkpoint {ask['token']}, the commit expects {ask['rows']}")
@@ -169,7 +138,6 @@ class Converter:
         return {"rows": part.num_rows, "added": added, "counts": self._counts_since()}
 
     def _rows_to(self, token: int, seq: int) -> pa.Table:
-        """The rows up to ``token``'s end not yet written, numbered ``seq``."""
         while self.ends and self.ends[0][0] != token:
             self.ends.popleft()  # a merged commit: its earlier checkpoints' rows go with it
         if not self.ends:
@@ -190,7 +158,6 @@ class Converter:
             raise RuntimeError(f"{path}: {footer_rows} rows in its footer, {part.num_rows} were written")
 
     def _counts_since(self) -> dict[str, Any]:
-        """What the conversions since the last answer could not keep as given."""
         counts, self.counts = self.counts, conversion.ConversionCounts()
         return counts.as_dict()
 
@@ -204,15 +171,13 @@ PARENT = os.getppid()
 
 
 def _exit_if_orphaned() -> None:
-    """Exit if the sync's process is gone: a commit it no longer waits for is not carried on.
-    (A step already begun ends first: the next run's clean-up waits for it, ``parquet_commit.committing_in``.)"""
+    """Exit if the sync's process is gone: a commit it no longer waits for is not carried on (a step begun ends first)."""
     if os.getppid() != PARENT:
         os._exit(0)
 
 
 def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
-    """The fault point ``point`` (``helpers.faults``), reached here for the sync's process, which
-    counted it and says what to do: pause as it would (until it is killed), or stop as a crash."""
+    """The fault point ``point``, counted by the sync's process, which says what to do: pause (until killed) or crash."""
     _exit_if_orphaned()
     if stop is None or stop["at"] != point:
         return
@@ -228,10 +193,9 @@ def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
 
 
 def write_durably(table: pa.Table, folder: str, name: str, options: dict[str, Any]) -> int:
-    """Write ``table`` as ``folder/name``, on disk before this returns; the rows its footer counts.
-    Why here: every file operation the committer's thread makes costs it the interpreter the
-    reading thread holds, ~1 ms each at a 1 ms switch interval, and the commit then only renames
-    the file (the rows are counted and the bytes made durable once, by whoever wrote them)."""
+    """Write ``table`` as ``folder/name``, on disk before this returns; returns the rows its footer counts.
+
+    Here, not in the committer's thread: each file operation there costs it the interpreter the reading thread holds."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name)
     with open(path, "wb") as handle:
@@ -300,8 +264,7 @@ def serve(source: BinaryIO, replies: BinaryIO) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Below the reading process and the API it waits on: this process works in their gaps, and a
-    # reader woken by a page should not wait for a core.
+    # Below the reading process and the API it waits on: a reader woken by a page should not wait for a core.
     os.nice(NICENESS)
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -309,8 +272,7 @@ def main() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    # Arrow's thread pools would take the core the reading process needs (measured: the sync's
-    # reading thread lost 10-20% with them at 2 threads on 2 cores).
+    # Arrow's thread pools would take the core the reading process needs.
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     conversion.warm_up()  # what Arrow's first conversion and Parquet write load, before the first page
