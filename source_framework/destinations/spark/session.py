@@ -1,32 +1,8 @@
 """Create the SparkSession the destination writes with, configured once and quietly.
 
-Why a helper: every table commit relies on the same settings (UTC timestamps written as
-TIMESTAMP_MICROS, Arrow hand-off, tiny shuffles for small local jobs), and the CLI's
-stdout is reserved for protocol messages, so nothing from Spark may print there.
-
-Usage::
-
-    spark = get_spark()                                   # local[*], 1g driver
-    spark = get_spark("local[2]", conf={"spark.driver.memory": "4g"})
-    spark = get_spark("sc://spark-connect:15002")         # Spark Connect client
-
-Keeping stdout clean: pyspark starts the JVM with ``spark-submit`` as a child process
-that inherits the Python process's stdout. Anything the JVM prints with
-``System.out`` (and the Python workers Spark forks, e.g. ``print`` in a UDF) would
-land in the protocol stream. So when this module is the one that starts the JVM it
-uses pyspark's ``launch_gateway(popen_kwargs=...)`` hook to give the JVM our stderr as
-its stdout. Spark's own log4j console output already goes to stderr. If a JVM is
-already running in this process (someone else started Spark first), it is reused as is.
-
-Spark Connect (``master`` starting with ``sc://``): the session is a thin gRPC client and
-this process starts no JVM, so only ``spark.sql.*`` settings can be applied (per session);
-JVM settings such as ``spark.driver.memory`` or ``spark.executor.memory`` belong to the
-server and are ignored here, and so is the log level (``sparkContext`` does not exist under
-Connect). pyspark makes a whole process either classic or Connect (``pyspark.sql.functions``
-follows the first session), so a process running a classic session cannot open a Connect
-one. A call the server does not answer is retried for ``connect_retry_seconds`` (120 s), not
-pyspark's 10 minutes. The client's packages (``grpcio``, ``zstandard``, ...) come with ``setup.py``;
-``integration_tests/test_spark_cluster.py`` syncs through a real Connect server.
+The CLI's stdout is reserved for protocol messages, so when this module starts the JVM it gives the JVM our stderr as its
+stdout (pyspark's ``launch_gateway(popen_kwargs=...)``); a JVM already running here is reused as is. Under Spark Connect
+(``sc://``) no JVM starts and only ``spark.sql.*`` settings apply; a process with a classic session cannot open a Connect one.
 """
 
 from __future__ import annotations
@@ -55,11 +31,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    # The driver JVM starts while the first pages are read and competes with the reader for
-    # CPU; stopping its JIT at C1 halves that start-up work. Measured with bench/run.py's
-    # setup (orders, interval 1000, 2 cores): 200k records 13.4-14.0s instead of 15.8-17.2s,
-    # 1M records 46.2s instead of 48.7s. Override with your own extraJavaOptions (which also
-    # leaves out the class-data archive, see jvm_cache.py).
+    # The driver JVM starts while the first pages are read and competes with the reader for CPU: stopping its JIT at C1
+    # halves that start-up work. Your own extraJavaOptions override it (and leave out the class-data archive).
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 
@@ -75,14 +48,9 @@ def get_spark(
     conf: dict | None = None,
     connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
 ) -> SparkSession:
-    """Return a configured SparkSession (the existing one if Spark already runs here).
+    """Return a configured SparkSession (the existing one if Spark already runs here); ``conf`` overrides :data:`DEFAULT_CONF`.
 
-    ``conf`` entries override :data:`DEFAULT_CONF`; values are passed as strings.
-    ``connect_retry_seconds``: how long a Spark Connect call retries a server that does not answer.
-
-    pyspark is imported here, not with the module: a sync whose commits this process writes
-    never starts Spark, and its import (~0.1 s) came before the first page.
-    """
+    pyspark is imported here, not with the module: a sync whose commits this process writes never starts Spark."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
@@ -97,27 +65,22 @@ def get_spark(
 
     settings.update(delta_settings(settings))
     if master.startswith("local"):
-        # Delta replays a table's log into this many partitions on each first read of a table
-        # version; its default (50) is for clusters. A 240-row table of 8 commits took 3.4 s to
-        # read on 2 cores, 0.9 s with 2 (integration_tests read thousands of tables this way).
+        # Delta replays a table's log into this many partitions on each first read of a version; its default (50) is for clusters.
         settings.setdefault(DELTA_SNAPSHOT_PARTITIONS, settings["spark.sql.shuffle.partitions"])
     spark_conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
-    # pyspark keeps one JVM gateway per process (``SparkContext._gateway``), even after
-    # ``stop()``. Only launch one ourselves when none exists, or we would leak a JVM.
+    # pyspark keeps one JVM gateway per process, even after ``stop()``: launching another would leak a JVM.
     if SparkContext._gateway is None:
         with _lower_priority_for_children():
             gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": _STDERR_FD})
         SparkContext(conf=spark_conf, gateway=gateway)
     spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
-    # A session that was running already (a notebook's, a test run's) took none of the Hadoop
-    # settings above at its start: they apply to the file systems it opens from now on.
+    # A session that was running already took none of the Hadoop settings above: they apply to file systems opened from now on.
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in settings.items():
         if key.startswith("spark.hadoop."):
             hadoop.set(key[len("spark.hadoop."):], value)
-    # Nor the AWS variables, where its JVM started before they were set: S3A gets the keys here,
-    # in its Hadoop configuration only (never in Spark's settings, which logs and UIs show).
+    # Nor the AWS variables: S3A gets the keys here, in its Hadoop configuration only (never in Spark's settings, which UIs show).
     for variable, key in (("AWS_ACCESS_KEY_ID", "fs.s3a.access.key"), ("AWS_SECRET_ACCESS_KEY", "fs.s3a.secret.key"),
                           ("AWS_SESSION_TOKEN", "fs.s3a.session.token")):
         if os.environ.get(variable) and f"spark.hadoop.{key}" not in settings:
@@ -140,9 +103,8 @@ def installed_jars() -> list[str]:
 
 
 def delta_settings(settings: dict[str, str]) -> dict[str, str]:
-    """What an embedded session needs to read and write Delta tables and reach s3://, added to the
-    user's own ``spark.jars`` and extensions: the installed jars (never fetched during a sync:
-    no ``spark.jars.packages``), Delta's SQL extension and catalog, and ``s3://`` taken by S3A."""
+    """What an embedded session needs for Delta tables and s3://, added to the user's own: the installed jars (never fetched
+    during a sync), Delta's SQL extension and catalog, and ``s3://`` taken by S3A."""
     jars = installed_jars()
     if not jars:
         return {}
@@ -155,10 +117,7 @@ def delta_settings(settings: dict[str, str]) -> dict[str, str]:
 
 
 def s3_settings() -> dict[str, str]:
-    """S3A's settings from the standard AWS variables that delta-rs reads too, so that both writers
-    reach the same store: an S3-compatible endpoint (``AWS_ENDPOINT_URL``: path-style requests,
-    plain HTTP if it says so) and its region. Credentials need nothing: S3A's default chain reads
-    ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, as delta-rs does."""
+    """S3A's endpoint and region from the standard AWS variables delta-rs reads too, so both writers reach the same store."""
     settings = {}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
@@ -177,13 +136,9 @@ JVM_NICENESS = 10
 
 @contextmanager
 def _lower_priority_for_children() -> Iterator[None]:
-    """Start the JVM at a lower CPU priority than the reading thread.
+    """Start the JVM at a lower CPU priority, as on a small machine it competes with the thread reading the API.
 
-    Why: on a small machine (2 cores) the JVM's start-up and its jobs compete with the thread that
-    reads the API, and reading is what every STATE waits for. Linux gives each thread its own
-    niceness and a child process inherits its parent thread's, so this thread (the one that starts
-    Spark, never the reader) is niced while it launches the JVM, and the JVM and all its threads
-    run niced. Where that is not possible (no ``setpriority``), nothing changes."""
+    A child process inherits its parent thread's niceness on Linux, so this thread is niced while it launches the JVM."""
     thread = threading.get_native_id()
     try:
         before = os.getpriority(os.PRIO_PROCESS, thread)
@@ -201,9 +156,7 @@ def _lower_priority_for_children() -> Iterator[None]:
 
 
 def bounded_retry_policy(seconds: float) -> Any:
-    """pyspark's retry policy, with as many doublings from 0.2 s (at most 15 s apart) as fit in
-    ``seconds``: a server that restarts is waited for, a dead one fails the call in that time.
-    pyspark's default waits about 10 minutes, per call."""
+    """pyspark's retry policy, with as many doublings from 0.2 s as fit in ``seconds`` (pyspark's default waits ~10 minutes)."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     retries, waited, backoff = 0, 0.0, 0.2
@@ -216,7 +169,6 @@ def bounded_retry_policy(seconds: float) -> Any:
 
 
 def _conf_value(value: object) -> str:
-    """Spark expects ``true``/``false``, not Python's ``True``/``False``."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -224,8 +176,7 @@ def _connect_session(url: str, app_name: str, settings: dict[str, str], retry_se
     from pyspark.sql import SparkSession
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    # The client exists before the builder's first call to the server (it sets the settings), so
-    # that call retries as briefly as every later one.
+    # The client exists before the builder's first call to the server, so that call retries as briefly as every later one.
     client_session = ConnectSession(connection=url)
     client_session.client.set_retry_policies([bounded_retry_policy(retry_seconds)])
     ConnectSession._set_default_and_active_session(client_session)  # what the builder then returns
@@ -237,8 +188,7 @@ def _connect_session(url: str, app_name: str, settings: dict[str, str], retry_se
     try:
         return builder.getOrCreate()
     except BaseException:
-        # pyspark set it before trying: left behind, every later session of this process would be
-        # taken for a Connect one ("Remote client cannot create a SparkContext").
+        # pyspark set it before trying: left behind, every later session here would be taken for a Connect one.
         if connect_mode is None:
             os.environ.pop(CONNECT_MODE_VARIABLE, None)
         else:
