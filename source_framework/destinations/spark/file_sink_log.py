@@ -1,47 +1,10 @@
 """Read and append Spark's file-sink metadata log (``<table>/_spark_metadata/``) from Python.
 
-Why: when a folder holds ``_spark_metadata``, ``spark.read.parquet(folder)`` reads exactly
-the files this log lists and ignores every other file in the folder. Writing the log
-ourselves therefore gives plain Spark readers all-or-nothing commits with no extra jars.
-This module knows the log's format and Spark's rules for reading it; it knows nothing
-about checkpoints or DataFrames (see ``table.py``).
-
-Usage::
-
-    log = FileSinkLog("/warehouse/demo/users")
-    batch_id = log.next_batch_id(replace=False)
-    log.write_batch(batch_id, [SinkFileStatus.for_local_file("/warehouse/demo/users/c1.parquet")])
-    [status.path for status in log.live_files()]   # what Spark will read
-
-Format, as written by a real pyspark 4.3 streaming query to a parquet sink: a batch file
-is named by its batch id (``0``, ``1``, ...); its first line is ``v1``; then one compact
-JSON object per file, lines separated by ``\\n`` with no trailing newline::
-
-    v1
-    {"path":"file:///t/part-0.parquet","size":392,"isDir":false,"modificationTime":1795424493530,"blockReplication":1,"blockSize":33554432,"action":"add"}
-
-``path`` is an absolute, percent-encoded ``file:`` URI; ``modificationTime`` is epoch ms.
-
-How Spark 4.3 reads it (``CompactibleFileStreamLog``, checked empirically):
-
-* The latest batch id is the largest file name that parses as ``<id>`` or ``<id>.compact``;
-  other names (our ``.<id>.<uuid>.tmp`` temporaries, ``.crc`` files) are ignored.
-* With compact interval ``k`` (``spark.sql.streaming.fileSink.log.compactInterval``,
-  default 10), ids where ``(id + 1) % k == 0`` are *compaction batches* and must be named
-  ``<id>.compact``; each lists every live file. A reader loads the latest compaction batch
-  at or below the latest id, plus every batch after it; each of those must exist. With
-  ten plain batches ``0``..``9`` a reader fails with ``FileNotFoundException: .../9.compact
-  doesn't exist (latestId: 9, compactInterval: 10)``, so this writer produces the
-  compaction batches itself.
-* ``"action": "delete"`` is NOT honoured: such entries are read like ``add`` (the rows
-  appear twice), so a delete cannot make files disappear.
-* Ids need not be contiguous *before* a compaction batch: only the range from the latest
-  compaction batch onwards is read. A replace therefore jumps to the next compaction id
-  and writes a compaction batch listing only the new files; older batches are never read
-  again. Jumping at most one interval keeps consecutive ``.compact`` ids exactly ``k``
-  apart, which matters because a reader infers ``k`` from the gap between the two newest
-  ``.compact`` files.
-* Writers and readers must agree on ``k``; Spark's default (10) is ours.
+When a folder holds ``_spark_metadata``, ``spark.read.parquet(folder)`` reads exactly the files this log lists, so writing
+it ourselves gives plain Spark readers all-or-nothing commits with no extra jars. Spark's rules for reading it: batch ids
+where ``(id + 1) % k == 0`` must be ``<id>.compact`` files listing every live file (else readers fail), and a reader loads
+the latest one plus every batch after it; ``"action": "delete"`` is not honoured, so a replace jumps to the next compaction
+id and lists only its files; readers infer ``k`` from the gap between the two newest ``.compact`` files.
 """
 
 from __future__ import annotations
@@ -98,8 +61,7 @@ class SinkFileStatus:
 
     @cached_property
     def _json(self) -> str:
-        # Cached: a compaction batch writes every live file's line again (at interval 100, every
-        # tenth of hundreds of commits).
+        # Cached: a compaction batch writes every live file's line again.
         return json.dumps(
             {
                 "path": self.path,
@@ -135,16 +97,13 @@ class FileSinkLog:
             raise ValueError("compact_interval must be positive")
         self.directory = os.path.join(os.path.abspath(table_dir), METADATA_DIR)
         self.compact_interval = compact_interval
-        # What this object's own last write left (newest batch id, live files), so that a writer
-        # committing hundreds of times a second lists and reads the folder once, not per commit.
-        # Only ``write_batch`` sets it: an object that only reads always reads the folder.
+        # What this object's own last write left (newest batch id, live files), so a writer committing often reads the
+        # folder once, not per commit; only ``write_batch`` sets it.
         self._written: tuple[int, list[SinkFileStatus] | None] | None = None
 
     def forget(self) -> None:
         """Read the folder again from now on (another object may have written the log)."""
         self._written = None
-
-    # --- naming ------------------------------------------------------------------
 
     def is_compact_batch(self, batch_id: int) -> bool:
         return (batch_id + 1) % self.compact_interval == 0
@@ -169,8 +128,6 @@ class FileSinkLog:
             return self._written[0]
         ids = self.batch_ids()
         return ids[-1] if ids else None
-
-    # --- reading -----------------------------------------------------------------
 
     def read_batch(self, batch_id: int) -> list[SinkFileStatus] | None:
         """The entries of one batch, or None if that batch was never written."""
@@ -213,10 +170,8 @@ class FileSinkLog:
             files.extend(entries)
         return files
 
-    # --- writing -----------------------------------------------------------------
-
     def next_batch_id(self, *, replace: bool) -> int:
-        """Id for the next batch; for a replace, the next compaction id (see module doc)."""
+        """Id for the next batch; for a replace, the next compaction id."""
         latest = self.latest_batch_id()
         next_id = 0 if latest is None else latest + 1
         if replace:
@@ -225,22 +180,15 @@ class FileSinkLog:
         return next_id
 
     def write_batch(self, batch_id: int, added: list[SinkFileStatus], *, replace: bool) -> None:
-        """Publish ``added`` atomically; the batch file's appearance is the commit.
-
-        ``replace=True`` makes ``added`` the only live files. ``batch_id`` must come from
-        :meth:`next_batch_id` with the same ``replace``; a batch that already exists raises
-        ``FileExistsError``.
-        """
+        """Publish ``added`` atomically; the batch file's appearance is the commit (``replace``: the only live files after)."""
         head, live_before = self.batch_head(batch_id, replace=replace)
         content = "\n".join([*head, *(entry.to_json() for entry in added)])
         write_atomically(self.batch_path(batch_id), content.encode("utf-8"), overwrite=False)
         self.batch_written(batch_id, live_before, added, replace=replace)
 
     def batch_head(self, batch_id: int, *, replace: bool) -> tuple[list[str], list[SinkFileStatus] | None]:
-        """The lines of batch ``batch_id`` before the files it adds (for a compaction batch, every
-        live file), and the live files before it where known; for a batch another process writes
-        (the page converter), after which :meth:`batch_written` is told. Until then this object
-        reads the folder again."""
+        """The lines of batch ``batch_id`` before the files it adds, and the live files before it where known; for a batch
+        another process writes, after which :meth:`batch_written` is told."""
         expected = self.next_batch_id(replace=replace)
         if batch_id != expected:
             raise ValueError(f"batch {batch_id} is not the next batch ({expected}); was the log changed?")
@@ -253,7 +201,6 @@ class FileSinkLog:
 
     def batch_written(self, batch_id: int, live_before: list[SinkFileStatus] | None, added: list[SinkFileStatus],
                       *, replace: bool) -> None:
-        """Batch ``batch_id`` (begun with :meth:`batch_head`) is written, adding ``added``."""
         if replace:
             live_after: list[SinkFileStatus] | None = list(added)
         else:  # known once this object has written a compaction batch or a replace
