@@ -1,23 +1,9 @@
 """The checkpoint record: what one commit covers, kept with the commit so a later run resumes exactly.
 
-A STATE line can be lost after its commit (a run killed between the two), and a state file can
-be older than the table. So every commit records, beside its data, the state it covers and what
-the runtime needs to judge a state it is given later (``runtime.resume``): the state the run
-started from, the states of checkpoints merged into the same write, and the keys and hashes of
-the records at each partition's highest cursor (the "boundary" a resumed run reads again; a
-record may hold only the partitions that changed, ``boundary_full`` says). This module is
-the one place that writes and reads that record::
-
-    record = CheckpointRecord(seq=3, batch_id=2, state={"updatedAt": "..."}, files=("c00000003-0-ab.parquet",),
-                              rows=1000, start_state={}, boundary={})
-    CheckpointRecord.from_json(record.to_json()) == record
-
-Format 2 (this one) names data files relative to the table folder, so a table that was moved or
-copied still recognises its own files. Format 1 (written before) held absolute ``file:`` URIs and
-kept ``start_state``/``boundary`` only when present; it is read as format 2. Boundaries with record
-hashes and ``boundary_full`` came later within format 2, as optional additions that an older reader
-reads safely: it finds no ``keys`` in an entry and skips nothing there; records without them hold
-full boundaries of keys only, on which a resume skips nothing (``runtime.boundary``).
+A STATE line can be lost after its commit, and a state file can be older than the table, so every commit records the
+state it covers and what ``runtime.resume`` needs to judge a state given later: the run's start state, merged checkpoints'
+states, and the boundary records. Format 2 names data files relative to the table folder, so a moved table still
+recognises its files; format 1 records (absolute URIs) read as format 2.
 """
 
 from __future__ import annotations
@@ -40,31 +26,24 @@ FORMAT_VERSION = 2
 class ResumeNotes:
     """What the read loop hands the destination with a commit, for a later run to resume from.
 
-    ``start_state``: the state this run started from. ``boundary``: per partition, the cursor
-    value and the keys and hashes of the records at its highest cursor (``runtime.boundary``).
-    ``boundary_full``: False when ``boundary`` holds only the partitions that changed since an
-    earlier commit of the run (a delta; ``runtime.resume`` walks back to a full one).
-    """
+    ``boundary_full``: False when ``boundary`` holds only the partitions changed since an earlier commit of the run."""
 
     start_state: dict[str, Any] = field(default_factory=dict)
     boundary: dict[str, Any] = field(default_factory=dict)
     boundary_full: bool = True
 
 
-#: A commit's notes, or how to build them when the commit is written: most checkpoints that a
-#: destination takes several at once as one commit never need theirs (``runtime.boundary``).
-#: Built on the reading thread, in the order the commits were asked for.
+#: A commit's notes, or how to build them: most checkpoints a destination groups into one commit never need theirs.
 Notes = ResumeNotes | Callable[[], ResumeNotes]
 
 
 def built(notes: Notes | None) -> ResumeNotes | None:
-    """``notes`` as such (built now, if they are a function that builds them)."""
     return notes() if callable(notes) else notes
 
 
 @dataclass(frozen=True)
 class CheckpointRecord:
-    """One committed checkpoint of a table (see the module docstring)."""
+    """One committed checkpoint of a table."""
 
     seq: int
     batch_id: int
@@ -75,8 +54,7 @@ class CheckpointRecord:
     committed_at: str = ""
     start_state: dict[str, Any] | None = None
     boundary: dict[str, Any] = field(default_factory=dict)
-    #: False: ``boundary`` is a delta over the run's earlier records (``ResumeNotes``); records
-    #: written before deltas existed always held the full boundary, so it reads as True
+    #: False: ``boundary`` is a delta over the run's earlier records; older records read as True
     boundary_full: bool = True
     merged_states: tuple[dict[str, Any], ...] = ()
     #: a ``state reset`` this commit applied (the table was rebuilt from it), or superseded (``state set``)
@@ -98,17 +76,13 @@ class CheckpointRecord:
         return self.start_state is not None and same(self.start_state)
 
     def states_passed(self) -> list[dict[str, Any]]:
-        """Every state a later run given it is to take for one this table passed: the commit's,
-        those merged into it, and its run's start state (``runtime.resume``)."""
+        """Every state a later run given it is to take for one this table passed (``runtime.resume``)."""
         states = [dict(self.state or {}), *(dict(s or {}) for s in self.merged_states)]
         return states + [dict(self.start_state)] if self.start_state is not None else states
 
     def to_json(self) -> bytes:
-        # The fields as they are (JSON writes tuples as lists), not ``dataclasses.asdict``: that
-        # deep-copies every value first, 90% of the cost for a large boundary. With orjson: each
-        # commit writes one, on the thread that shares the interpreter with reading (at interval
-        # 100 with its merged states: 12 µs against 60). What orjson refuses (an integer beyond
-        # 64 bits in a state) the standard library writes; either is read back the same.
+        # Not ``dataclasses.asdict``, which deep-copies every value first; orjson for speed on the reading thread's
+        # interpreter. What orjson refuses (an integer beyond 64 bits) the standard library writes.
         content = {item.name: getattr(self, item.name) for item in fields(self)}
         try:
             return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
@@ -143,11 +117,8 @@ class CheckpointRecord:
 
 
 class SameState:
-    """Tells whether a state says the same as ``given``: equal, or equal but for the order of the
-    partitions of a per-partition state (``{"states": [{"partition": ..., "cursor": ...}]}``, here
-    or in a ``parent_state``). Why: an orchestrator or a person may write a state's partitions in
-    another order, and it still names the same place in every partition. ``given``'s canonical form
-    is made once, as ``runtime.resume`` compares it with many states."""
+    """Whether a state says the same as ``given``: equal, or equal but for the order of a per-partition state's partitions,
+    which an orchestrator or a person may write in another order."""
 
     def __init__(self, given: Mapping[str, Any] | None) -> None:
         self.given = dict(given or {})
@@ -171,9 +142,7 @@ def _partitioned(state: Mapping[str, Any]) -> bool:
 
 
 def canonical_state(value: Any) -> Any:
-    """``value`` with every list of partitions (a ``"states"`` list whose entries each name a
-    ``"partition"``) in one order, by partition, at any depth: two states equal but for that
-    order have equal canonical forms."""
+    """``value`` with every list of partitions in one order, at any depth."""
     if isinstance(value, Mapping):
         canonical = {key: canonical_state(item) for key, item in value.items()}
         entries = canonical.get("states")
@@ -186,8 +155,7 @@ def canonical_state(value: Any) -> Any:
 
 
 def state_digest(state: Mapping[str, Any] | None) -> bytes:
-    """8 bytes that name ``state`` whatever the order of its keys and partitions: how a table
-    remembers the states of checkpoint records it no longer keeps (``spark/passed_states.py``)."""
+    """8 bytes that name ``state`` whatever the order of its keys and partitions (``spark/passed_states.py``)."""
     encoded = _json_text(canonical_state(dict(state or {}))).encode("utf-8")
     return hashlib.blake2b(encoded, digest_size=STATE_DIGEST_BYTES).digest()
 
@@ -215,8 +183,7 @@ def committed_at_now() -> str:
 
 
 def committed_at_seconds(text: str) -> float:
-    """A ``committed_at`` as seconds since the epoch; an unreadable one is never old enough to
-    delete anything (infinity)."""
+    """A ``committed_at`` as epoch seconds; an unreadable one is never old enough to delete anything."""
     try:
         return datetime.strptime(text, COMMITTED_AT_FORMAT).replace(tzinfo=UTC).timestamp()
     except ValueError:
