@@ -1,11 +1,7 @@
-"""One column of a batch of records -> an Arrow array of the column's type (``convert_column``),
-by the rules ``arrow_conversion`` lists: Arrow's vectorised conversion of the whole column first
-(fast path), value by value only where Arrow refuses it (slow path), and there each value as
-airbyte-cdk prints it (``as_printed``). What did not fit is noted per row (``Misfits``) for the
-row's ``_sf_meta``.
+"""One column of a batch of records -> an Arrow array of the column's type (``convert_column``).
 
-The page converter's process loads this file by its path, as it loads ``arrow_conversion.py``
-(``page_conversion_process``): it imports nothing of the package.
+Arrow's vectorised conversion of the whole column first, value by value only where Arrow refuses it; misfits are noted
+per row for ``_sf_meta``. The page converter's process loads this file by its path: it imports nothing of the package.
 """
 
 from __future__ import annotations
@@ -35,14 +31,12 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ValueNotSerializable(Exception):
-    """A record holds a value JSON has no form for (a ``Decimal``, ``bytes``, a set...):
-    airbyte-cdk's serializer refuses it too and fails the sync, so the stream stops here rather
-    than store null. (Not a ``ValueError``: the value-by-value path must not take it for a misfit.)"""
+    """A record holds a value JSON has no form for: airbyte-cdk fails the sync on it too, so the stream stops rather than
+    store null. (Not a ``ValueError``: the value-by-value path must not take it for a misfit.)"""
 
 
 class Misfits:
-    """Collects, per row, the values that did not fit their column and the fields no column
-    holds (for ``_sf_meta``)."""
+    """Per row, the values that did not fit their column and the fields no column holds (for ``_sf_meta``)."""
 
     def __init__(self) -> None:
         self.by_row: dict[int, list[dict[str, str]]] = {}
@@ -84,9 +78,6 @@ def convert_column(values: Sequence[Any], field: pa.Field, misfits: Misfits) -> 
     raise TypeError(f"column {field.name!r}: unsupported Arrow type {arrow_type}")
 
 
-# --- fast paths --------------------------------------------------------------------
-
-
 def _inferred(
     values: Sequence[Any],
     target: pa.DataType,
@@ -97,13 +88,8 @@ def _inferred(
 ) -> pa.Array:
     """Let Arrow infer the column's type and keep it if it is one we accept.
 
-    Inference instead of ``pa.array(values, type=target)`` because the typed call is too
-    forgiving: it truncates ``1.5`` to ``1`` in an int64 column and turns ``True`` into
-    ``1.0`` in a float64 column. Inference yields int64/bool only when every value really is
-    one; float64 also where booleans follow a number (``[0.5, True]`` infers ``[0.5, 1.0]``), so
-    a column inferred so is looked at for booleans (a pass over the values' types). Anything else
-    goes to the value-by-value path.
-    """
+    The typed ``pa.array(values, type=target)`` is too forgiving: it truncates ``1.5`` to ``1`` and turns ``True`` into
+    ``1.0``; inference yields int64/bool only when every value is one (float64 is checked for booleans)."""
     try:
         array = pa.array(values)
     except _ARROW_ERRORS:
@@ -122,16 +108,15 @@ def _inferred(
 
 
 def _finite(array: pa.Array) -> pa.Array:
-    """NaN and infinities as null: airbyte-cdk prints them so (orjson writes null for them)."""
+    """NaN and infinities as null, as airbyte-cdk prints them."""
     if not pa.types.is_floating(array.type) or pc.all(pc.is_finite(array)).as_py() is not False:
         return array
     return pc.if_else(pc.is_finite(array), array, pa.scalar(None, array.type))
 
 
 def _only_texts(values: Sequence[Any]) -> pa.Array | None:
-    """The values as a string array if every one is text (or null), else None. Inferred, not
-    ``pa.array(values, pa.string())``: that one also takes ``bytes``, which airbyte-cdk cannot
-    print (and it is the slower of the two)."""
+    """The values as a string array if every one is text (or null), else None; ``pa.array(values, pa.string())`` would
+    also take ``bytes``, which airbyte-cdk cannot print."""
     try:
         array = pa.array(values)
     except _ARROW_ERRORS:
@@ -149,8 +134,7 @@ def _texts(values: Sequence[Any], name: str, misfits: Misfits) -> pa.Array:
 
 
 def _json_texts(values: Sequence[Any], name: str, misfits: Misfits) -> pa.Array:
-    # ``.decode()`` right away, not orjson's bytes kept: each bytes object it returns holds an
-    # over-sized buffer, and many thousands of them thrash the allocator.
+    # ``.decode()`` right away: orjson's bytes objects hold over-sized buffers, and thousands of them thrash the allocator.
     dumps = orjson.dumps
     try:
         texts = [None if value is None else dumps(value).decode() for value in values]
@@ -185,12 +169,8 @@ def _dates(values: Sequence[Any], name: str, misfits: Misfits) -> pa.Array:
     return pa.array(_each(values, _as_date, name, misfits), pa.date32())
 
 
-# --- slow path: one value at a time -------------------------------------------------
-
-
 def _unicode_texts(texts: list[Any], name: str, misfits: Misfits) -> list[Any]:
-    """``texts`` as Unicode text UTF-8 can hold: a lone surrogate (what JSON's ``"\\ud800"``
-    parses to) becomes U+FFFD, noted in the row's ``_sf_meta`` with its escape."""
+    """``texts`` as UTF-8 can hold: a lone surrogate becomes U+FFFD, noted in the row's ``_sf_meta``."""
     out = []
     for row, text in enumerate(texts):
         if isinstance(text, str) and not _is_unicode_text(text):
@@ -206,8 +186,7 @@ def _is_unicode_text(text: str) -> bool:
 
 
 def _each(values: Iterable[Any], convert: Callable[[Any], Any], name: str, misfits: Misfits) -> list[Any]:
-    """Convert value by value, each as airbyte-cdk prints it (``as_printed``); a value that raises
-    ``ValueError`` becomes None and is recorded."""
+    """Convert value by value, each as airbyte-cdk prints it; a value that raises ``ValueError`` becomes None and is noted."""
     out: list[Any] = []
     append = out.append
     for row, value in enumerate(values):
@@ -234,11 +213,8 @@ _JSON_TYPES = frozenset({str, int, float, bool, dict, list})
 
 
 def as_printed(value: Any) -> Any:
-    """``value`` as airbyte-cdk's entrypoint prints it, read back: orjson's JSON (a ``datetime`` its
-    ISO text, an enum its value, a tuple a list, NaN null), or where orjson refuses, the standard
-    library's (integers beyond 64 bits, keys that are not text), as the CDK falls back on it.
-    What neither can write (``Decimal``, ``bytes``, sets) raises ``ValueNotSerializable``: the CDK
-    fails the sync on such a record ("failed to be serialized to JSON")."""
+    """``value`` as airbyte-cdk's entrypoint prints it, read back (orjson, else the standard library, as the CDK falls back);
+    what neither can write raises ``ValueNotSerializable``, as the CDK fails the sync on it."""
     try:
         return orjson.loads(orjson.dumps(value))
     except (orjson.JSONEncodeError, TypeError):
@@ -327,7 +303,6 @@ def _as_text(value: Any) -> str:
 
 
 def _as_json(value: Any) -> str:
-    """Compact JSON text, always valid UTF-8."""
     try:
         return orjson.dumps(value).decode()
     except (orjson.JSONEncodeError, TypeError):
