@@ -1,32 +1,9 @@
 """Commits in the background, in order, while the runtime goes on reading.
 
-The reading thread hands each checkpoint (its records, already Arrow batches, and its state) to
-``submit`` and gets a future; one worker thread commits them to Spark. Checkpoints
-of the same stream that queue up while a commit runs are merged into one Spark write (each
-keeps its own future, all completed together), so slow commits cost fewer writes instead of
-piling up. The runtime prints each STATE after its future completes, in order: the barrier
-does not move. A sink may also queue ``stage_only`` jobs: rows of a checkpoint still to come,
-written to files ahead of it so that a large slice is not held in memory.
-
-A commit costs a few file writes and fsyncs whatever its size, so at a small
-``state_checkpoint_interval`` (hundreds of checkpoints a second) the checkpoints asked while one
-commit runs share the next: commits keep up by growing, and the runtime bounds how far reading
-runs ahead of its last STATE (``TUNING.max_in_flight``, ``helpers.tuning``).
-
-Memory stays bounded: when the records waiting for the worker would exceed
-``max_pending_records`` or their Arrow batches ``max_pending_bytes``, ``submit`` blocks the
-reader until the worker catches up (back-pressure).
-
-Usage::
-
-    committer = BackgroundCommitter(lambda jobs: jobs[0].writer.apply(jobs), max_pending_records=100_000)
-    future = committer.submit(CommitJob(writer, batches, rows=len(records), nbytes=size, state=s, notes=None))
-    future.result()     # the checkpoint is committed
-    committer.close()
-
-Jobs flow one way: the reading thread's buffer (``buffer.py``) builds them, the worker hands
-them to the stream's ``TableWriter`` (``table_writer.py``), which owns the table from then on.
-Nothing calls back into the buffer; it learns each outcome from its job's future.
+The reading thread hands each checkpoint to ``submit`` and gets a future; one worker thread commits them. Checkpoints of a
+stream that queue up while a commit runs are merged into one write (each keeps its own future), so slow commits grow rather
+than pile up; the runtime still prints each STATE after its future completes. ``submit`` blocks the reader while too many
+records or bytes wait (back-pressure), so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -58,36 +35,30 @@ class JobWriter(Protocol):
 
 @dataclass
 class CommitJob:
-    """One checkpoint of one stream: what to write, and the state it covers. The reading thread
-    builds it and lets go of it; from then on only the committer's thread touches it."""
+    """One checkpoint of one stream: what to write and the state it covers; once built, only the committer's thread touches it."""
 
-    writer: JobWriter  # the stream's TableWriter: applies the job on the committer's thread
-    batches: list[pa.Table]  # typed by the buffer (``arrow_conversion``)
+    writer: JobWriter
+    batches: list[pa.Table]
     rows: int  # in the batches and in ``records``
     nbytes: int
     state: Mapping[str, Any] | None
     notes: ResumeNotes | None
     #: files written ahead for the stream's next checkpoint (a large slice), not a commit
     stage_only: bool = False
-    #: records read since the buffer's last full batch, with when each was read (epoch ms): the
-    #: writer converts them, so a checkpoint costs the reading thread no conversion (at interval
-    #: 100, thousands of small ones), and merged checkpoints are converted at once
+    #: records not yet converted, with when each was read: the writer converts them, sparing the reading thread
     records: list[Mapping[str, Any]] = field(default_factory=list)
     extracted_at_ms: list[int] = field(default_factory=list)
-    #: states of checkpoints the buffer held back and handed over with this one (before it, in
-    #: order): this job's rows cover them too, and their STATEs are printed after its commit
+    #: states of checkpoints handed over with this one (before it): their STATEs are printed after its commit
     earlier_states: list[Mapping[str, Any] | None] = field(default_factory=list)
-    #: rows the stream's page converter holds for this job: those up to ``page_token`` (and before
-    #: it, not yet written), which it writes as a Parquet file when asked (``page_conversion``)
+    #: rows the stream's page converter holds for this job, up to ``page_token`` (``page_conversion``)
     pages: PageConverter | None = None
     page_token: int | None = None
-    page_rows: int = 0  # rows the converter holds for this job (since the job before it)
+    page_rows: int = 0
     future: Future[Any] = field(default_factory=Future)
 
 
 class BackgroundCommitter:
-    """A single worker thread running ``commit(jobs)`` for batches of queued jobs; ``commit``
-    returns one result per job, in order, which becomes that job's future's result."""
+    """A single worker thread running ``commit(jobs)`` on batches of queued jobs; one result per job, in order."""
 
     def __init__(
         self,
@@ -110,8 +81,7 @@ class BackgroundCommitter:
 
     def submit(self, job: CommitJob) -> Future[Any]:
         with self._lock:
-            # Back-pressure: wait while the queue holds too many records (a job is always
-            # accepted into an empty queue, however large, so progress is never blocked).
+            # Back-pressure (a job is always accepted into an empty queue, so progress is never blocked).
             while self._queue and (
                 self._pending_records + job.rows > self._max_pending
                 or self._pending_bytes + job.nbytes > self._max_pending_bytes
@@ -124,7 +94,6 @@ class BackgroundCommitter:
         return job.future
 
     def close(self) -> None:
-        """Finish every queued commit, then stop the worker."""
         with self._lock:
             self._closed = True
             self._lock.notify_all()
@@ -137,8 +106,7 @@ class BackgroundCommitter:
             if not self._queue:
                 return []
             batch = [self._queue.popleft()]
-            # Only jobs of one kind merge: staged rows belong to the checkpoint after them,
-            # never to one queued before them.
+            # Only jobs of one kind merge: staged rows belong to the checkpoint after them.
             while self._queue and self._queue[0].writer is batch[0].writer and self._queue[0].stage_only == batch[0].stage_only:
                 batch.append(self._queue.popleft())
             return batch

@@ -1,29 +1,8 @@
-"""A table folder made whole before writing (``SparkTable.recover``): what an interrupted commit of
-ours left is deleted, and nothing else; a table changed or damaged from outside is refused as it is.
-
-Why here, apart from the commits (``table.py``): clean-up is the one place that deletes what no
-commit of this run wrote, so its rules are kept together, each with what it protects.
-
-- **An interrupted commit** leaves a checkpoint record whose batch was never written, with the
-  files it names. Commits are sequential (one writer, and an interrupted one is removed before the
-  next), so that record can only be the newest, one past the last committed, naming the batch the
-  log takes next. Records that are anything else (a log lost or older than the records, records
-  copied from another table) are no interrupted commit: deleting the files they name could empty
-  a table, so it is refused (``InconsistentTable``).
-- **A lost batch looks like an interrupted commit**, unless the state the sync was given says
-  otherwise: a STATE is printed only once its commit is done, so a record whose state (or a state
-  merged into it) is the given one was committed, and its batch was lost (not yet on disk at a
-  power loss, or deleted). Refused (``LogBatchLost``): deleting its files, and reading on from a
-  state then matching no checkpoint, lost the rows.
-- **Data files the log names** must all be here, whole: one missing (a table moved or copied
-  without them, or deleted) is ``TableMoved``; one whose size is not the one the log recorded (cut
-  or emptied from outside: every reader fails on it) is ``TableDamaged``. A cut log line says which
-  batch file and line (``file_sink_log``).
-- A table moved, copied or reached through a symlink keeps its data: its log is pointed at its
-  files where they now are.
-- ``_staging/`` and our temporary files are always ours to delete.
-
-Everything is checked before anything is deleted.
+"""A table folder made whole before writing (``SparkTable.recover``): what an interrupted commit of ours left is deleted,
+and nothing else; a table changed or damaged from outside is refused as it is, and everything is checked before anything
+is deleted. An interrupted commit can only be the newest record, one past the last committed, naming the log's next batch;
+anything else could empty a table (``InconsistentTable``). A record the given state proves committed lost its batch
+(``LogBatchLost``): deleting its files would lose rows.
 """
 
 from __future__ import annotations
@@ -51,8 +30,7 @@ _NOT_OURS = (
 
 
 class TableMoved(RuntimeError):
-    """The table's log names data files that are not in its folder (moved or copied without them,
-    or deleted)."""
+    """The table's log names data files that are not in its folder (moved or copied without them, or deleted)."""
 
 
 class TableDamaged(TableMoved):
@@ -74,9 +52,7 @@ class FolderRecovery:
         self.path, self.log, self.checkpoints = path, log, checkpoints
 
     def interrupted_commit(self, last: CheckpointRecord | None, given_state: Mapping[str, Any] | None) -> CheckpointRecord | None:
-        """The record of the commit a killed run left unpublished, if there is one (see the module
-        docstring); ``last``: the last committed record; ``given_state``: the state the sync was
-        given for the stream (None: none is known, as for a tool)."""
+        """The record of the commit a killed run left unpublished, if any; ``given_state``: None when none is known (a tool)."""
         newer = [seq for seq in self.checkpoints.seqs_newest_first() if last is None or seq > last.seq]
         if not newer:
             return None
@@ -113,9 +89,7 @@ class FolderRecovery:
         return record
 
     def remove_commit(self, record: CheckpointRecord) -> list[str]:
-        """Delete an interrupted commit: the data files its record names (they may already be in the
-        table folder, never in its log), then the record. Killed in between, the record is still
-        there to name what is left."""
+        """Delete an interrupted commit: its data files, then the record, which names what is left if killed in between."""
         removed = []
         for name in record.files:
             path = os.path.join(self.path, name)
@@ -126,10 +100,8 @@ class FolderRecovery:
         return removed
 
     def check_files(self) -> None:
-        """Every data file the log names is in the folder, at the size the log recorded: a table
-        missing one (moved or copied without them, or deleted) or holding one cut or emptied from
-        outside is refused, since its readers already fail, and writing on would bury the damage
-        under commits that look fine. One listing of the folder, no file opened."""
+        """Every data file the log names is in the folder, at the size the log recorded; else refused, since readers fail
+        already and writing on would bury the damage under commits that look fine."""
         live = self.log.live_files()
         if not live:
             return
@@ -154,9 +126,7 @@ class FolderRecovery:
             )
 
     def adopt_moved_files(self) -> None:
-        """A table moved, copied or reached by another path still logs its files where they were
-        written; every one of them is here (``check_files``), so the log is pointed here and
-        readers see the same rows."""
+        """Point the log of a table moved, copied or reached by another path at its files here, so readers see the same rows."""
         live = self.log.live_files()
         elsewhere = [status for status in live if os.path.dirname(local_path(status.path)) != self.path]
         if not elsewhere:
@@ -174,10 +144,7 @@ class FolderRecovery:
         staging = os.path.join(self.path, STAGING_DIR)
         if os.path.isdir(staging):
             leftovers = os.listdir(staging)
-            # A killed run's write can still be running on a Spark Connect server or on
-            # executors and add files while we delete. Whatever it leaves is never
-            # published (only this process moves files into the table): the next run
-            # removes it.
+            # A killed run's write may still run on a Connect server or executors; whatever it adds is never published.
             shutil.rmtree(staging, ignore_errors=True)
             removed += [os.path.join(staging, name) for name in leftovers]  # an empty folder is no news
         for directory in (self.log.directory, self.checkpoints.directory):
@@ -186,9 +153,7 @@ class FolderRecovery:
 
 
 def _proves_committed(record: CheckpointRecord, given: Mapping[str, Any], last: CheckpointRecord | None) -> bool:
-    """The given state is one only this commit's STATE could have printed: its own or a merged one,
-    and not one that held before it (its run's start state, the last committed one's), from which a
-    retry of the same run also starts. An empty state proves nothing: every stream starts from it."""
+    """The given state is one only this commit's STATE could have printed (not a start state a retry also starts from)."""
     return bool(given) and record.covers(given) and not record.started_from(given) and not (last is not None and last.covers(given))
 
 
