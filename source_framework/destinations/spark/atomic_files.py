@@ -1,17 +1,7 @@
 """Crash-safe small-file writes: a reader sees the old file, the new file, or none; never half.
 
-Why: the table's commit point is the appearance of one metadata file, and our checkpoint
-records must never be read half-written after a SIGKILL or power loss. The recipe is the
-classic one: write a temporary file in the same folder, fsync it, rename it into place
-(atomic on POSIX within one file system), then fsync the folder so the rename is durable.
-
-Temporary names start with ``.`` and end with ``.tmp``; Spark's metadata-log reader only
-looks at names that parse as batch ids, so it never mistakes one for a batch.
-
-Usage::
-
-    write_atomically("/t/_checkpoints/00000003.json", b'{"seq": 3}')
-    write_atomically("/t/_spark_metadata/7", data, overwrite=False)  # FileExistsError if taken
+The table's commit point is the appearance of one metadata file, so: write a temporary file in the same folder, fsync it,
+rename it into place, then fsync the folder so the rename is durable. Temporary names (``.*.tmp``) never parse as batch ids.
 """
 
 from __future__ import annotations
@@ -22,22 +12,14 @@ import shutil
 import uuid
 
 TEMP_SUFFIX = ".tmp"
-#: What ``fsync`` on a folder answers where the file system cannot do it (some network and FUSE
-#: file systems): nothing to make durable there. Any other error is the folder's entries not being
-#: on disk, which a commit must not pass over.
+#: What ``fsync`` on a folder answers where the file system cannot do it; any other error must not be passed over.
 FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF})
 
 
 def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
-    """Atomically create (or, with ``overwrite=True``, replace) ``path`` holding ``data``; its
-    folder is made if missing.
-
-    With ``overwrite=False`` the file is published with a hard link, which fails with
-    ``FileExistsError`` instead of silently replacing a file another writer created.
-    """
-    # Plain descriptors, no file object: a commit writes two such files, and each system call is a
-    # moment the committer's thread lets go of the interpreter and waits to get it back from the
-    # reading thread (~1 ms each at the sync's 1 ms switch interval).
+    """Atomically create (or replace) ``path`` holding ``data``; with ``overwrite=False`` it is published with a hard link,
+    which fails with ``FileExistsError`` instead of silently replacing another writer's file."""
+    # Plain descriptors, no file object: each system call lets go of the interpreter the reading thread holds.
     directory = os.path.dirname(path) or "."
     temp_path = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
     published = False
@@ -84,7 +66,6 @@ def _publish_exclusively(temp_path: str, path: str) -> bool:
 
 
 def fsync_file(path: str) -> None:
-    """Flush a file's contents to disk (e.g. a data file before it is committed)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -93,10 +74,8 @@ def fsync_file(path: str) -> None:
 
 
 def fsync_directory(directory: str) -> None:
-    """Make renames/creations inside ``directory`` durable. Raises ``OSError`` when they may not be
-    (an I/O error, a folder that is gone): a commit point whose entry is not on disk can vanish
-    with a power loss after its STATE left. Only a file system that cannot fsync a folder at all
-    (``FSYNC_UNSUPPORTED``) is passed over."""
+    """Make renames/creations inside ``directory`` durable; raises where they may not be, as a commit point not on disk can
+    vanish with a power loss after its STATE left (only ``FSYNC_UNSUPPORTED`` is passed over)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -108,10 +87,8 @@ def fsync_directory(directory: str) -> None:
 
 
 def make_folders(path: str) -> None:
-    """``os.makedirs(path, exist_ok=True)``, durably: each folder made is fsynced in its parent,
-    top down. Why: a folder's entry in its parent is not on disk until the parent is fsynced, so
-    after a power loss a new table (or its log, or its records) could be gone while the STATE of
-    its first commit was already printed."""
+    """``os.makedirs(path, exist_ok=True)``, each folder made fsynced in its parent: else after a power loss a new table
+    could be gone while its first commit's STATE was already printed."""
     made = []
     folder = os.path.abspath(path)
     while not os.path.isdir(folder):
@@ -126,13 +103,11 @@ def make_folders(path: str) -> None:
 
 
 def is_temp_file(name: str) -> bool:
-    """True for leftovers of an interrupted :func:`write_atomically`."""
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
 def remove_folder(folder: str) -> None:
-    """Remove a staging folder: one call when its files were all moved out (a commit's file work
-    is paid in the interpreter the reading thread needs), else the folder and what is left."""
+    """Remove a staging folder: one call when its files were all moved out, else the folder and what is left."""
     try:
         os.rmdir(folder)
     except OSError:

@@ -1,18 +1,7 @@
-"""One writer per table: an OS file lock, held while a ``read`` (or a ``state`` command) works
-on the table, released by the kernel when the process ends, however it ends.
-
-Two runs on one table (a cron job that overlaps the previous one) would otherwise clean up each
-other's commits in flight. The second run fails at once naming the holder, or waits for it::
-
-    with TableLock("/data/warehouse/demo/users", purpose="read"):          # raises TableLocked
-        ...
-    TableLock(path, purpose="read", wait=True).acquire()                     # waits instead
-
-The lock is ``fcntl.flock`` on ``.<table folder>.lock`` beside the table folder (a hidden file in
-the namespace folder: table folder names never start with a dot, see ``layout.py``), so deleting
-a table never deletes its lock; the file also says who holds it (process, host, command, since
-when), for the message the second run prints. Nothing here ever deletes a lock file, so two
-processes always lock the same file.
+"""One writer per table: an OS file lock, held while a ``read`` (or a ``state`` command) works on the table, released by
+the kernel when the process ends, however it ends. Two runs on one table would otherwise clean up each other's commits in
+flight. The lock file ``.<table folder>.lock`` sits beside the table folder, so deleting a table never deletes its lock,
+and says who holds it; nothing deletes a lock file, so two processes always lock the same file.
 """
 
 from __future__ import annotations
@@ -31,7 +20,6 @@ from typing import Any
 
 
 def lock_file(table_path: str) -> str:
-    """``<namespace folder>/.<table folder>.lock``."""
     return os.path.join(os.path.dirname(table_path), f".{os.path.basename(table_path)}.lock")
 
 
@@ -56,8 +44,7 @@ class TableLock:
         if self._fd is not None:
             return self
         if not os.path.isdir(os.path.dirname(self.path)):
-            # The namespace folder, made here: the table's parent, so it is made durably. (Imported
-            # only then: this module alone starts a lock's holder in milliseconds.)
+            # The namespace folder, made durably (imported only then: this module alone starts a holder in milliseconds).
             from source_framework.destinations.spark.atomic_files import make_folders
 
             make_folders(os.path.dirname(self.path))
@@ -114,18 +101,11 @@ class TableLock:
 
 @contextmanager
 def no_commit_in_flight(table_path: str, poll_seconds: float = 0.05) -> Iterator[None]:
-    """Within the block, no page converter is carrying out a commit in the table folder: wait for
-    one that is, holding the folder's own ``flock`` exclusively. For whatever deletes in a table
-    (its clean-up, ``state reset --tables``), with the table's lock held.
+    """Within the block, no page converter is carrying out a commit in the table folder, for whatever deletes in a table.
 
-    Why: the converter (``page_conversion_process``) does a commit's file work in a process of its
-    own, which outlives a sync killed meanwhile, and ends the step it is in before it notices; the
-    table's lock is free from the sync's death, so a run waiting for it would clean up a commit
-    whose batch was still to be written (then naming files that were gone). The converter holds
-    the folder's ``flock`` shared for each commit, and, once it holds it, carries on only if its
-    sync is alive: one that gets it after this block had its sync's death, and the whole clean-up,
-    before it, and stops. A folder that is not there, or a file system without ``flock`` on
-    folders, has nothing to wait for."""
+    The converter's process outlives a sync killed meanwhile and ends its step first, so clean-up would otherwise remove a
+    commit whose batch was still to be written. It holds the folder's ``flock`` shared per commit and carries on only if
+    its sync is alive; this holds it exclusively."""
     try:
         fd = os.open(table_path, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
@@ -153,8 +133,7 @@ def no_commit_in_flight(table_path: str, poll_seconds: float = 0.05) -> Iterator
 
 
 def _wait_for_holder(lock_path: str, seconds: float = 0.5) -> str:
-    """``describe_holder``, given a moment: a process that has just taken the lock writes who it
-    is right after, so a look in between would find no one to name."""
+    """``describe_holder``, given a moment: a process that just took the lock writes who it is right after."""
     deadline = time.monotonic() + seconds
     while True:
         holder = describe_holder(lock_path)
@@ -167,7 +146,6 @@ UNKNOWN_HOLDER = "another process"
 
 
 def describe_holder(lock_path: str) -> str:
-    """``process 4711 on host-a (read, since 2026-11-23T10:00:00Z: main.py read ...)``."""
     holder: dict[str, Any] = {}
     try:
         with open(lock_path, encoding="utf-8") as handle:
