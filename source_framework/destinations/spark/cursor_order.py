@@ -1,22 +1,9 @@
-"""Which rows of a table lie before a cursor value, ordered as the runtime orders cursors.
+"""Which rows of a table lie before a cursor value, ordered as the runtime orders cursors (``cursor_sort_key``).
 
-``state set`` keeps the rows before its cursor and the next sync reads the rest again, from the
-API, which filters by the same cursor. The split must follow the runtime's order
-(``streams.cursor.cursor_sort_key``: numbers, then date-times by the instant they name, then other
-text), or rows are lost (deleted, never read again) or doubled (kept, read again). Spark alone
-compares a text column as text, where ``2025-03-01T02:00:00+05:00`` comes after
-``2025-03-01T01:00+02:00`` yet names an earlier instant; and it cannot cast ``…T01:00+02:00``.
-
-So, with Spark expressions only (no Python on the executors, so a Spark Connect server needs
-nothing of ours):
-
-- a timestamp column holds instants: compared with the cursor's instant, parsed here;
-- a text column: a value in one of the common ISO 8601 shapes (``_ISO``), which both parsers
-  read alike, is turned into an instant by Spark; a value that starts with no digit is text to
-  the runtime too (it never tries to parse one); the few others (other ISO shapes, like
-  ``20250301``, values out of range) are read in this process, distinct, and put in their place
-  by ``cursor_sort_key`` itself;
-- any other column (numbers) is compared with the cursor cast to its type, as before.
+``state set`` keeps the rows before its cursor and the next sync reads the rest again: a split in another order loses or
+doubles rows. Spark compares text as text, where ``2025-03-01T02:00:00+05:00`` comes after ``2025-03-01T01:00+02:00`` yet
+names an earlier instant, so common ISO shapes are turned into instants by Spark expressions (nothing of ours runs on the
+executors) and the few values Spark cannot place are read in this process.
 """
 
 from __future__ import annotations
@@ -29,9 +16,7 @@ from source_framework.streams.cursor import cursor_sort_key, is_datetime_key
 #: Values of a text column Spark cannot place, read here; past this many the command refuses.
 MAX_VALUES_READ_HERE = 1_000_000
 
-#: ``YYYY-MM-DD[(T| )HH:MM[:SS[(.|,)f{1,6}]][Z|±HH:MM]]``: shapes Python's ``fromisoformat`` and
-#: Spark (once written out in full, ``_FULL``) read as the same instant, or Spark reads not at all
-#: (a day or an offset out of its range), which sends the value to be read here.
+#: ``YYYY-MM-DD[(T| )HH:MM[:SS[(.|,)f{1,6}]][Z|±HH:MM]]``: shapes ``fromisoformat`` and Spark read as the same instant.
 _ISO = (r"^((?!0000)[0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2}):([0-9]{2})(?::([0-9]{2})(?:[.,]([0-9]{1,6}))?)?"
         r"(Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?)?$")
 _FULL = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
@@ -64,8 +49,7 @@ def before_cursor(frame: Any, name: str, cursor: str) -> Any:
 
 
 def _instant(column: Any) -> Any:
-    """The instant a text value in an ``_ISO`` shape names (a value without a zone is UTC, as the
-    runtime takes it), or null."""
+    """The instant a text value in an ``_ISO`` shape names (UTC without a zone, as the runtime takes it), or null."""
     from pyspark.sql import functions as F
 
     def part(group: int, default: str) -> Any:

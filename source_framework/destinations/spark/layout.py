@@ -1,19 +1,8 @@
 """Where a stream's table lives: ``<warehouse>/<namespace>/<stream>``, decided here and nowhere else.
 
-Stream names and namespaces come from connectors and catalogs, so they can hold anything: ``/``,
-``..``, spaces, a leading dot. Each becomes one folder name by a reversible encoding:
-
-- letters, digits, ``_`` and ``-`` stay as they are, and so does ``.`` except as the first
-  character (so no name becomes ``.``, ``..`` or a hidden folder);
-- every other character becomes ``~`` followed by its UTF-8 bytes in two hex digits each:
-  ``a/b`` is ``a~2Fb``, ``..`` is ``~2E.``, ``my stream`` is ``my~20stream``, ``~`` is ``~7E``.
-
-(``%`` would be read as an escape by Hadoop's paths and ``=`` as a partition column by Spark,
-so neither is used.) ``decode_name`` turns a folder name back into the name. A table path that
-still resolves outside the warehouse (a symlinked folder pointing elsewhere) is refused::
-
-    table_path("/data/warehouse", "demo", "users")   # /data/warehouse/demo/users
-    table_path("/data/warehouse", "demo", "../x")    # /data/warehouse/demo/~2E.~2Fx
+Names from connectors can hold anything (``/``, ``..``, a leading dot), so each becomes one folder name by a reversible
+encoding: letters, digits, ``_``, ``-`` and a non-leading ``.`` stay, anything else is ``~`` and its UTF-8 bytes in hex
+(not ``%`` or ``=``, which Hadoop and Spark read as an escape and a partition). A path resolving outside the warehouse is refused.
 """
 
 from __future__ import annotations
@@ -24,22 +13,18 @@ import re
 SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 ESCAPE = "~"
 #: A file system's 255 bytes a name, less what the files beside a table's folder add to its name
-#: (``.<name>.deleted-<32 hex>``, a table being deleted; ``.<name>.lock``, its lock)
 MAX_NAME_BYTES = 255 - len(".") - len(".deleted-") - 32
 _ESCAPED = re.compile(r"~([0-9A-F]{2})")
 
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-#: object stores a warehouse may be on: both writers reach them (delta-rs, and Spark through the
-#: installed ``hadoop-aws``, which takes ``s3://`` too: ``session.delta_settings``)
+#: object stores a warehouse may be on, which both writers reach
 OBJECT_STORES = ("s3", "s3a")
 
 
 def warehouse_folder(warehouse: str) -> str:
-    """Where a warehouse is: the real local folder a path or a ``file://`` URI names, or an
-    object store's URI (``s3://bucket/prefix``, without a trailing ``/``). Any other URI is
-    refused with ``ValueError`` naming what reaches a store: taken as a path, such a URI
-    became a local folder named ``s3:`` or ``gs:``."""
+    """The real local folder a path or ``file://`` URI names, or an object store's URI; any other URI is refused, as taken
+    as a path it became a local folder named ``s3:`` or ``gs:``."""
     match = _URI.match(warehouse)
     if match is None:
         return os.path.realpath(warehouse)
@@ -71,7 +56,6 @@ def warehouse_for(warehouse: str, table_format: str) -> str:
 
 
 def is_object_store(warehouse: str) -> bool:
-    """The warehouse (as ``warehouse_folder`` gives it) is an object store, not a local folder."""
     match = _URI.match(warehouse)
     return match is not None and match.group(1).lower() in OBJECT_STORES
 
@@ -81,7 +65,7 @@ class UnsafeTableName(ValueError):
 
 
 def encode_name(name: str) -> str:
-    """One folder name for ``name`` (see the module docstring); reversible with ``decode_name``."""
+    """One folder name for ``name``; reversible with ``decode_name``."""
     if not isinstance(name, str) or not name:
         raise UnsafeTableName(f"a stream or namespace name must be a non-empty string, got {name!r}")
     parts = []
@@ -113,8 +97,7 @@ def decode_name(folder: str) -> str:
 
 
 def table_path(warehouse: str, namespace: str, stream: str) -> str:
-    """The real path of a stream's table folder (its URI, on an object store); raises
-    ``UnsafeTableName`` if it would not be inside ``warehouse``."""
+    """The real path of a stream's table folder (its URI on an object store); ``UnsafeTableName`` if outside ``warehouse``."""
     if is_object_store(warehouse):  # (no links on a store: an encoded name is one key segment)
         return f"{warehouse}/{encode_name(namespace)}/{encode_name(stream)}"
     root = os.path.realpath(warehouse)

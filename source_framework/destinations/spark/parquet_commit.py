@@ -1,16 +1,8 @@
-"""One commit of a Parquet table folder: planned once, as plain data (``CommitPlan``, made by
-``SparkTable.commit``), and carried out by :func:`carry_out`, the one function both processes
-load: this one, or the stream's page converter (``page_conversion_process``, which loads this
-file by its path) where the commit's new rows are the converter's.
+"""One commit of a Parquet table folder: planned once as plain data (``CommitPlan``) by ``SparkTable.commit``, and carried
+out by :func:`carry_out`, here or in the page converter's process, which loads this file by its path.
 
-The steps, in this order (``docs/tables.md``, "How a commit lands"): the checkpoint record, which
-names the files the commit adds; the staged files moved into the table folder and the plan's own
-file written beside them; the folder fsynced; the staging folders removed; the log's batch: the
-commit point. A crash before it leaves only what ``table_recovery`` can prove a commit of ours
-left; after it, nothing is lost.
-
-This module imports nothing of the package but ``atomic_files`` (the converter loads that by path
-too), so the converter starts fast.
+The steps, in this order: the checkpoint record, the files moved in and written, the folder fsynced, the staging removed,
+then the log's batch: the commit point (``docs/tables.md``, "How a commit lands").
 """
 
 from __future__ import annotations
@@ -32,15 +24,15 @@ class CommitPlan:
     """What one commit writes, and where; paths are absolute."""
 
     table: str
-    record: str  # the checkpoint record's file
+    record: str
     record_text: str
     moves: list[tuple[str, str]]  # (a staged file, its path in the table)
-    unsynced: list[str]  # the moved files their writer did not fsync: fsynced once moved
+    unsynced: list[str]  # the moved files their writer did not fsync
     file: str | None  # the file the carrier writes into the table itself, if any
-    folders: list[str]  # the staging folders, removed once their files are moved out
+    folders: list[str]
     batch: str  # the log's batch file: its appearance is the commit
-    head: list[str]  # the batch's lines before the files added (a compaction batch: every live file)
-    added: list[str]  # the batch's lines for the files added (moves', then ``file``'s): size and time set here
+    head: list[str]
+    added: list[str]
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -51,9 +43,7 @@ class CommitPlan:
 
 
 def carry_out(plan: CommitPlan, write_file: Callable[[str], None], at_point: Callable[[str], None]) -> list[str]:
-    """The commit's steps; returns the batch's lines for the files added. ``write_file(path)``
-    writes the plan's ``file`` durably; ``at_point(name)`` is called at the fault points
-    ``commit.record_written`` and ``commit.files_written`` (``helpers.faults``)."""
+    """The commit's steps; returns the batch's lines for the files added."""
     write_atomically(plan.record, plan.record_text.encode("utf-8"))
     at_point("commit.record_written")
     for source, target in plan.moves:
@@ -74,11 +64,8 @@ def carry_out(plan: CommitPlan, write_file: Callable[[str], None], at_point: Cal
 
 @contextmanager
 def committing_in(table: str) -> Iterator[None]:
-    """Hold the table folder's ``flock`` shared through a commit carried out in another process
-    than the sync's: the next run's clean-up takes it exclusively (``table_lock.no_commit_in_flight``,
-    which says why), so it waits for the step that process is in when its sync is killed. A folder
-    gone (deleted meanwhile) fails the commit; a file system without ``flock`` on folders has no
-    lock to take."""
+    """Hold the table folder's ``flock`` shared through a commit carried out in another process than the sync's, so the
+    next run's clean-up (``table_lock.no_commit_in_flight``) waits for it."""
     fd = os.open(table, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
@@ -92,7 +79,6 @@ def committing_in(table: str) -> Iterator[None]:
 
 
 def _with_stat(line: str, path: str) -> str:
-    """A log line (``file_sink_log.SinkFileStatus``) with the size and time of its file, ``path``."""
     entry = json.loads(line)
     stat = os.stat(path)
     entry["size"], entry["modificationTime"] = stat.st_size, stat.st_mtime_ns // 1_000_000
