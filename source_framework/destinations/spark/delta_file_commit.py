@@ -1,15 +1,6 @@
-"""A Delta commit of Parquet files written already: they are moved into the table and named in
-the transaction's log entry as they are, not read back and written again.
-
-Why: the page converter writes a checkpoint's rows to a Parquet file in its own process, with the
-table's columns. Handing that file to delta-rs's writer read every row back in this process and
-wrote it again; adding the file costs a rename and a log entry. It applies where the files have the
-table's schema exactly (no column added or widened: delta-rs's writer evolves the schema), on a
-table on local disk (a staged file on an object store's table sits on local disk), for appends.
-
-A run killed after a file was moved in and before the transaction leaves a data file that no log
-entry names: no Delta reader sees it, and VACUUM (``optimize``, ``reclaim``) removes it, as it
-removes those of any Delta writer's failed commit.
+"""A Delta commit of Parquet files written already (by the page converter): moved into the table and named in the log
+entry as they are, not read back and written again. Only for appends of files with the table's exact schema on local disk.
+A kill before the transaction leaves a file no log entry names, which VACUUM removes.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ if TYPE_CHECKING:
 
 
 def files_fit(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles]) -> bool:
-    """Whether ``data`` and every staged file have the table's schema exactly, so that their files
-    can be added to it as they are."""
+    """Whether ``data`` and every staged file have the table's schema exactly, so their files can be added as they are."""
     from deltalake import Schema
 
     if Schema.from_arrow(data.schema) != table.schema():
@@ -43,11 +33,8 @@ def files_fit(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles]) 
 
 def commit_files(table: DeltaTable, folder: str, data: pa.Table, staged: Sequence[StagedFiles], seq: int,
                  properties_for: Callable[[int, list[str]], CommitProperties], hooks: PostCommitHookProperties) -> int:
-    """One append transaction adding the staged files, moved into the table's folder, and
-    ``data``'s rows as one more file; returns the rows it added (counted in the files' footers,
-    or by the page converter that wrote and counted them). ``folder``: the table's folder on local
-    disk (delta-rs's ``table_uri`` is percent-encoded). ``properties_for(rows, files)``: the
-    transaction's properties, given what it adds (no writer's metrics count it here)."""
+    """One append transaction adding the staged files, moved into ``folder``, and ``data`` as one more file; returns the
+    rows added, counted in the footers (no writer's metrics count them here, so ``properties_for`` is given them)."""
     from deltalake.transaction import AddAction, RemoveAction
 
     added: list[tuple[str, int]] = []  # (name in the table, rows)

@@ -1,18 +1,7 @@
 """A class-data archive of Spark's JVM, so that the embedded Spark session starts in half the time.
 
-Starting the driver JVM and loading Spark's classes for the first write is most of a short
-sync's cost (measured on the 2-core test machine: session 4.7 s and first Parquet write 4.1 s;
-with the archive 2.3 s and 1.6 s). Java 17's application class-data sharing keeps the parsed
-classes of a previous run in a file that later JVMs map instead of loading the jars again.
-
-The archive is built once per environment (``scripts/venv.sh`` does it after installing)::
-
-    python -m source_framework.destinations.spark.jvm_cache      # ~20 s, once
-
-and used by every embedded session from then on (``session.get_spark``). Its name holds what it
-depends on (the Java executable, pyspark's version), so a changed JVM or Spark simply finds no
-archive and starts as before; a missing or unusable archive is ignored by the JVM without a word.
-It is never used for Spark Connect (no JVM here) or by executors.
+Built once per environment (``python -m source_framework.destinations.spark.jvm_cache``, run by ``scripts/venv.sh``). Its
+name holds the Java executable and pyspark's version, so a changed JVM or Spark finds no archive and starts as before.
 """
 
 from __future__ import annotations
@@ -31,7 +20,6 @@ def _java() -> str | None:
 
 
 def archive_path() -> str | None:
-    """Where this environment's archive is (or would be): beside the Python environment."""
     java = _java()
     if java is None:
         return None
@@ -43,14 +31,12 @@ def archive_path() -> str | None:
 
 
 def java_options() -> str:
-    """``-XX:SharedArchiveFile=...`` when the archive exists, else nothing."""
     path = archive_path()
     return f"-XX:SharedArchiveFile={path}" if path and os.path.isfile(path) else ""
 
 
 def build() -> str | None:
-    """Run one small embedded session that records its classes into the archive; return its path
-    (None without Java). Written under another name and renamed, so no run maps half a file."""
+    """Record an embedded session's classes into the archive; returns its path (renamed into place, never mapped half written)."""
     path = archive_path()
     if path is None or os.path.isfile(path):
         return path

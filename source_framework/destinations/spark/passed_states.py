@@ -1,22 +1,8 @@
 """The states a table passed, kept after their checkpoint records are reclaimed: ``<table>/_sf_passed_states``.
 
-Why: ``runtime.resume`` takes a given state the table has passed (an older commit's, a checkpoint
-merged into one, a run's start state, ``{}`` from a deleted state file) to mean the table is
-ahead, and resumes from its newest checkpoint; a state it never passed is an edit, honoured. The
-table keeps its newest ``KEEP_RECORDS`` checkpoint records only (``table.py``, ``reclaim``), so
-without this file the same state would change meaning once its record was reclaimed, and an
-``append`` table would get its records again. Before a record is deleted, the states it passed are
-added here as 8-byte digests (``checkpoint_record.state_digest``: key and partition order do not
-count), so the answer never depends on how many records are kept. It grows by 8 bytes per STATE
-of the reclaimed records, and is read only for a state that matches none of the records kept::
-
-    passed = PassedStates("/warehouse/demo/users")
-    passed.add(records_about_to_be_deleted)
-    passed.includes({"updatedAt": "2025-01-01T00:00:00Z"})   # True once added
-
-Crash safety: digests are appended and fsynced before the records go, so a kill in between leaves
-a digest twice (harmless); an append cut short leaves a partial digest at the end, which reading
-ignores and the next append cuts off first.
+``runtime.resume`` takes a given state the table passed to mean the table is ahead; without this file that state would
+change meaning once its record was reclaimed, and an ``append`` table would get its records again. Digests are appended
+and fsynced before the records go; a partial digest an append cut short is ignored, and cut off by the next append.
 """
 
 from __future__ import annotations
@@ -39,7 +25,7 @@ class PassedStates:
         self.path = os.path.join(table_dir, FILE_NAME)
 
     def add(self, records: Iterable[CheckpointRecord]) -> None:
-        """Remember every state ``records`` passed (``CheckpointRecord.states_passed``), durably."""
+        """Remember every state ``records`` passed, durably."""
         digests = b"".join(dict.fromkeys(state_digest(state) for record in records for state in record.states_passed()))
         if not digests:
             return

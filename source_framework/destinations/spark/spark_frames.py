@@ -1,7 +1,4 @@
-"""Spark frames of a table's rows, as both table formats build them: Arrow rows as a DataFrame, a
-path as Spark reaches it, a column by its name, a key or cursor path's value, and rows in
-another (widened) schema. pyspark is imported only when one is built.
-"""
+"""Spark frames of a table's rows, as both table formats build them; pyspark is imported only when one is built."""
 
 from __future__ import annotations
 
@@ -15,20 +12,14 @@ if TYPE_CHECKING:
 
 
 def arrow_frame(spark: SparkSession, data: pa.Table) -> DataFrame:
-    """A DataFrame of ``data`` under a classic or a Spark Connect session.
-
-    The schema is the one Spark would infer from the Arrow schema, given explicitly because
-    Spark Connect refuses to infer one from an empty table (a commit with no records).
-    """
+    """A DataFrame of ``data``, its schema given explicitly: Spark Connect refuses to infer one from an empty table."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return spark.createDataFrame(data, schema=from_arrow_schema(data.schema))
 
 
 def spark_path(path: str) -> str:
-    """``path`` for Spark: always the local file system, whatever the cluster's default file
-    system is (HDFS on YARN). A plain "file://" + path, not a percent-encoded URI: Hadoop's
-    Path takes it literally."""
+    """``path`` on the local file system, whatever the cluster's default; not percent-encoded, as Hadoop's Path takes it literally."""
     return "file://" + path
 
 
@@ -40,9 +31,7 @@ def column(name: str) -> Any:
 
 
 def path_value(path: list[str]) -> Any:
-    """A key or cursor path's value: the column ``path[0]``, or, for a longer path, the value inside
-    that column's JSON text (objects are stored as JSON): text, or JSON text for an object or array
-    found there; null where the path leads nowhere."""
+    """A key or cursor path's value: the column ``path[0]``, or the value inside its JSON text; null where the path leads nowhere."""
     from pyspark.sql import functions as F
 
     value = column(path[0])
@@ -53,10 +42,8 @@ def path_value(path: list[str]) -> Any:
 
 
 def cursor_value(path: list[str], json_schema: Mapping[str, Any]) -> Any:
-    """A cursor's value, to order rows by: its column (typed by the table), or, for a path into an
-    object column, the value read out of its JSON text as the type the stream's schema declares
-    there (integer, number, date-time), since as text 9 comes after 10 and 10:00+02:00 after
-    09:00Z; a value that is not of that type is null, and orders last."""
+    """A cursor's value to order rows by; a path into an object column is read as the type the stream's schema declares
+    there, since as text 9 comes after 10 (a value not of that type is null, and orders last)."""
     from pyspark.sql import functions as F
 
     value = path_value(path)
@@ -80,9 +67,7 @@ def cursor_value(path: list[str], json_schema: Mapping[str, Any]) -> Any:
 
 
 def conformed(frame: Any, schema: pa.Schema) -> Any:
-    """``frame`` with exactly ``schema``'s columns, in its order: columns it lacks are null, columns
-    of another type are cast (``table_schema.py`` allows only widenings: bigint -> double, any ->
-    string; timestamps become ISO 8601 UTC text, whatever the session's time zone)."""
+    """``frame`` with exactly ``schema``'s columns, in order: missing ones null, others cast (timestamps as ISO 8601 UTC text)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.types import StringType, TimestampType

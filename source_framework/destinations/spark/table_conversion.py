@@ -1,20 +1,9 @@
-"""Convert a Parquet table folder (``table_format: parquet``) to a Delta table in place, in one
-Delta transaction that carries the folder's newest checkpoint record: the stream's next sync
-resumes from the same state, and nothing is read or written twice.
+"""Convert a Parquet table folder to a Delta table in place, in one Delta transaction that carries the folder's newest
+checkpoint record, so the next sync resumes from the same state.
 
-Why not Delta's own ``CONVERT TO DELTA``: it lists the folder, and a Parquet folder of ours holds
-files its log does not list (replaced by ``overwrite`` or ``append_dedup``, kept for readers until
-reclaimed); only our log says which rows are live. So the live files' rows are written again as
-the Delta table's first version, with the record as its ``userMetadata`` and app transaction.
-
-In order, each step safe to be killed after (the table's lock held, as by ``read``):
-
-1. The states of the older checkpoint records go to ``_sf_passed_states`` (``passed_states.py``),
-   so a state any of them covered still means "the table is ahead" after they are gone.
-2. One Delta transaction: the live rows, the newest record. From here the folder is a Delta table
-   (``_delta_log/`` wins over ``_spark_metadata/``: ``DeltaLakeTable``), with the same rows.
-3. The Parquet folder's own files go: its log, its records, its data files. Killed before they
-   are gone, the next ``convert`` finishes this step.
+Not Delta's ``CONVERT TO DELTA``: it lists the folder, which holds files our log no longer lists (replaced, kept for
+readers), so the live rows are written again as the first version. Each step is safe to be killed after: the older records'
+states go to ``passed_states.py``, then the transaction, then the Parquet folder's own files (the next ``convert`` finishes).
 """
 
 from __future__ import annotations
@@ -43,8 +32,7 @@ class NothingToConvert(ValueError):
 
 
 def convert_to_delta(path: str) -> int:
-    """Make the Parquet table folder at ``path`` a Delta table; return its rows. A folder already
-    converted (killed in step 3) only loses its leftovers."""
+    """Make the Parquet table folder at ``path`` a Delta table; return its rows (a converted folder only loses leftovers)."""
     if is_delta_table(path):
         _remove_parquet_files(path)
         return 0
@@ -79,8 +67,7 @@ def _write_first_version(path: str, rows: Any, seq: int, record: dict[str, Any])
 
 
 def _remove_parquet_files(path: str) -> None:
-    """The Parquet folder's log, records and data files: every ``.parquet`` file the Delta log does
-    not name (those Delta wrote are ``part-...``; ours ``c<seq>-...`` and ``a<seq>-...``)."""
+    """Every ``.parquet`` file the Delta log does not name, and the Parquet folder's log and records."""
     delta_files = {os.path.basename(local_path(uri)) for uri in DeltaLakeTable(_no_spark, path).live_files()}
     for name in os.listdir(path):
         if name.endswith(".parquet") and name not in delta_files:
