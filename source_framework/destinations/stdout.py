@@ -25,8 +25,7 @@ class RecordPrinter(Protocol):
 
 
 class NoTable(EarlierCommits):
-    """Stdout keeps no commits to resume from; records committed ahead of their state may be
-    printed again by the next sync, as airbyte-cdk does (there is no table to find them in)."""
+    """Stdout keeps no commits; records committed ahead of their state may be printed again, as airbyte-cdk does."""
 
     def may_commit_rows_ahead_of_state(self) -> bool:
         return True

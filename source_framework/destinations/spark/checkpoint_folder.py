@@ -1,18 +1,7 @@
 """The folder of our per-commit records: ``<table>/_checkpoints/<seq:08d>.json``.
 
-Why: Spark's metadata log says *which files* are visible, but not *which source state*
-they cover. Each commit therefore also leaves a small JSON record (the caller's state,
-the files, the row count). The record is written before the metadata-log batch, so a
-record is only trusted when its batch exists and lists its files (``table.py`` checks
-that); a record without its batch is the trace of a commit that never happened.
-
-Each file holds one ``CheckpointRecord`` (``destinations/checkpoint_record.py``: the format,
-its version and its fields are there)::
-
-    folder = CheckpointFolder("/warehouse/demo/users")
-    folder.write(CheckpointRecord(seq=3, batch_id=2, state={...}, files=("c00000003-0-ab.parquet",), rows=1000))
-    for seq in folder.seqs_newest_first():
-        print(folder.read(seq))
+Spark's metadata log says which files are visible, not which source state they cover, so each commit also leaves a
+``CheckpointRecord``. It is written before the log's batch, so a record counts only when its batch lists its files.
 """
 
 from __future__ import annotations
@@ -36,7 +25,6 @@ class CheckpointFolder:
         return os.path.join(self.directory, f"{seq:08d}{_SUFFIX}")
 
     def write(self, record: CheckpointRecord) -> None:
-        """Write (or replace a leftover of) the record for ``record.seq``, atomically."""
         write_atomically(self.path(record.seq), record.to_json())
 
     def read(self, seq: int) -> CheckpointRecord | None:

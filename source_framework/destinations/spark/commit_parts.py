@@ -1,7 +1,4 @@
-"""What a table commit is made of, whichever the table's format (``table.SparkTable``,
-``delta_table.DeltaLakeTable``): files staged ahead of it, rows the page converter holds for it,
-what it published, and how this process writes its Parquet files.
-"""
+"""What a table commit is made of, whichever the table's format: staged files, page converter rows, what it published."""
 
 from __future__ import annotations
 
@@ -11,10 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from source_framework.destinations.spark.page_conversion import PageConverter
 
-#: How this process writes a commit's Parquet file when it writes it itself (``arrow_writes``):
-#: the file Spark's own writer makes of the same rows (snappy; timestamps as UTC-adjusted
-#: TIMESTAMP(MICROS), which Spark reads as ``timestamp``), so a table may mix files of both;
-#: dictionaries for text columns only (``arrow_conversion.parquet_options``).
+#: Parquet options of the files this process writes: the file Spark's own writer makes of the same rows, so a table may mix both.
 ARROW_PARQUET_OPTIONS: dict[str, Any] = {"compression": "snappy", "coerce_timestamps": "us", "allow_truncated_timestamps": False}
 
 
@@ -24,9 +18,7 @@ class StagedFiles:
 
     folder: str
     rows: int
-    #: the folder's files, when whoever wrote them counted ``rows`` in their footers and fsynced
-    #: them (the page converter, in its own process): the commit then only renames them. Why: each
-    #: file operation costs the committer's thread the interpreter the reading thread holds
+    #: the files, when their writer counted ``rows`` and fsynced them (the page converter): the commit only renames them
     files: tuple[str, ...] = ()
 
 
@@ -39,16 +31,13 @@ class CommitInfo:
     files: list[str]  # file: URIs, as listed in the metadata log
     rows: int  # counted in the published files' Parquet footers
     ms: float  # wall time of the whole commit
-    #: what converting the rows the page converter wrote for the commit could not keep as given
-    #: (``PageRows``; ``ConversionCounts.as_dict()``)
+    #: what converting the page converter's rows could not keep as given (``ConversionCounts.as_dict()``)
     counts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class PageRows:
-    """Rows a commit publishes that the stream's page converter holds (``page_conversion``): those
-    up to ``token``, ``rows`` of them. The converter writes them into the table, and carries out
-    the commit's file work with them in its own process (``SparkTable.commit``)."""
+    """Rows up to ``token`` that the stream's page converter holds, which it writes and commits in its own process."""
 
     converter: PageConverter
     token: int

@@ -1,6 +1,4 @@
-"""What our commits say in a Delta log: each one's checkpoint record, or a ``state reset``'s mark,
-in its ``commitInfo.userMetadata`` (a JSON object), and the rows it added.
-"""
+"""What our commits say in a Delta log: a checkpoint record or a reset's mark in ``commitInfo.userMetadata``, and rows added."""
 
 from __future__ import annotations
 
@@ -18,8 +16,7 @@ RESET_KEY = "source_framework_reset"
 
 
 def history_newest_first(table: DeltaTable) -> Iterator[dict[str, Any]]:
-    """The table's commit infos, newest first: the last few read first (a resume mostly needs the
-    newest), the whole history only if asked for more."""
+    """The table's commit infos, newest first: the last few read first, as a resume mostly needs the newest."""
     seen = 0
     for info in table.history(20):
         seen += 1
@@ -47,9 +44,7 @@ ADDED_FILES = ("num_added_files", "numFiles", "numAddedFiles")
 
 
 def added_rows(info: Mapping[str, Any]) -> int | None:
-    """The rows a commit added, as its writer counted them, or, for files added as written
-    (``delta_file_commit``: no writer's metrics), as our record says they were counted; None if
-    neither says."""
+    """The rows a commit added, by its writer's metrics, else by our record (files added as written); None if neither says."""
     metrics = info.get("operationMetrics") or {}
     for key in ADDED_ROWS:
         if metrics.get(key) is not None:
@@ -59,7 +54,6 @@ def added_rows(info: Mapping[str, Any]) -> int | None:
 
 
 def added_files(info: Mapping[str, Any]) -> int:
-    """The data files a commit added (as ``added_rows`` finds them)."""
     metrics = info.get("operationMetrics") or {}
     for key in ADDED_FILES:
         if metrics.get(key) is not None:
@@ -68,7 +62,6 @@ def added_files(info: Mapping[str, Any]) -> int:
 
 
 def rows_of(info: Mapping[str, Any]) -> int:
-    """The rows a commit wrote: ``added_rows``, or a MERGE's source rows."""
     metrics = info.get("operationMetrics") or {}
     merged = metrics.get("num_source_rows")
     rows = added_rows(info)

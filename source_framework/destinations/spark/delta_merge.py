@@ -1,15 +1,7 @@
 """``append_dedup`` into a Delta table as a Delta MERGE, by delta-rs, with no Spark job.
 
-The rows a commit brings are first reduced to one per primary key (MERGE refuses two source rows
-for one table row), then merged: a table row is replaced by the new one unless it has the later
-cursor. The result is the one ``TableWriter._merged`` gives a Parquet folder by rewriting the
-table with Spark (``integration_tests/test_delta_merge.py`` compares the two):
-
-- per key, the latest cursor wins, nulls last; between equal cursors the row read last (a later
-  commit, or later in the same commit);
-- a row whose key has a null part is never merged with another (as SQL's unique keys: a null
-  equals nothing), so each is kept;
-- keys and cursor here are top-level columns: a path into an object column is the Spark path's.
+The result is the one ``TableWriter._merged`` gives a Parquet folder (``integration_tests/test_delta_merge.py`` compares
+them): per key the latest cursor wins, then the row read last; rows with a null key part are all kept.
 """
 
 from __future__ import annotations
@@ -34,8 +26,7 @@ class DedupMerge:
     cursor: str | None = None
 
     def latest_per_key(self, rows: pa.Table) -> pa.Table:
-        """``rows`` (in the order they were read) with one row per key: the latest cursor, then the
-        one read last; every row with a null key part is kept, in read order."""
+        """One row per key (MERGE refuses two source rows for one table row); rows with a null key part all kept, in order."""
         indexed = rows.append_column(_POSITION, pa.array(range(rows.num_rows), pa.int64()))
         null_key = pc.or_(*[pc.is_null(indexed[key]) for key in self.keys]) if len(self.keys) > 1 else pc.is_null(indexed[self.keys[0]])
         keyed = indexed.filter(pc.invert(null_key))
@@ -46,7 +37,6 @@ class DedupMerge:
         return rows.take(chosen.take(pc.array_sort_indices(chosen)))
 
     def apply(self, table: DeltaTable, rows: pa.Table, properties: CommitProperties, hooks: PostCommitHookProperties) -> dict[str, Any]:
-        """One MERGE transaction of ``rows`` into ``table``; delta-rs's metrics."""
         on = " AND ".join(f"t.{_quoted(key)} = s.{_quoted(key)}" for key in self.keys)
         merger = table.merge(self.latest_per_key(rows), on, source_alias="s", target_alias="t",
                              commit_properties=properties, post_commithook_properties=hooks)
@@ -55,5 +45,5 @@ class DedupMerge:
 
 
 def _quoted(name: str) -> str:
-    """A column in delta-rs's SQL: quoted, so case and dots are kept (``a.b`` is one column)."""
+    """A column in delta-rs's SQL, quoted so case and dots are kept."""
     return '"' + name.replace('"', '""') + '"'

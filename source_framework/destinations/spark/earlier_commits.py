@@ -1,7 +1,4 @@
-"""What a stream's table committed before this run, as the runtime asks it (``base.EarlierCommits``):
-its checkpoint records and passed states (where to resume), a pending ``state reset``, and the
-rows a record read again may already be (``TableWriter.already_in_table``). Asked on the reading
-thread, before the stream's first job (resets: the writer is still the reading thread's then)."""
+"""What a stream's table committed before this run, as the runtime asks it (``base.EarlierCommits``), on the reading thread."""
 
 from __future__ import annotations
 
@@ -19,14 +16,12 @@ class CommitsInTable(EarlierCommits):
 
     def __init__(self, writer: TableWriter) -> None:
         self._writer = writer
-        #: this run's first commit replaces the table: nothing in it counts for resuming. Kept here,
-        #: on the reading thread, so that it never asks the writer, which the committer's thread
-        #: owns; the stream's buffer reads it at ``finish`` and clears it once a commit is submitted.
+        #: this run's first commit replaces the table; kept on the reading thread, never asking the committer's writer
         self.replaces_table = writer.rebuilding
 
     def committed(self) -> Iterator[CheckpointRecord]:
         if self.replaces_table:
-            return iter(())  # a rebuild starts over: nothing in the table counts
+            return iter(())
         return self._writer.table.committed_checkpoints()
 
     def passed_before(self, state: Mapping[str, Any]) -> bool:

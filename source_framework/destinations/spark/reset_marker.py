@@ -1,9 +1,7 @@
 """A pending ``state reset``: a marker file in the table's folder, whatever the table's format.
 
-``state reset`` cannot replace the table itself (the stream's next sync does, from its first commit,
-so readers never see an empty table in between); it leaves this marker, and the commit that applies
-it records its id (``CheckpointRecord.reset_id``), so a run that dies before removing the marker
-does not apply it twice.
+The stream's next sync replaces the table (so readers never see it empty), and its commit records the reset's id, so a run
+that dies before removing the marker does not apply it twice.
 """
 
 from __future__ import annotations
@@ -30,14 +28,13 @@ class ResetMarker:
         raise NotImplementedError
 
     def request_reset(self) -> str:
-        """Mark the table: the stream's next sync from an empty state replaces it (``state reset``)."""
+        """Mark the table: the stream's next sync from an empty state replaces it."""
         reset_id = uuid.uuid4().hex
         os.makedirs(self.path, exist_ok=True)
         write_atomically(os.path.join(self.path, RESET_MARKER), json.dumps({"reset_id": reset_id}).encode())
         return reset_id
 
     def pending_reset(self) -> str | None:
-        """The id of a reset no commit applied yet, or None."""
         try:
             with open(os.path.join(self.path, RESET_MARKER), encoding="utf-8") as handle:
                 reset_id = json.load(handle).get("reset_id")
