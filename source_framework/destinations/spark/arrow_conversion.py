@@ -1,11 +1,7 @@
-"""Turn a stream's JSON schema into an Arrow schema, and its records into an Arrow table.
+"""Turn a stream's JSON schema into an Arrow schema, and its records into an Arrow table (Spark's cheapest hand-off).
 
-Arrow because Spark builds a DataFrame from a ``pyarrow.Table`` in one columnar hand-off, far cheaper than Python rows.
-Strings (``date-time``: timestamp us UTC, ``date``: date32), integers, numbers and booleans get typed columns; objects,
-arrays, untyped and union properties are stored as JSON text, so an API changing a nested shape never breaks the table.
-A value that does not fit its column becomes null and is named in the row's ``_sf_meta`` (or raises with
-``on_type_mismatch="fail"``); fields the schema does not declare get no column but are named there too.
-"""
+Objects, arrays, untyped and union properties are stored as JSON text, so an API changing a nested shape never breaks the
+table. A value that does not fit its column becomes null and is named in the row's ``_sf_meta``, as are undeclared fields."""
 
 from __future__ import annotations
 
@@ -154,16 +150,14 @@ ON_TYPE_MISMATCH = ("null", "fail")
 
 
 def parquet_options(options: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
-    """Write options with a dictionary only for text columns that are not JSON texts.
-
-    Ids, amounts, timestamps and JSON texts mostly differ row to row: their dictionaries are built, then given up."""
+    """Write options with a dictionary only for text columns that are not JSON texts: ids, amounts, timestamps and JSON
+    texts mostly differ row to row, so their dictionaries are built, then given up."""
     texts = [field.name for field in schema
              if pa.types.is_string(field.type) and (field.metadata or {}).get(ENCODING_KEY) != JSON_ENCODING]
     return {**options, "use_dictionary": texts}
 
 
 def _undeclared_fields(records: Sequence[Mapping[str, Any]], declared: frozenset[str]) -> dict[int, list[str]]:
-    """Per row (only rows that have some), the sorted names of the fields ``declared`` lacks."""
     found = {}
     for row, record in enumerate(records):
         if not declared.issuperset(record):  # builds no set for a record with declared fields only
@@ -226,9 +220,8 @@ def warm_up() -> None:
 
 
 def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> tuple[list[Sequence[Any]], bool]:
-    """Each named field's values (None where missing), and whether every record is a plain dict holding every name.
-
-    One pass over the records, not one per column: a large batch does not fit the CPU's caches."""
+    """Each named field's values (None where missing), and whether every record is a plain dict holding every name; one
+    pass over the records, not one per column, as a large batch does not fit the CPU's caches."""
     if not names:
         return [], False
     if len(names) == 1:

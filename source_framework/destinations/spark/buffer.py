@@ -1,11 +1,8 @@
 """One stream's records on their way to its table: the reading thread's side of the Spark sink.
 
-Records become Arrow batches as they arrive, so what waits for the committer is columnar and smaller than parsed dicts. At
-a checkpoint the batches and the state become one ``CommitJob``; ``commit`` returns its future, and the runtime prints the
-STATE when it completes. Fast checkpoints are grouped into one job; a far checkpoint is staged every ``stage_rows`` rows,
-so memory stays bounded. Records that are their pages' items unchanged are converted from the pages' bytes by the page
-converter's process (``page_conversion``), as reading and converting share this process's one interpreter.
-"""
+Records become Arrow batches as they arrive; at a checkpoint they and the state become one ``CommitJob``, whose future the
+runtime waits for before printing the STATE. Fast checkpoints are grouped into one job, far ones staged every ``stage_rows``
+rows; records that are their pages' items are converted from the pages' bytes in another process (``page_conversion``)."""
 
 from __future__ import annotations
 
@@ -36,9 +33,6 @@ BATCH_ROWS = 4096
 #: fewer go to the committer as they are, as a conversion's fixed cost would be paid per record.
 CONVERT_AT_COMMIT_ROWS = 64
 
-# Fast checkpoints (``TUNING.fast_ms``) are grouped, up to ``TUNING.group_size_for``, into one job: one conversion and
-# one commit, each STATE still printed after the commit covering it. Waiting for a grouped one hands it over, so it never hangs.
-
 #: What the page path holds of a page once its last item was written: nothing, so the next parse does not run beside it.
 NO_PAGE_ITEMS: tuple[Any, ...] = ()
 
@@ -58,7 +52,6 @@ class StreamBuffer(StreamSink):
     def __init__(self, writer: TableWriter, committer: BackgroundCommitter, stage_rows: int = STAGE_ROWS,
                  pages: RawPages | None = None, converters: ConverterPool | None = None,
                  group_size: int = TUNING.group_checkpoints) -> None:
-        """``pages``: the stream's pages, whose items are converted from their bytes by a converter from ``converters``."""
         if pages is not None and converters is None:
             raise ValueError("a stream's pages need the sync's page converters")
         self._writer = writer
@@ -72,8 +65,7 @@ class StreamBuffer(StreamSink):
         self._batch_rows = min(BATCH_ROWS, self._stage_rows)
         self._staged_since_commit = 0  # rows handed over in stage jobs since the last commit
         self._last_commit: Future[Any] | None = None
-        # Checkpoints grouped: their states, their one future, how many records and page rows they cover, the last one's
-        # notes, and when the first one was grouped.
+        # Checkpoints grouped: their states, one future, the records and page rows they cover, the last notes, the first's time.
         self._grouped: list[Mapping[str, Any] | None] = []
         self._group_future: _GroupedCheckpoint | None = None
         self._group_records = 0
@@ -86,8 +78,7 @@ class StreamBuffer(StreamSink):
         self.earlier_commits: CommitsInTable = CommitsInTable(writer)
         # The page path: the current page, the item expected next, the runs not yet sent, and the ended rows no job took.
         self._raw = pages
-        # Taken now, so its process has imported what it needs by the first page; told the schema at the first page only,
-        # as a reset may yet change it.
+        # Taken now, so its process has imported what it needs by the first page (told the schema then: a reset may change it).
         self._converters = converters
         self._converter: PageConverter | None = converters.take() if pages is not None and converters else None
         self._page_items: Sequence[Any] | None = None

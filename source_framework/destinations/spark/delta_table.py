@@ -1,11 +1,7 @@
 """All-or-nothing, exactly-once commits into a Delta Lake table (``table_format: delta``).
 
-Every engine reads a Delta table through its log, and Delta's protocol already has what a checkpoint commit needs: one
-transaction per commit, an app transaction (``APP_ID``, version = the commit's ``seq``) so a version already held is
-skipped and a concurrent writer fails instead of doubling rows, and the checkpoint record in the same transaction as
-``commitInfo.userMetadata``. This process writes Arrow tables with delta-rs; Spark's Delta writer writes DataFrames.
-On an object store Delta's conflict check, not a lock, keeps one writer (:class:`ConcurrentRun`).
-"""
+One Delta transaction per commit carries the checkpoint record (``commitInfo.userMetadata``) and an app transaction whose
+version is the commit's ``seq``, so a version already held is skipped and a concurrent writer fails instead of doubling rows."""
 
 from __future__ import annotations
 
@@ -75,8 +71,7 @@ def is_delta_table(path: str) -> bool:
 
 
 def delete_delta_table(uri: str) -> bool:
-    """Delete a table on an object store (``state reset --tables``): its log first, so from then on
-    readers and the next sync find no table, then its data files."""
+    """Delete a table on an object store: its log first, so readers and the next sync find no table, then its data."""
     import pyarrow.fs as pafs
 
     if not is_delta_table(uri):
@@ -126,9 +121,7 @@ class DeltaLakeTable:
         pages: PageRows | None = None,
         merge: DedupMerge | None = None,
     ) -> CommitInfo:
-        """Make ``data`` (and the ``staged`` files' rows) visible together with ``state`` in one Delta transaction.
-
-        The arguments are ``SparkTable.commit``'s; ``merge``: the rows are merged into the table by key (a Delta MERGE)."""
+        """Make ``data`` (and ``staged`` rows) visible with ``state`` in one Delta transaction; ``merge``: a Delta MERGE by key."""
         if pages is not None:
             raise ValueError("a Delta table's commits are written by this process, not by the page converter")
         started = time.perf_counter()
@@ -266,7 +259,6 @@ class DeltaLakeTable:
             return None
 
     def last_checkpoint(self) -> CheckpointRecord | None:
-        """The newest checkpoint record in the Delta log, or None before the first commit of ours."""
         return next(self.committed_checkpoints(), None)
 
     def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
@@ -297,7 +289,6 @@ class DeltaLakeTable:
         return self.spark.read.parquet(spark_path(staged.folder))
 
     def live_files(self) -> list[str]:
-        """The data files the table's current version reads."""
         table = self._open()
         return table.file_uris() if table is not None else []
 
@@ -335,7 +326,6 @@ class DeltaLakeTable:
         return reset_id
 
     def pending_reset(self) -> str | None:
-        """The id of a reset no commit of ours followed yet, or None."""
         table = self._open()
         for info in history_newest_first(table) if table is not None else ():
             if record_of(info) is not None:
@@ -395,9 +385,7 @@ class DeltaLakeTable:
 
 
 def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of staged Parquet files as ``schema`` (null where a file lacks a column).
-
-    Read with ``pyarrow.parquet``: ``pyarrow.dataset`` imports pandas, which a sync through the page converter never loads."""
+    """The rows of staged Parquet files as ``schema``, read with ``pyarrow.parquet`` (``pyarrow.dataset`` imports pandas)."""
     for path in files:
         with pq.ParquetFile(path) as parquet:
             for batch in parquet.iter_batches():

@@ -1,11 +1,7 @@
 """The Spark destination: one table per stream, one atomic commit per checkpoint.
 
-Each stream gets a ``StreamBuffer`` (reading thread: records -> Arrow batches -> commit jobs) and a ``TableWriter``
-(committer thread: jobs -> the table), with one ``BackgroundCommitter`` between them. By default this process writes each
-commit's Parquet file with Arrow (``writer: spark`` hands it to Spark): a commit handed to a local Spark costs more CPU than
-reading its records, and no STATE could leave before the JVM started. Spark starts in the background only when a sync needs
-it (merges, rewrites, ``state set``), so the JVM's start-up overlaps the first HTTP requests.
-"""
+Commits' Parquet files are written here with Arrow, as handing them to a local Spark cost more CPU than reading the records;
+Spark starts in the background only when a sync needs it (merges, rewrites, ``state set``)."""
 
 from __future__ import annotations
 
@@ -38,7 +34,6 @@ from source_framework.helpers.tuning import TUNING
 
 logger = logging.getLogger("source_framework.spark")
 
-#: a table in either format (the same methods)
 Table = SparkTable | DeltaLakeTable
 
 
@@ -81,8 +76,6 @@ class SparkDestination(Destination):
         former_namespaces: Iterable[str] = (),
         group_size: int = TUNING.group_checkpoints,
     ) -> None:
-        """``converters``: page converters the caller started (closed with the destination); ``on_type_mismatch``: store a
-        misfit as null or fail; ``former_namespaces``: where earlier versions put tables of streams without a namespace."""
         self.group_size = group_size
         if table_format not in TABLE_FORMATS:
             raise ValueError(f"table_format must be one of {', '.join(TABLE_FORMATS)}, not {table_format!r}")
@@ -146,7 +139,6 @@ class SparkDestination(Destination):
         return self._spark
 
     def _apply(self, jobs: list[Any]) -> Any:
-        """The committer's work, noting a Connect server that is gone."""
         try:
             return jobs[0].writer.apply(jobs)
         except Exception as error:
@@ -208,7 +200,6 @@ class SparkDestination(Destination):
             self.converters.warm()
 
     def start_spark(self) -> None:
-        """Start Spark in the background (once); ``spark`` waits for it."""
         with self._start_lock:
             if self._starting.ident is None:
                 self._starting.start()
@@ -306,7 +297,6 @@ class SparkDestination(Destination):
         return convert_to_delta(self.lock(namespace, stream, purpose="convert"))
 
     def optimize_table(self, namespace: str | None, stream: str) -> dict[str, Any]:
-        """Compact the stream's Delta table; returns the metrics."""
         table = self._table_at(self.lock(namespace, stream, purpose="optimize"), lambda: self.spark)
         if not isinstance(table, DeltaLakeTable):
             raise NotDelta(f"{table.path} is a Parquet table folder: optimize compacts Delta tables (convert it first: "
@@ -322,12 +312,9 @@ class SparkDestination(Destination):
         new_state: Mapping[str, Any],
         old_state: Mapping[str, Any],
     ) -> tuple[CommitInfo, str] | None:
-        """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of ``new_state``, so the next
-        sync from ``new_state`` reads the rest exactly once; None when the table has no commit.
-
-        The commit records ``old_state`` as the state it started from, so a ``read`` still given it (the command was killed
-        before saving the file) sees that the table moved on. A pending reset is superseded: applied later it would re-read
-        everything."""
+        """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of ``new_state``, so the next sync
+        from it reads the rest exactly once; None when the table has no commit. The commit records ``old_state`` as its start
+        state, so a ``read`` still given it sees that the table moved on."""
         table = self.open_table(namespace, stream, purpose="state set", given_state=old_state)
         last = table.last_checkpoint()
         if last is None:

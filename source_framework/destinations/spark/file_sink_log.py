@@ -4,8 +4,7 @@ When a folder holds ``_spark_metadata``, ``spark.read.parquet(folder)`` reads ex
 it ourselves gives plain Spark readers all-or-nothing commits with no extra jars. Spark's rules for reading it: batch ids
 where ``(id + 1) % k == 0`` must be ``<id>.compact`` files listing every live file (else readers fail), and a reader loads
 the latest one plus every batch after it; ``"action": "delete"`` is not honoured, so a replace jumps to the next compaction
-id and lists only its files; readers infer ``k`` from the gap between the two newest ``.compact`` files.
-"""
+id and lists only its files; readers infer ``k`` from the gap between the two newest ``.compact`` files."""
 
 from __future__ import annotations
 

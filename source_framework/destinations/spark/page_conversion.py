@@ -1,11 +1,8 @@
 """Records converted from their pages' bytes, in a process of their own (``page_conversion_process.py``).
 
-Converting records to Arrow costs the reading interpreter about as much as reading does. Where a stream's records are its
-pages' items, unchanged, this process sends each page's bytes once, then which items were written and where each
-checkpoint ends; the other process makes the same rows and writes a checkpoint's rows as a Parquet file, counted in its
-footer and fsynced, so a lost row fails the stream rather than passing unseen. If it dies, the next ``write`` raises: the
-commit fails, its STATE is not printed, and the next sync resumes.
-"""
+Converting records costs the reading interpreter about as much as reading does, so where a stream's records are its pages'
+items, this process sends the pages' bytes and the other writes a checkpoint's rows as a fsynced Parquet file, counted in
+its footer: a lost row fails the stream, and a dead process fails the commit before its STATE."""
 
 from __future__ import annotations
 
@@ -184,9 +181,8 @@ class PageConverter:
         self._replies.close()
 
     def _send(self, kind: bytes, meta: Any, data: bytes = b"") -> None:
-        """Send a frame: into the pipe now, as far as it has room and nothing earlier waits; the rest to the sender thread.
-
-        Waking that thread for each page cost the reading thread the interpreter; runs and ends wait for the next frame."""
+        """Send a frame: into the pipe now, as far as it has room and nothing earlier waits, the rest by the sender thread
+        (waking it for each page cost the reading thread the interpreter); runs and ends wait for the next frame."""
         blob = orjson.dumps(meta)
         head = HEADER.pack(kind[0], len(blob), len(data)) + blob
         with self._frames:

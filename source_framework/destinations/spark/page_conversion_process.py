@@ -1,11 +1,8 @@
-"""The page converter's own process: pages' bytes in, a table's Parquet files out.
+"""The page converter's own process: pages' bytes in, a table's Parquet files out (run as ``python -P <this file>``).
 
-Run as ``python -P <this file>``; it loads only the few modules it needs by their paths, so it starts fast. Frames come on
-stdin: ``S`` a stream's start (schema, sync id, records path, Parquet options), ``P`` a page, ``R`` runs of items written,
-``D`` a page no run will name again, ``E`` a checkpoint's end, ``W`` write a checkpoint's rows as a fsynced file, ``C``
-carry out a commit (``parquet_commit.carry_out``). ``W`` and ``C`` are answered on a copy of stdout (descriptor 1 points at
-stderr, so nothing stray reaches the answers). It ignores SIGINT, as queued commits still need it, and ends when stdin closes.
-"""
+Frames on stdin: ``S`` a stream's start, ``P`` a page, ``R`` runs of items written, ``D`` a page dropped, ``E`` a
+checkpoint's end, ``W`` write a checkpoint's rows, ``C`` carry out a commit; ``W`` and ``C`` are answered on a copy of
+stdout (descriptor 1 points at stderr). It ignores SIGINT, as queued commits still need it, and ends when stdin closes."""
 
 from __future__ import annotations
 
@@ -65,7 +62,6 @@ if COLUMNS not in sys.modules:
     _load(COLUMNS, os.path.join(HERE, "arrow_columns.py"))
 conversion = _load("_sf_arrow_conversion", os.path.join(HERE, "arrow_conversion.py"))
 records_path = _load("_sf_records_path", os.path.join(HERE, "..", "..", "helpers", "records_path.py"))
-# parquet_commit.py imports atomic_files by the package's name, as arrow_conversion.py does arrow_columns.
 ATOMIC_FILES = "source_framework.destinations.spark.atomic_files"
 if ATOMIC_FILES not in sys.modules:
     _load(ATOMIC_FILES, os.path.join(HERE, "atomic_files.py"))
@@ -193,9 +189,8 @@ def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
 
 
 def write_durably(table: pa.Table, folder: str, name: str, options: dict[str, Any]) -> int:
-    """Write ``table`` as ``folder/name``, on disk before this returns; returns the rows its footer counts.
-
-    Here, not in the committer's thread: each file operation there costs it the interpreter the reading thread holds."""
+    """Write ``table`` as ``folder/name``, on disk before this returns; returns the rows its footer counts. Here, not in the
+    committer's thread: each file operation there costs it the interpreter the reading thread holds."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name)
     with open(path, "wb") as handle:

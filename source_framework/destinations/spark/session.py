@@ -1,9 +1,7 @@
 """Create the SparkSession the destination writes with, configured once and quietly.
 
-The CLI's stdout is reserved for protocol messages, so when this module starts the JVM it gives the JVM our stderr as its
-stdout (pyspark's ``launch_gateway(popen_kwargs=...)``); a JVM already running here is reused as is. Under Spark Connect
-(``sc://``) no JVM starts and only ``spark.sql.*`` settings apply; a process with a classic session cannot open a Connect one.
-"""
+The JVM gets our stderr as its stdout, since the CLI's stdout is reserved for protocol messages; under Spark Connect
+(``sc://``) no JVM starts and only ``spark.sql.*`` settings apply."""
 
 from __future__ import annotations
 
@@ -22,7 +20,6 @@ if TYPE_CHECKING:
 
 _STDERR_FD = 2
 
-#: Settings applied unless ``conf`` overrides them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
@@ -49,7 +46,6 @@ def get_spark(
     connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
 ) -> SparkSession:
     """Return a configured SparkSession (the existing one if Spark already runs here); ``conf`` overrides :data:`DEFAULT_CONF`.
-
     pyspark is imported here, not with the module: a sync whose commits this process writes never starts Spark."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
@@ -88,8 +84,7 @@ def get_spark(
     return spark
 
 
-#: where ``scripts/venv.sh`` puts the jars of ``jars/pom.xml`` (Delta Lake, hadoop-aws); another folder
-#: may be named in this environment variable
+#: where ``scripts/venv.sh`` puts the Delta Lake and hadoop-aws jars; this environment variable may name another folder
 JARS_VARIABLE = "SOURCE_FRAMEWORK_SPARK_JARS"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -136,9 +131,8 @@ JVM_NICENESS = 10
 
 @contextmanager
 def _lower_priority_for_children() -> Iterator[None]:
-    """Start the JVM at a lower CPU priority, as on a small machine it competes with the thread reading the API.
-
-    A child process inherits its parent thread's niceness on Linux, so this thread is niced while it launches the JVM."""
+    """Start the JVM at a lower CPU priority, as on a small machine it competes with the thread reading the API: a child
+    process inherits its parent thread's niceness on Linux, so this thread is niced while it launches the JVM."""
     thread = threading.get_native_id()
     try:
         before = os.getpriority(os.PRIO_PROCESS, thread)

@@ -1,11 +1,7 @@
 """All-or-nothing commits of Arrow tables into one Parquet table folder, readable by plain Spark.
 
-A reader using only ``spark.read.parquet(table_path)`` must see exactly the committed rows, never half a commit, even after
-a SIGKILL. Spark's file-sink log gives that when it is the source of truth: each commit ends by appending one batch to it,
-the commit point (``docs/tables.md``, "How a commit lands"). A crash before it leaves only leftovers ``recover`` can prove
-ours; a crash after it loses nothing. Limits: one writer per table (``table_lock.py``), and a folder that Spark's writers
-and this process reach at the same path.
-"""
+Each commit ends by appending one batch to Spark's file-sink log, the commit point (``docs/tables.md``, "How a commit
+lands"): a reader never sees half a commit, even after a SIGKILL, and ``recover`` removes only leftovers it proves ours."""
 
 from __future__ import annotations
 
@@ -56,7 +52,6 @@ KEEP_RECORDS = 1000
 class SparkTable(ResetMarker):
     """One Parquet table folder committed through Spark's metadata log."""
 
-    #: the stream's page converter may carry out a commit's file work (``commit(pages=...)``)
     takes_page_commits = True
 
     def __init__(
@@ -98,9 +93,7 @@ class SparkTable(ResetMarker):
         staged: Sequence[StagedFiles] = (),
         pages: PageRows | None = None,
     ) -> CommitInfo:
-        """Make ``data`` visible together with ``state``, all or nothing; returns once the commit is durable.
-
-        ``staged``: files written earlier by :meth:`stage`; ``pages``: rows the page converter writes, doing the commit's file work."""
+        """Make ``data`` (with ``staged`` files or the page converter's ``pages``) visible with ``state``, all or nothing."""
         started = time.perf_counter()
         state = dict(state) if state is not None else None
         json.dumps(state)  # fail before writing anything if the state is not JSON
@@ -181,7 +174,6 @@ class SparkTable(ResetMarker):
         return StagedFiles(staging, data.num_rows)
 
     def staging_folder(self) -> str:
-        """A new (not yet made) folder for files written ahead of their commit, here or by the page converter."""
         return os.path.join(self.path, STAGING_DIR, f"s-{uuid.uuid4().hex}")
 
     def _write_parts(
@@ -211,7 +203,6 @@ class SparkTable(ResetMarker):
         return parts, folders, written_here
 
     def _write_parquet(self, data: pa.Table | DataFrame, folder: str) -> None:
-        """One Parquet file of ``data`` in ``folder``, written by this process with ``arrow_writes``, else by Spark."""
         if isinstance(data, pa.Table) and self.arrow_writes:
             os.makedirs(folder, exist_ok=True)
             pq.write_table(data, os.path.join(folder, f"part-00000-{uuid.uuid4().hex}.parquet"),
@@ -221,7 +212,6 @@ class SparkTable(ResetMarker):
         frame.coalesce(1).write.mode("overwrite").parquet(spark_path(folder))
 
     def _write_in(self, data: pa.Table, target: str) -> None:
-        """Write ``data`` as ``target`` (the caller fsyncs the folder), checking the footer's row count the record promised."""
         pq.write_table(data, target, **parquet_options(ARROW_PARQUET_OPTIONS, data.schema))
         fsync_file(target)
         written = pq.read_metadata(target).num_rows
@@ -241,10 +231,8 @@ class SparkTable(ResetMarker):
         return next(self.committed_checkpoints(), None)
 
     def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
-        """Committed checkpoint records, newest first.
-
-        One writer writes records in ``seq`` order and removes an uncommitted one before the next commit, so every record older
-        than the newest committed one is committed too (its log batch may be compacted away)."""
+        """Committed checkpoint records, newest first: one writer writes them in ``seq`` order and removes an uncommitted one
+        before the next commit, so every record older than the newest committed one is committed too."""
         found = False
         for seq in self._checkpoints.seqs_newest_first():
             record = self._checkpoints.read(seq)
@@ -262,15 +250,12 @@ class SparkTable(ResetMarker):
         return all(name in logged for name in record.files)
 
     def read(self) -> DataFrame:
-        """The committed rows, as any Spark reader sees them."""
         return self.spark.read.parquet(spark_path(self.path))
 
     def read_staged(self, staged: StagedFiles) -> DataFrame:
-        """The rows of files staged for a commit still to come."""
         return self.spark.read.parquet(spark_path(staged.folder))
 
     def live_files(self) -> list[str]:
-        """``file:`` URIs of the data files a Spark reader sees now."""
         return [status.path for status in self._log.live_files()]
 
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
@@ -303,9 +288,8 @@ class SparkTable(ResetMarker):
         return schema_from_footer(pq.read_schema(_local_path(live[0]))) if live else None
 
     def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
-        """Before writing: delete what an interrupted commit of ours left, and point a moved table's log at its files.
-
-        Call it holding the table's lock; everything is checked before anything is deleted (else ``InconsistentTable``/``TableMoved``)."""
+        """Before writing, holding the table's lock: delete what an interrupted commit of ours left and point a moved table's
+        log at its files; everything is checked before anything is deleted."""
         with self._lock, no_commit_in_flight(self.path):
             self._newest = None
             self._log.forget()
@@ -318,9 +302,8 @@ class SparkTable(ResetMarker):
             return removed + folder.remove_staging_and_temp_files()
 
     def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: float | None = None) -> list[str]:
-        """Delete replaced files, log batches Spark no longer reads and records beyond ``KEEP_RECORDS``, once old enough.
-
-        Only files a committed record of this table names are ever deleted."""
+        """Delete replaced files, log batches Spark no longer reads and records beyond ``KEEP_RECORDS``, once old enough; only
+        files a committed record of this table names are ever deleted."""
         now = time.time() if now is None else now
         cutoff = now - retention_seconds
         with self._lock:

@@ -1,11 +1,8 @@
 """A table's schema across runs: what each commit records, and what a stream's new schema may change.
 
-Rules per column: an added column is added, nullable (earlier rows read as null); ``bigint -> double`` and any type ->
-``string`` widen, and the table's rows are cast; a column no longer declared is kept; anything else is incompatible and
-stops the stream before anything is written. Spark reads a Parquet table's schema from the live file whose path sorts
-first and fails on a file whose column has another physical type, so an added column needs only leading file names, but a
-widening rewrites the table once (``integration_tests/test_schema_evolution.py`` checks every case).
-"""
+New columns are added (null in earlier rows), ``bigint -> double`` and any type -> ``string`` widen (the table is rewritten
+once: Spark fails on files whose column types differ), undeclared columns are kept, and anything else is refused before
+anything is written (``integration_tests/test_schema_evolution.py`` checks every case)."""
 
 from __future__ import annotations
 
@@ -18,7 +15,6 @@ from airbyte_cdk.models import FailureType
 
 from source_framework.destinations.spark.arrow_conversion import ENCODING_KEY, JSON_ENCODING, METADATA_COLUMNS, TIMESTAMP
 
-#: the format of the schema recorded in a checkpoint record
 SCHEMA_FORMAT = 1
 
 #: Field metadata of a text column that was a timestamp column: its earlier rows hold the rewrite's text, so a record read
@@ -120,8 +116,7 @@ class Incompatibility:
 
 @dataclass(frozen=True)
 class CaseClash:
-    """A new column whose name differs only by case from one the table has: Spark and Delta take
-    them for the same name, so the table could no longer be read."""
+    """A new column whose name differs only by case from a table column: Spark and Delta take them for the same name."""
 
     column: str
     table_column: str

@@ -1,10 +1,7 @@
 """Applies one stream's commit jobs to its table, on the committer's thread: from the hand-over on, only it touches the table.
 
-``append`` adds each commit's rows; ``overwrite`` replaces the table with the stream's only commit; ``append_dedup`` merges
-each commit into the table, one row per primary key (the latest cursor, then the version read last). A row whose key has a
-null part is never merged with another: like SQL's unique keys, a null equals nothing. Schema changes follow
-``table_schema.py``: new columns from the first commit on, a widening rewrites the table once, an incompatible one is refused.
-"""
+``append_dedup`` keeps one row per primary key (the latest cursor, then the version read last) but never merges rows with a
+null key part: like SQL's unique keys, a null equals nothing."""
 
 from __future__ import annotations
 
@@ -87,10 +84,8 @@ class TableWriter:
         return spark_merges or self._rewrite_next or not self.table.arrow_writes
 
     def _merge_in_table(self, first: bool = False) -> DedupMerge | None:
-        """How a Delta table merges a commit's rows itself (``delta_merge.py``), or None where Spark merges them.
-
-        A first commit that adds or widens columns rewrites the table instead: delta-rs's MERGE would cast a widened value
-        back, and give an added column the new row's value in table rows it keeps."""
+        """How a Delta table merges a commit's rows itself (``delta_merge.py``), or None where Spark merges them: a first commit
+        that adds or widens columns rewrites instead, as delta-rs's MERGE would cast a widened value back."""
         keys, cursor = self.target.primary_key, self.target.cursor_field
         if not (getattr(self.table, "merges_by_key", False) and self.table.arrow_writes):
             return None
@@ -107,16 +102,13 @@ class TableWriter:
         return self._replace_next
 
     def rebuild_from_reset(self, reset_id: str) -> None:
-        """The stream starts over after ``state reset``: its first commit replaces the table and records the reset, so a run
-        that dies after it does not apply the reset again."""
+        """The stream starts over after ``state reset``: its first commit replaces the table and records the reset, applied once."""
         self._replace_next, self._reset_id = True, reset_id
         self._take_schema(None)  # the new table has the stream's schema, whatever the old one had
 
     def _take_schema(self, recorded: pa.Schema | None) -> None:
-        """Compare the stream's schema with the table's (None: new or replaced); ``schema`` is what every batch converts to."""
         self.schema_change: SchemaChange = compare_schemas(recorded, self.stream_schema)
         self.schema = self.schema_change.table
-        # (made once: every commit records the schema, and most have no rows of their own)
         self._schema_json = schema_to_json(self.schema)
         # (``schema.empty_table()`` would import pandas at start, which a sync whose rows the page converter writes never needs)
         self._no_rows = pa.Table.from_batches([], schema=self.schema)
@@ -153,11 +145,8 @@ class TableWriter:
         return len(cursor) == 1 and cursor[0] in self.schema.names
 
     def already_in_table(self, records: list[Any]) -> list[bool]:
-        """Which ``records`` the table holds already, row for row; called in the reading thread, reading only committed files.
-
-        Anything that cannot be compared (no top-level key, an unreadable file) answers False: written again, never dropped.
-        Without a primary key, each row earlier syncs wrote answers for one record read again, so two identical events in
-        the table cover two records and a third is written; rows this sync wrote are not looked at."""
+        """Which ``records`` the table holds already (reading committed files only); what cannot be compared answers False:
+        written again, never dropped. Without a primary key, each row earlier syncs wrote answers for one record read again."""
         if not records or not self.looks_up_rows:
             return [False] * len(records)
         keyless = not self.target.primary_key
@@ -319,9 +308,8 @@ class TableWriter:
         return conformed(self.table.read(), self.schema)
 
     def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
-        """The table's rows plus the new ones, one per primary key: the latest cursor, then the version read last.
-
-        Never by the clock (``_sf_extracted_at``): it steps back, differs from host to host, ties within a page."""
+        """The table's rows plus the new ones, one per primary key: the latest cursor, then the version read last (never by
+        the clock: it steps back, differs from host to host, ties within a page)."""
         from functools import reduce
 
         from pyspark.sql import Window
@@ -359,8 +347,7 @@ def _as_rewritten(rows: pa.Table, names: list[str]) -> pa.Table | None:
     return rows
 
 
-# A timestamp as Arrow casts it to text (files not rewritten yet, read as this run's text column),
-# and as the widening's rewrite writes it: they differ in the separator only.
+# A timestamp as Arrow casts it to text (files not rewritten yet), and as the widening's rewrite writes it.
 _ARROW_TEXT = r"^(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2}\.\d{6}Z)$"
 _REWRITE_TEXT = r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2}\.\d{6}Z)$"
 
@@ -375,7 +362,6 @@ def _as_rewrite_text(rows: pa.Table, names: list[str]) -> pa.Table:
 
 
 def _as_arrow_text(texts: Any) -> Any:
-    """Rewrite texts as Arrow casts a timestamp to text (to find rows of files not rewritten yet)."""
     return pc.replace_substring_regex(texts, pattern=_REWRITE_TEXT, replacement=r"\1 \2")
 
 
