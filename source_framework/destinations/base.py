@@ -1,8 +1,7 @@
 """The boundary between the runtime and whatever stores records.
 
 The runtime hands a stream's records to a ``StreamSink`` and at each checkpoint calls ``commit(state)``; it prints the
-STATE only after the returned future completes, in the order the commits were asked for, so a killed sync resumes without loss.
-"""
+STATE only after the returned future completes, in the order the commits were asked for, so a killed sync resumes without loss."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from typing import Any
 from source_framework.destinations.checkpoint_record import CheckpointRecord, Notes
 from source_framework.helpers.raw_pages import RawPages
 
-#: destination sync modes from the configured catalog
 APPEND, OVERWRITE, APPEND_DEDUP = "append", "overwrite", "append_dedup"
 
 
@@ -40,10 +38,8 @@ class StreamTarget:
 
 @dataclass(frozen=True)
 class CommitReceipt:
-    """What a sink's commit reached storage with, counted by the sink itself.
-
-    The runtime prints a STATE only if ``rows_through`` (rows committed this run, up to this commit) covers every record
-    it handed over before it."""
+    """What a sink's commit reached storage with, counted by the sink itself: the runtime prints a STATE only if
+    ``rows_through`` (rows committed this run, up to this commit) covers every record it handed over before it."""
 
     rows_through: int
     writes: int | None = None
@@ -68,7 +64,6 @@ class ValuesNotKept:
 
 class EarlierCommits:
     """What a stream's storage already committed, as the runtime asks: where to resume, a pending reset, records read again.
-
     Apart from the sink because the table format answers these; the defaults are those of a sink that knows nothing."""
 
     def committed(self) -> Iterator[CheckpointRecord]:
@@ -95,8 +90,7 @@ class EarlierCommits:
         return False
 
     def already_in_table(self, records: list[Mapping[str, Any]]) -> list[bool]:
-        """For each record read again below its state, whether the table already holds it (equal in every column; each row
-        answers for one record)."""
+        """For each record read again below its state, whether the table already holds it (equal in every column)."""
         return [False] * len(records)
 
 
@@ -112,9 +106,8 @@ class StreamSink(ABC):
 
     @abstractmethod
     def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
-        """Commit every record written so far, together with the state that covers them.
-
-        ``notes`` are kept with the commit, so a later run can tell where to resume; build them on the reading thread."""
+        """Commit every record written so far, together with the state that covers them; ``notes`` are kept with the commit,
+        so a later run can tell where to resume (build them on the reading thread)."""
 
     @abstractmethod
     def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
@@ -124,7 +117,6 @@ class StreamSink(ABC):
         """The stream failed: drop what is not committed. Committed data stays."""
 
     def values_not_kept(self) -> ValuesNotKept:
-        """What the writes so far could not keep as given (none where a sink keeps everything)."""
         return ValuesNotKept()
 
 

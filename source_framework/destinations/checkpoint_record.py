@@ -1,10 +1,7 @@
 """The checkpoint record: what one commit covers, kept with the commit so a later run resumes exactly.
 
-A STATE line can be lost after its commit, and a state file can be older than the table, so every commit records the
-state it covers and what ``runtime.resume`` needs to judge a state given later: the run's start state, merged checkpoints'
-states, and the boundary records. Format 2 names data files relative to the table folder, so a moved table still
-recognises its files; format 1 records (absolute URIs) read as format 2.
-"""
+A STATE line can be lost after its commit and a state file can be older than the table, so every commit records the state
+it covers and what ``runtime.resume`` needs to judge a state given later. Format 2 names files relative to the table folder."""
 
 from __future__ import annotations
 
@@ -24,9 +21,8 @@ FORMAT_VERSION = 2
 
 @dataclass(frozen=True)
 class ResumeNotes:
-    """What the read loop hands the destination with a commit, for a later run to resume from.
-
-    ``boundary_full``: False when ``boundary`` holds only the partitions changed since an earlier commit of the run."""
+    """What the read loop hands the destination with a commit, for a later run to resume from; ``boundary_full`` is False
+    when ``boundary`` holds only the partitions changed since an earlier commit of the run."""
 
     start_state: dict[str, Any] = field(default_factory=dict)
     boundary: dict[str, Any] = field(default_factory=dict)
@@ -71,7 +67,6 @@ class CheckpointRecord:
         return same(self.state) or any(same(merged) for merged in self.merged_states)
 
     def started_from(self, state: Mapping[str, Any] | SameState) -> bool:
-        """The run that made this commit started from ``state``."""
         same = state if isinstance(state, SameState) else SameState(state)
         return self.start_state is not None and same(self.start_state)
 
@@ -81,8 +76,7 @@ class CheckpointRecord:
         return states + [dict(self.start_state)] if self.start_state is not None else states
 
     def to_json(self) -> bytes:
-        # Not ``dataclasses.asdict``, which deep-copies every value first; orjson for speed on the reading thread's
-        # interpreter. What orjson refuses (an integer beyond 64 bits) the standard library writes.
+        # Not ``dataclasses.asdict``, which deep-copies every value; what orjson refuses (ints beyond 64 bits) json writes.
         content = {item.name: getattr(self, item.name) for item in fields(self)}
         try:
             return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
@@ -117,8 +111,7 @@ class CheckpointRecord:
 
 
 class SameState:
-    """Whether a state says the same as ``given``: equal, or equal but for the order of a per-partition state's partitions,
-    which an orchestrator or a person may write in another order."""
+    """Whether a state says the same as ``given``: equal, or equal but for the order of its partitions (people reorder them)."""
 
     def __init__(self, given: Mapping[str, Any] | None) -> None:
         self.given = dict(given or {})
@@ -174,7 +167,6 @@ def file_name(path: str) -> str:
     return posixpath.basename(path)
 
 
-#: How a record's ``committed_at`` is written: UTC, microseconds.
 COMMITTED_AT_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 

@@ -1,8 +1,7 @@
 """One column of a batch of records -> an Arrow array of the column's type (``convert_column``).
 
 Arrow's vectorised conversion of the whole column first, value by value only where Arrow refuses it; misfits are noted
-per row for ``_sf_meta``. The page converter's process loads this file by its path: it imports nothing of the package.
-"""
+per row for ``_sf_meta``. The page converter's process loads this file by its path: it imports nothing of the package."""
 
 from __future__ import annotations
 
@@ -86,10 +85,8 @@ def _inferred(
     name: str,
     misfits: Misfits,
 ) -> pa.Array:
-    """Let Arrow infer the column's type and keep it if it is one we accept.
-
-    The typed ``pa.array(values, type=target)`` is too forgiving: it truncates ``1.5`` to ``1`` and turns ``True`` into
-    ``1.0``; inference yields int64/bool only when every value is one (float64 is checked for booleans)."""
+    """Let Arrow infer the column's type and keep it if accepted: the typed ``pa.array(values, type=target)`` truncates
+    ``1.5`` to ``1`` and turns ``True`` into ``1.0`` (float64 is checked for booleans)."""
     try:
         array = pa.array(values)
     except _ARROW_ERRORS:
@@ -307,8 +304,7 @@ def _as_json(value: Any) -> str:
         return orjson.dumps(value).decode()
     except (orjson.JSONEncodeError, TypeError):
         pass
-    # orjson refuses integers beyond 64 bits and lone surrogates; the standard library does
-    # not, and with ``ensure_ascii`` it writes a lone surrogate as its escape: the same value.
+    # orjson refuses ints beyond 64 bits and lone surrogates; json writes a lone surrogate as its escape: the same value.
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_refused)
         return text if _is_unicode_text(text) else json.dumps(value, separators=(",", ":"))

@@ -1,8 +1,7 @@
 """Crash-safe small-file writes: a reader sees the old file, the new file, or none; never half.
 
 The table's commit point is the appearance of one metadata file, so: write a temporary file in the same folder, fsync it,
-rename it into place, then fsync the folder so the rename is durable. Temporary names (``.*.tmp``) never parse as batch ids.
-"""
+rename it into place, then fsync the folder so the rename is durable. Temporary names (``.*.tmp``) never parse as batch ids."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Commits in the background, in order, while the runtime goes on reading.
 
-The reading thread hands each checkpoint to ``submit`` and gets a future; one worker thread commits them. Checkpoints of a
-stream that queue up while a commit runs are merged into one write (each keeps its own future), so slow commits grow rather
-than pile up; the runtime still prints each STATE after its future completes. ``submit`` blocks the reader while too many
-records or bytes wait (back-pressure), so memory stays bounded.
-"""
+Checkpoints of a stream that queue up while a commit runs are merged into one write (each keeps its own future), so slow
+commits grow rather than pile up; ``submit`` blocks the reader while too many records or bytes wait (back-pressure)."""
 
 from __future__ import annotations
 
@@ -43,7 +40,6 @@ class CommitJob:
     nbytes: int
     state: Mapping[str, Any] | None
     notes: ResumeNotes | None
-    #: files written ahead for the stream's next checkpoint (a large slice), not a commit
     stage_only: bool = False
     #: records not yet converted, with when each was read: the writer converts them, sparing the reading thread
     records: list[Mapping[str, Any]] = field(default_factory=list)

@@ -1,10 +1,7 @@
 """Which rows of a table lie before a cursor value, ordered as the runtime orders cursors (``cursor_sort_key``).
 
-``state set`` keeps the rows before its cursor and the next sync reads the rest again: a split in another order loses or
-doubles rows. Spark compares text as text, where ``2025-03-01T02:00:00+05:00`` comes after ``2025-03-01T01:00+02:00`` yet
-names an earlier instant, so common ISO shapes are turned into instants by Spark expressions (nothing of ours runs on the
-executors) and the few values Spark cannot place are read in this process.
-"""
+``state set`` keeps the rows before its cursor; any other order loses or doubles rows. Spark compares text as text, so common
+ISO shapes become instants by Spark expressions, and the few values Spark cannot place are read in this process."""
 
 from __future__ import annotations
 

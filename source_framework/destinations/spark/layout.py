@@ -2,8 +2,7 @@
 
 Names from connectors can hold anything (``/``, ``..``, a leading dot), so each becomes one folder name by a reversible
 encoding: letters, digits, ``_``, ``-`` and a non-leading ``.`` stay, anything else is ``~`` and its UTF-8 bytes in hex
-(not ``%`` or ``=``, which Hadoop and Spark read as an escape and a partition). A path resolving outside the warehouse is refused.
-"""
+(not ``%`` or ``=``, which Hadoop and Spark read as an escape and a partition). A path resolving outside the warehouse is refused."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ _ESCAPED = re.compile(r"~([0-9A-F]{2})")
 
 
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-#: object stores a warehouse may be on, which both writers reach
 OBJECT_STORES = ("s3", "s3a")
 
 
@@ -85,7 +83,6 @@ def encode_name(name: str) -> str:
 
 
 def decode_name(folder: str) -> str:
-    """The stream or namespace name a folder name stands for."""
     raw = bytearray()
     position = 0
     for match in _ESCAPED.finditer(folder):

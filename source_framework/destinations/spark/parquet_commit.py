@@ -1,9 +1,6 @@
-"""One commit of a Parquet table folder: planned once as plain data (``CommitPlan``) by ``SparkTable.commit``, and carried
-out by :func:`carry_out`, here or in the page converter's process, which loads this file by its path.
-
-The steps, in this order: the checkpoint record, the files moved in and written, the folder fsynced, the staging removed,
-then the log's batch: the commit point (``docs/tables.md``, "How a commit lands").
-"""
+"""One commit of a Parquet table folder: planned as plain data (``CommitPlan``) by ``SparkTable.commit`` and carried out by
+:func:`carry_out`, here or in the page converter's process. The steps: the checkpoint record, the files moved in and written,
+the folder fsynced, the staging removed, then the log's batch: the commit point (``docs/tables.md``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One writer per table: an OS file lock, held while a ``read`` (or a ``state`` command) works on the table, released by
 the kernel when the process ends, however it ends. Two runs on one table would otherwise clean up each other's commits in
 flight. The lock file ``.<table folder>.lock`` sits beside the table folder, so deleting a table never deletes its lock,
-and says who holds it; nothing deletes a lock file, so two processes always lock the same file.
-"""
+and says who holds it; nothing deletes a lock file, so two processes always lock the same file."""
 
 from __future__ import annotations
 
@@ -101,11 +100,9 @@ class TableLock:
 
 @contextmanager
 def no_commit_in_flight(table_path: str, poll_seconds: float = 0.05) -> Iterator[None]:
-    """Within the block, no page converter is carrying out a commit in the table folder, for whatever deletes in a table.
-
-    The converter's process outlives a sync killed meanwhile and ends its step first, so clean-up would otherwise remove a
-    commit whose batch was still to be written. It holds the folder's ``flock`` shared per commit and carries on only if
-    its sync is alive; this holds it exclusively."""
+    """Within the block, no page converter is carrying out a commit in the table folder (for whatever deletes in a table):
+    the converter's process outlives a killed sync and ends its step first. It holds the folder's ``flock`` shared per
+    commit and carries on only if its sync is alive; this holds it exclusively."""
     try:
         fd = os.open(table_path, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:

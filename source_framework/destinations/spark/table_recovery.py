@@ -2,8 +2,7 @@
 and nothing else; a table changed or damaged from outside is refused as it is, and everything is checked before anything
 is deleted. An interrupted commit can only be the newest record, one past the last committed, naming the log's next batch;
 anything else could empty a table (``InconsistentTable``). A record the given state proves committed lost its batch
-(``LogBatchLost``): deleting its files would lose rows.
-"""
+(``LogBatchLost``): deleting its files would lose rows."""
 
 from __future__ import annotations
 
