@@ -38,8 +38,7 @@ class StreamTarget:
 
 @dataclass(frozen=True)
 class CommitReceipt:
-    """What a sink's commit reached storage with, counted by the sink itself: the runtime prints a STATE only if
-    ``rows_through`` (rows committed this run, up to this commit) covers every record it handed over before it."""
+    """What a sink's commit reached storage with: the runtime prints a STATE only if ``rows_through`` covers every record before it."""
 
     rows_through: int
     writes: int | None = None
@@ -63,8 +62,7 @@ class ValuesNotKept:
 
 
 class EarlierCommits:
-    """What a stream's storage already committed, as the runtime asks: where to resume, a pending reset, records read again.
-    Apart from the sink because the table format answers these; the defaults are those of a sink that knows nothing."""
+    """What a stream's storage already committed, as the runtime asks; the defaults are those of a sink that knows nothing."""
 
     def committed(self) -> Iterator[CheckpointRecord]:
         """Earlier runs' commits, newest first; none where a sink keeps no record."""
@@ -85,8 +83,7 @@ class EarlierCommits:
         """The reset does not apply (this sync was given a state): forget it."""
 
     def may_commit_rows_ahead_of_state(self) -> bool:
-        """Whether records may be committed under a state that does not cover them (a failed slice's): the next sync reads
-        them again, so they must still end up once (``already_in_table`` finds them, or there is no table)."""
+        """Whether records may be committed under a state that does not cover them: true only where they still end up once."""
         return False
 
     def already_in_table(self, records: list[Mapping[str, Any]]) -> list[bool]:
@@ -106,8 +103,7 @@ class StreamSink(ABC):
 
     @abstractmethod
     def commit(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:
-        """Commit every record written so far, together with the state that covers them; ``notes`` are kept with the commit,
-        so a later run can tell where to resume (build them on the reading thread)."""
+        """Commit every record written so far with the state that covers them; ``notes`` are kept so a later run can resume."""
 
     @abstractmethod
     def finish(self, state: Mapping[str, Any] | None, notes: Notes | None = None) -> Future[CommitReceipt]:

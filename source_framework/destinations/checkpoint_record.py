@@ -21,8 +21,7 @@ FORMAT_VERSION = 2
 
 @dataclass(frozen=True)
 class ResumeNotes:
-    """What the read loop hands the destination with a commit, for a later run to resume from; ``boundary_full`` is False
-    when ``boundary`` holds only the partitions changed since an earlier commit of the run."""
+    """What the read loop hands the destination with a commit; ``boundary_full``: False when ``boundary`` is a delta."""
 
     start_state: dict[str, Any] = field(default_factory=dict)
     boundary: dict[str, Any] = field(default_factory=dict)

@@ -30,8 +30,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ValueNotSerializable(Exception):
-    """A record holds a value JSON has no form for: airbyte-cdk fails the sync on it too, so the stream stops rather than
-    store null. (Not a ``ValueError``: the value-by-value path must not take it for a misfit.)"""
+    """A value JSON has no form for: airbyte-cdk fails the sync on it too (not a ``ValueError``, which would make it a misfit)."""
 
 
 class Misfits:
@@ -85,8 +84,7 @@ def _inferred(
     name: str,
     misfits: Misfits,
 ) -> pa.Array:
-    """Let Arrow infer the column's type and keep it if accepted: the typed ``pa.array(values, type=target)`` truncates
-    ``1.5`` to ``1`` and turns ``True`` into ``1.0`` (float64 is checked for booleans)."""
+    """Let Arrow infer the type: the typed ``pa.array`` truncates ``1.5`` to ``1`` and turns ``True`` into ``1.0``."""
     try:
         array = pa.array(values)
     except _ARROW_ERRORS:
@@ -112,8 +110,7 @@ def _finite(array: pa.Array) -> pa.Array:
 
 
 def _only_texts(values: Sequence[Any]) -> pa.Array | None:
-    """The values as a string array if every one is text (or null), else None; ``pa.array(values, pa.string())`` would
-    also take ``bytes``, which airbyte-cdk cannot print."""
+    """The values as a string array if all are text or null, else None (``pa.array(values, pa.string())`` takes bytes too)."""
     try:
         array = pa.array(values)
     except _ARROW_ERRORS:
@@ -210,8 +207,7 @@ _JSON_TYPES = frozenset({str, int, float, bool, dict, list})
 
 
 def as_printed(value: Any) -> Any:
-    """``value`` as airbyte-cdk's entrypoint prints it, read back (orjson, else the standard library, as the CDK falls back);
-    what neither can write raises ``ValueNotSerializable``, as the CDK fails the sync on it."""
+    """``value`` as airbyte-cdk's entrypoint prints it, read back; ``ValueNotSerializable`` where the CDK fails the sync."""
     try:
         return orjson.loads(orjson.dumps(value))
     except (orjson.JSONEncodeError, TypeError):

@@ -150,8 +150,7 @@ ON_TYPE_MISMATCH = ("null", "fail")
 
 
 def parquet_options(options: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
-    """Write options with a dictionary only for text columns that are not JSON texts: ids, amounts, timestamps and JSON
-    texts mostly differ row to row, so their dictionaries are built, then given up."""
+    """Write options with a dictionary only for plain text columns: ids, amounts and JSON texts mostly differ row to row."""
     texts = [field.name for field in schema
              if pa.types.is_string(field.type) and (field.metadata or {}).get(ENCODING_KEY) != JSON_ENCODING]
     return {**options, "use_dictionary": texts}
@@ -220,8 +219,7 @@ def warm_up() -> None:
 
 
 def _columns(records: Sequence[Mapping[str, Any]], names: list[str]) -> tuple[list[Sequence[Any]], bool]:
-    """Each named field's values (None where missing), and whether every record is a plain dict holding every name; one
-    pass over the records, not one per column, as a large batch does not fit the CPU's caches."""
+    """Each named field's values, and whether every record is a plain dict holding every name (one pass: cache-friendly)."""
     if not names:
         return [], False
     if len(names) == 1:

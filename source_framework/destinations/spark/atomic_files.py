@@ -16,8 +16,7 @@ FSYNC_UNSUPPORTED = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, er
 
 
 def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
-    """Atomically create (or replace) ``path`` holding ``data``; with ``overwrite=False`` it is published with a hard link,
-    which fails with ``FileExistsError`` instead of silently replacing another writer's file."""
+    """Atomically create or replace ``path``; ``overwrite=False`` publishes with a hard link, so a taken name raises instead."""
     # Plain descriptors, no file object: each system call lets go of the interpreter the reading thread holds.
     directory = os.path.dirname(path) or "."
     temp_path = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}{TEMP_SUFFIX}")
@@ -73,8 +72,7 @@ def fsync_file(path: str) -> None:
 
 
 def fsync_directory(directory: str) -> None:
-    """Make renames/creations inside ``directory`` durable; raises where they may not be, as a commit point not on disk can
-    vanish with a power loss after its STATE left (only ``FSYNC_UNSUPPORTED`` is passed over)."""
+    """Make renames inside ``directory`` durable; raises where they may not be, as a commit point must survive a power loss."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -86,8 +84,7 @@ def fsync_directory(directory: str) -> None:
 
 
 def make_folders(path: str) -> None:
-    """``os.makedirs(path, exist_ok=True)``, each folder made fsynced in its parent: else after a power loss a new table
-    could be gone while its first commit's STATE was already printed."""
+    """``os.makedirs``, each new folder fsynced in its parent, so a new table outlives a power loss after its first STATE."""
     made = []
     folder = os.path.abspath(path)
     while not os.path.isdir(folder):

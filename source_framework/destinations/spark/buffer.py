@@ -29,8 +29,7 @@ logger = logging.getLogger("source_framework.spark")
 #: Records per Arrow batch: converted at columnar speed, with few parsed dicts alive at once.
 BATCH_ROWS = 4096
 
-#: At a checkpoint, at least this many records not yet in a batch are converted here, while still in the CPU's caches;
-#: fewer go to the committer as they are, as a conversion's fixed cost would be paid per record.
+#: Records not yet in a batch converted here at a checkpoint, while still in the CPU's caches; fewer go to the committer.
 CONVERT_AT_COMMIT_ROWS = 64
 
 #: What the page path holds of a page once its last item was written: nothing, so the next parse does not run beside it.
@@ -294,8 +293,7 @@ class StreamBuffer(StreamSink):
 
 
 class _GroupedCheckpoint(Future):
-    """The one future of the checkpoints the buffer groups, completing with their job's commit; a future per checkpoint
-    cost a lock and a callback each. Whoever waits first has the buffer hand it over, so a wait never hangs."""
+    """One future for the checkpoints the buffer groups (one each cost a lock and a callback); waiting for it hands them over."""
 
     def __init__(self, hand_over: Callable[[], None]) -> None:
         super().__init__()

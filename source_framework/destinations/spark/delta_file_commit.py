@@ -33,8 +33,7 @@ def files_fit(table: DeltaTable, data: pa.Table, staged: Sequence[StagedFiles]) 
 
 def commit_files(table: DeltaTable, folder: str, data: pa.Table, staged: Sequence[StagedFiles], seq: int,
                  properties_for: Callable[[int, list[str]], CommitProperties], hooks: PostCommitHookProperties) -> int:
-    """One append transaction adding the staged files, moved into ``folder``, and ``data`` as one more file; returns the
-    rows added, counted in the footers (no writer's metrics count them here, so ``properties_for`` is given them)."""
+    """One append transaction adding the staged files and ``data``'s; returns the rows added, as counted in the footers."""
     from deltalake.transaction import AddAction, RemoveAction
 
     added: list[tuple[str, int]] = []  # (name in the table, rows)

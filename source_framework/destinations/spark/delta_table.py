@@ -156,8 +156,7 @@ class DeltaLakeTable:
 
     def _write_arrow(self, data: pa.Table, staged: Sequence[StagedFiles], seq: int, metadata: str, replace: bool,
                      merge: DedupMerge | None = None) -> tuple[int, int] | None:
-        """delta-rs: the rows streamed into one transaction, merged by key, or, where they fit the table as they are, their
-        files added (``delta_file_commit``); returns the rows added and the new version, else None (the log says them)."""
+        """delta-rs: stream, merge or add files as written (``delta_file_commit``); returns (rows, version) if known, else None."""
         from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
 
         properties = CommitProperties(app_transactions=[Transaction(APP_ID, seq)], custom_metadata={"userMetadata": metadata})

@@ -153,8 +153,7 @@ class SparkDestination(Destination):
         return reason
 
     def table_path(self, namespace: str | None, stream: str) -> str:
-        """Where the stream's table is: under its namespace, else the default one; but a table under a former default
-        namespace stays where it is, so a new default never starts a second table beside a user's old one."""
+        """Where the stream's table is; a table under a former default namespace stays, so no second table starts beside it."""
         if namespace or not self.former_namespaces:
             return table_path(self.warehouse, namespace or self.default_namespace, stream)
         if stream not in self._paths:  # decided once: every command of this process finds the same table
@@ -224,16 +223,14 @@ class SparkDestination(Destination):
         # Records taken from their pages' bytes need a table this process writes (``page_conversion``).
         pages = target.pages if self.arrow_writes else None
         if pages is None and not self._warmed:
-            # Arrow's first conversion, done here before reading: in a thread it held the import lock the first commit
-            # waits for. Not for a stream read from its pages: the page converter converts them.
+            # Arrow's first conversion done here, before reading: in a thread it held the import lock the first commit waits for.
             warm_up()
             self._warmed = True
         return StreamBuffer(writer, self.committer, self.stage_rows, pages=pages, converters=self.converters,
                             group_size=self.group_size)
 
     def open_table(self, namespace: str | None, stream: str, purpose: str, given_state: Mapping[str, Any] | None = None) -> Table:
-        """The stream's table, locked and made whole for writing (interrupted commits undone, a moved log fixed, garbage
-        reclaimed). ``read`` and ``state set`` open tables this one way, so they find and see a table alike."""
+        """The stream's table, locked and made whole for writing; ``read`` and ``state set`` open tables this one way."""
         path = self.lock(namespace, stream, purpose=purpose)
         if not self.arrow_writes:
             self.start_spark()
@@ -274,8 +271,7 @@ class SparkDestination(Destination):
         return table.request_reset()
 
     def delete_table(self, namespace: str | None, stream: str) -> bool:
-        """Delete the table folder: moved aside in one rename, so readers and the next sync see the whole table or none, then
-        removed file by file; a deletion cut short is finished by the next ``open_table`` or ``delete_table``."""
+        """Delete the table folder: moved aside in one rename, so readers see the whole table or none, then removed."""
         path = self.table_path(namespace, stream)
         if self.remote:
             return delete_delta_table(path)
@@ -312,9 +308,7 @@ class SparkDestination(Destination):
         new_state: Mapping[str, Any],
         old_state: Mapping[str, Any],
     ) -> tuple[CommitInfo, str] | None:
-        """Keep the rows before ``cursor`` (and those without one), committed as a checkpoint of ``new_state``, so the next sync
-        from it reads the rest exactly once; None when the table has no commit. The commit records ``old_state`` as its start
-        state, so a ``read`` still given it sees that the table moved on."""
+        """Keep the rows before ``cursor``, committed as a checkpoint of ``new_state`` that records ``old_state`` as its start."""
         table = self.open_table(namespace, stream, purpose="state set", given_state=old_state)
         last = table.last_checkpoint()
         if last is None:

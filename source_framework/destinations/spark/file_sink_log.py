@@ -96,8 +96,7 @@ class FileSinkLog:
             raise ValueError("compact_interval must be positive")
         self.directory = os.path.join(os.path.abspath(table_dir), METADATA_DIR)
         self.compact_interval = compact_interval
-        # What this object's own last write left (newest batch id, live files), so a writer committing often reads the
-        # folder once, not per commit; only ``write_batch`` sets it.
+        # This object's own last write (newest batch id, live files), so a frequent writer reads the folder once.
         self._written: tuple[int, list[SinkFileStatus] | None] | None = None
 
     def forget(self) -> None:
@@ -186,8 +185,7 @@ class FileSinkLog:
         self.batch_written(batch_id, live_before, added, replace=replace)
 
     def batch_head(self, batch_id: int, *, replace: bool) -> tuple[list[str], list[SinkFileStatus] | None]:
-        """The lines of batch ``batch_id`` before the files it adds, and the live files before it where known; for a batch
-        another process writes, after which :meth:`batch_written` is told."""
+        """The lines of batch ``batch_id`` before its files, and the live files before it where known (then ``batch_written``)."""
         expected = self.next_batch_id(replace=replace)
         if batch_id != expected:
             raise ValueError(f"batch {batch_id} is not the next batch ({expected}); was the log changed?")

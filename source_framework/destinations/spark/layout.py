@@ -21,8 +21,7 @@ OBJECT_STORES = ("s3", "s3a")
 
 
 def warehouse_folder(warehouse: str) -> str:
-    """The real local folder a path or ``file://`` URI names, or an object store's URI; any other URI is refused, as taken
-    as a path it became a local folder named ``s3:`` or ``gs:``."""
+    """The real local folder a path or ``file://`` URI names, or an object store's URI; any other URI is refused."""
     match = _URI.match(warehouse)
     if match is None:
         return os.path.realpath(warehouse)

@@ -140,8 +140,7 @@ class PageConverter:
         return PageWrite(answer["rows"], answer["file"], answer["counts"])
 
     def publish(self, plan: Mapping[str, Any]) -> dict[str, Any]:
-        """Carry out a commit's file work with the rows up to ``plan["token"]``; answers ``rows``, ``added`` and ``counts``,
-        or ``stopped`` at a simulated crash's fault point."""
+        """Carry out a commit's file work with the rows up to ``plan["token"]``; answers ``rows``, ``added``, ``counts`` or ``stopped``."""
         return self._ask(b"C", plan, "while committing")
 
     def _ask(self, kind: bytes, meta: Mapping[str, Any], when: str) -> dict[str, Any]:
@@ -181,8 +180,7 @@ class PageConverter:
         self._replies.close()
 
     def _send(self, kind: bytes, meta: Any, data: bytes = b"") -> None:
-        """Send a frame: into the pipe now, as far as it has room and nothing earlier waits, the rest by the sender thread
-        (waking it for each page cost the reading thread the interpreter); runs and ends wait for the next frame."""
+        """Send a frame: into the pipe now where it fits (waking the sender thread per page is costly), else by the sender."""
         blob = orjson.dumps(meta)
         head = HEADER.pack(kind[0], len(blob), len(data)) + blob
         with self._frames:
@@ -216,8 +214,7 @@ class PageConverter:
             self._frames.notify()
 
     def _send_queued(self) -> None:
-        """The sender thread: what did not fit in the pipe, in order, written blocking (no other thread writes meanwhile), so
-        the interpreter is let go once, not for every few kilobytes the other process reads."""
+        """The sender thread: what did not fit, written blocking, so the interpreter is let go once, not per few kilobytes."""
         closing = False
         while not closing:  # (set below once ``close`` asked)
             with self._frames:
@@ -266,8 +263,7 @@ class PageConverter:
 
 
 class ConverterPool:
-    """Page converters for one sync's streams: one started before the first stream reads, each taken back for the next
-    stream when its stream's last job is done, since a process's start fell on a small stream's only commit."""
+    """Page converters for one sync's streams, one started ahead and each reused by the next stream (a start is slow)."""
 
     #: Idle converters kept; more are closed (streams synced at once may each have taken one).
     KEEP = 2

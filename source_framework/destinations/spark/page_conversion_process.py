@@ -189,8 +189,7 @@ def _stop_if_asked(stop: dict[str, Any] | None, point: str) -> None:
 
 
 def write_durably(table: pa.Table, folder: str, name: str, options: dict[str, Any]) -> int:
-    """Write ``table`` as ``folder/name``, on disk before this returns; returns the rows its footer counts. Here, not in the
-    committer's thread: each file operation there costs it the interpreter the reading thread holds."""
+    """Write ``table`` durably as ``folder/name``; returns its footer's rows (here, off the committer's interpreter)."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, name)
     with open(path, "wb") as handle:

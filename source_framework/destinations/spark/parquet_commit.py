@@ -61,8 +61,7 @@ def carry_out(plan: CommitPlan, write_file: Callable[[str], None], at_point: Cal
 
 @contextmanager
 def committing_in(table: str) -> Iterator[None]:
-    """Hold the table folder's ``flock`` shared through a commit carried out in another process than the sync's, so the
-    next run's clean-up (``table_lock.no_commit_in_flight``) waits for it."""
+    """Hold the table folder's ``flock`` shared through a commit in another process, so clean-up waits for it."""
     fd = os.open(table, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:

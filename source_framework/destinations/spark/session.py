@@ -28,8 +28,7 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
-    # The driver JVM starts while the first pages are read and competes with the reader for CPU: stopping its JIT at C1
-    # halves that start-up work. Your own extraJavaOptions override it (and leave out the class-data archive).
+    # The driver JVM competes with the reader for CPU at start: stopping its JIT at C1 halves that start-up work.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
 }
 
@@ -45,8 +44,7 @@ def get_spark(
     conf: dict | None = None,
     connect_retry_seconds: float = CONNECT_RETRY_SECONDS,
 ) -> SparkSession:
-    """Return a configured SparkSession (the existing one if Spark already runs here); ``conf`` overrides :data:`DEFAULT_CONF`.
-    pyspark is imported here, not with the module: a sync whose commits this process writes never starts Spark."""
+    """Return a configured SparkSession (the running one, if any); pyspark is imported here, as many syncs never start it."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
@@ -98,8 +96,7 @@ def installed_jars() -> list[str]:
 
 
 def delta_settings(settings: dict[str, str]) -> dict[str, str]:
-    """What an embedded session needs for Delta tables and s3://, added to the user's own: the installed jars (never fetched
-    during a sync), Delta's SQL extension and catalog, and ``s3://`` taken by S3A."""
+    """What an embedded session needs for Delta tables and s3://, added to the user's own settings (jars never fetched)."""
     jars = installed_jars()
     if not jars:
         return {}
@@ -131,8 +128,7 @@ JVM_NICENESS = 10
 
 @contextmanager
 def _lower_priority_for_children() -> Iterator[None]:
-    """Start the JVM at a lower CPU priority, as on a small machine it competes with the thread reading the API: a child
-    process inherits its parent thread's niceness on Linux, so this thread is niced while it launches the JVM."""
+    """Start the JVM niced (a child inherits its thread's niceness), as it competes with the thread reading the API."""
     thread = threading.get_native_id()
     try:
         before = os.getpriority(os.PRIO_PROCESS, thread)

@@ -42,8 +42,7 @@ def path_value(path: list[str]) -> Any:
 
 
 def cursor_value(path: list[str], json_schema: Mapping[str, Any]) -> Any:
-    """A cursor's value to order rows by; a path into an object column is read as the type the stream's schema declares
-    there, since as text 9 comes after 10 (a value not of that type is null, and orders last)."""
+    """A cursor's value to order rows by; inside an object column, read as the type its schema declares (as text 9 > 10)."""
     from pyspark.sql import functions as F
 
     value = path_value(path)

@@ -150,8 +150,7 @@ class SparkTable(ResetMarker):
                           answer.get("counts") or {})
 
     def _make_folders(self) -> None:
-        """Make the log's folder before the first data file: a folder with a ``_spark_metadata/`` is read through it, one
-        without is listed, so the first data file would be read before its batch, the commit point."""
+        """Make the log's folder first: a folder without ``_spark_metadata/`` is listed, so a data file would show before its batch."""
         make_folders(self._log.directory)
         make_folders(self._checkpoints.directory)
 
@@ -179,8 +178,7 @@ class SparkTable(ResetMarker):
     def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles], more: bool = False
     ) -> tuple[list[str], list[str], pa.Table | None]:
-        """The Parquet files to publish, the staging folders holding them, and the Arrow table this process writes straight
-        into the table folder once the record names it (``arrow_writes``), else None."""
+        """The Parquet files to publish, their staging folders, and the Arrow table to write into the table itself, if any."""
         folders = [item.folder for item in staged]
         listed = {item.folder: item.files for item in staged if item.files}
         written_here = None
@@ -231,8 +229,7 @@ class SparkTable(ResetMarker):
         return next(self.committed_checkpoints(), None)
 
     def committed_checkpoints(self) -> Iterator[CheckpointRecord]:
-        """Committed checkpoint records, newest first: one writer writes them in ``seq`` order and removes an uncommitted one
-        before the next commit, so every record older than the newest committed one is committed too."""
+        """Committed records, newest first: records older than the newest committed one are committed too (one writer, in order)."""
         found = False
         for seq in self._checkpoints.seqs_newest_first():
             record = self._checkpoints.read(seq)
@@ -269,8 +266,7 @@ class SparkTable(ResetMarker):
         try:
             return dataset.to_table(columns=columns, filter=where)
         except pa.ArrowNotImplementedError:
-            # A file whose column has another type than ``schema`` (a widening whose rewrite is still to
-            # come) reads cast, but its statistics cannot be compared with the filter: filter after reading.
+            # A file with another column type (a widening not yet rewritten) cannot be filtered by statistics: filter after reading.
             parts = [pa.Table.from_batches([batch]).filter(where).select(columns) for batch in dataset.to_batches()]
             return pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
 
@@ -288,8 +284,7 @@ class SparkTable(ResetMarker):
         return schema_from_footer(pq.read_schema(_local_path(live[0]))) if live else None
 
     def recover(self, given_state: Mapping[str, Any] | None = None) -> list[str]:
-        """Before writing, holding the table's lock: delete what an interrupted commit of ours left and point a moved table's
-        log at its files; everything is checked before anything is deleted."""
+        """Before writing, with the table's lock: remove an interrupted commit of ours, adopt moved files; all checked first."""
         with self._lock, no_commit_in_flight(self.path):
             self._newest = None
             self._log.forget()
@@ -302,8 +297,7 @@ class SparkTable(ResetMarker):
             return removed + folder.remove_staging_and_temp_files()
 
     def reclaim(self, retention_seconds: float = DEFAULT_RETENTION_SECONDS, now: float | None = None) -> list[str]:
-        """Delete replaced files, log batches Spark no longer reads and records beyond ``KEEP_RECORDS``, once old enough; only
-        files a committed record of this table names are ever deleted."""
+        """Delete what no reader needs, once old enough; only files a committed record of this table names are ever deleted."""
         now = time.time() if now is None else now
         cutoff = now - retention_seconds
         with self._lock:
@@ -353,7 +347,6 @@ def _leads_schema(schema: Mapping[str, Any] | None, replace: bool, last: Checkpo
 
 
 def _data_file_names(seq: int, count: int, commit_id: str, leads_schema: bool) -> list[str]:
-    """``c<seq:08d>-<n>-<commit id>.parquet``, or ``a<LEADING_BASE - seq:08d>-...`` for files that bring a new schema: Spark
-    takes a table's schema from the live file whose path sorts first, and old files then read as null in the new columns."""
+    """``c<seq>-...``, or ``a<LEADING_BASE - seq>-...`` for a new schema: Spark takes the schema from the first file by path."""
     prefix = f"a{LEADING_BASE - seq:08d}" if leads_schema else f"c{seq:08d}"
     return [f"{prefix}-{n}-{commit_id}.parquet" for n in range(count)]

@@ -100,9 +100,7 @@ class TableLock:
 
 @contextmanager
 def no_commit_in_flight(table_path: str, poll_seconds: float = 0.05) -> Iterator[None]:
-    """Within the block, no page converter is carrying out a commit in the table folder (for whatever deletes in a table):
-    the converter's process outlives a killed sync and ends its step first. It holds the folder's ``flock`` shared per
-    commit and carries on only if its sync is alive; this holds it exclusively."""
+    """Within the block, no page converter (whose process outlives a killed sync) is carrying out a commit in the folder."""
     try:
         fd = os.open(table_path, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:

@@ -99,8 +99,7 @@ class FolderRecovery:
         return removed
 
     def check_files(self) -> None:
-        """Every data file the log names is in the folder, at the size the log recorded; else refused, since readers fail
-        already and writing on would bury the damage under commits that look fine."""
+        """Every logged data file is here at its logged size; else refused, as writing on would bury the damage under commits."""
         live = self.log.live_files()
         if not live:
             return

@@ -17,8 +17,7 @@ from source_framework.destinations.spark.arrow_conversion import ENCODING_KEY, J
 
 SCHEMA_FORMAT = 1
 
-#: Field metadata of a text column that was a timestamp column: its earlier rows hold the rewrite's text, so a record read
-#: again is also looked for in that form (``TableWriter.already_in_table``).
+#: Field metadata of a text column that was a timestamp column (``TableWriter.already_in_table`` looks for the rewrite's text).
 WAS_KEY = b"source_framework.was"
 WAS_TIMESTAMP = b"timestamp"
 

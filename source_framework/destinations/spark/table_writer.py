@@ -84,8 +84,7 @@ class TableWriter:
         return spark_merges or self._rewrite_next or not self.table.arrow_writes
 
     def _merge_in_table(self, first: bool = False) -> DedupMerge | None:
-        """How a Delta table merges a commit's rows itself (``delta_merge.py``), or None where Spark merges them: a first commit
-        that adds or widens columns rewrites instead, as delta-rs's MERGE would cast a widened value back."""
+        """How a Delta table merges a commit's rows itself, or None where Spark merges (or a first commit adding columns rewrites)."""
         keys, cursor = self.target.primary_key, self.target.cursor_field
         if not (getattr(self.table, "merges_by_key", False) and self.table.arrow_writes):
             return None
@@ -145,8 +144,7 @@ class TableWriter:
         return len(cursor) == 1 and cursor[0] in self.schema.names
 
     def already_in_table(self, records: list[Any]) -> list[bool]:
-        """Which ``records`` the table holds already (reading committed files only); what cannot be compared answers False:
-        written again, never dropped. Without a primary key, each row earlier syncs wrote answers for one record read again."""
+        """Which ``records`` the table holds already; what cannot be compared answers False: written again, never dropped."""
         if not records or not self.looks_up_rows:
             return [False] * len(records)
         keyless = not self.target.primary_key
@@ -278,8 +276,7 @@ class TableWriter:
             **({"merge": merge} if merge is not None else {}),
         )
         self.counts.add_counts(info.counts)
-        # Counted in the published files' footers, not taken on trust: the runtime prints the STATE only if they hold every
-        # record it handed over. A rewrite publishes the whole table, so there the new rows are those that went in.
+        # Counted in the published files' footers, not taken on trust: the runtime prints the STATE only if they hold every record.
         new_rows = arrow.num_rows + sum(item.rows for item in staged) if rewrites_table else info.rows
         for item in merged_away:  # their rows are in the new table version now
             shutil.rmtree(item.folder, ignore_errors=True)
@@ -308,8 +305,7 @@ class TableWriter:
         return conformed(self.table.read(), self.schema)
 
     def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
-        """The table's rows plus the new ones, one per primary key: the latest cursor, then the version read last (never by
-        the clock: it steps back, differs from host to host, ties within a page)."""
+        """The table's rows plus the new ones, one per key: the latest cursor, then the last read (never by the clock)."""
         from functools import reduce
 
         from pyspark.sql import Window
