@@ -65,7 +65,6 @@ class EarlierCommits:
     """What a stream's storage already committed, as the runtime asks; the defaults are those of a sink that knows nothing."""
 
     def committed(self) -> Iterator[CheckpointRecord]:
-        """Earlier runs' commits, newest first; none where a sink keeps no record."""
         return iter(())
 
     def passed_before(self, state: Mapping[str, Any]) -> bool:

@@ -38,8 +38,6 @@ def built(notes: Notes | None) -> ResumeNotes | None:
 
 @dataclass(frozen=True)
 class CheckpointRecord:
-    """One committed checkpoint of a table."""
-
     seq: int
     batch_id: int
     state: dict[str, Any] | None

@@ -132,7 +132,6 @@ class ConversionCounts:
                 self._on_new_mismatch(name, reason)
 
     def as_dict(self) -> dict[str, Any]:
-        """The counts as plain JSON (what the page converter's process answers)."""
         with self._lock:
             return {"undeclared": dict(self.undeclared), "undeclared_records": self.records_with_undeclared,
                     "mismatched": dict(self.mismatched), "mismatch_reasons": dict(self.mismatch_reasons)}

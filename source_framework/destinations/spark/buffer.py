@@ -35,7 +35,6 @@ CONVERT_AT_COMMIT_ROWS = 64
 #: What the page path holds of a page once its last item was written: nothing, so the next parse does not run beside it.
 NO_PAGE_ITEMS: tuple[Any, ...] = ()
 
-#: Rows a buffer holds before it has them written to staged files ahead of their checkpoint.
 STAGE_ROWS = 100_000
 
 #: What a record not yet converted counts for against ``max_pending_bytes`` (generous, so the bound holds).
@@ -229,7 +228,6 @@ class StreamBuffer(StreamSink):
             self._ended_at = at
 
     def _stop_pages(self) -> None:
-        """The stream ends: the converter goes back to the pool once the last job that may need it is done."""
         if self._raw is not None:
             self._raw.enabled = False
         self._page_items = None

@@ -16,8 +16,6 @@ _SUFFIX = ".json"
 
 
 class CheckpointFolder:
-    """The ``_checkpoints`` folder of one table."""
-
     def __init__(self, table_dir: str):
         self.directory = os.path.join(os.path.abspath(table_dir), CHECKPOINTS_DIR)
 

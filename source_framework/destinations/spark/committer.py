@@ -23,8 +23,6 @@ logger = logging.getLogger("source_framework.spark")
 
 
 class JobWriter(Protocol):
-    """What applies a stream's jobs on the committer's thread (``TableWriter``)."""
-
     name: str
 
     def apply(self, jobs: list[CommitJob]) -> list[Any]: ...

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-#: the key of our checkpoint record inside ``commitInfo.userMetadata``
 RECORD_KEY = "source_framework_checkpoint"
-#: the key of a ``state reset``'s mark inside ``commitInfo.userMetadata``
 RESET_KEY = "source_framework_reset"
 
 

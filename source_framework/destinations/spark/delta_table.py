@@ -62,7 +62,6 @@ class ConcurrentRun(RuntimeError):
 
 
 def is_delta_table(path: str) -> bool:
-    """A Delta table is at ``path`` (a local folder with a Delta log, or a table on an object store)."""
     if is_object_store(path):
         from deltalake import DeltaTable
 
@@ -231,7 +230,6 @@ class DeltaLakeTable:
         raise RuntimeError(f"{self.path}: commit {seq} is not in the table's newest Delta log entries")
 
     def stage(self, data: pa.Table) -> StagedFiles:
-        """Write ``data``'s rows now for a commit still to come, invisible until then (the staging folder Delta never lists)."""
         folder = self.staging_folder()
         if self.arrow_writes:
             os.makedirs(folder, exist_ok=True)
@@ -242,7 +240,6 @@ class DeltaLakeTable:
         return StagedFiles(folder, data.num_rows)
 
     def staging_folder(self) -> str:
-        """A new folder for staged rows: in the table's folder, or on local disk for a table on an object store."""
         root = os.path.join(tempfile.gettempdir(), "source_framework-staging") if self.remote else os.path.join(self.path, STAGING_DIR)
         return os.path.join(root, f"s-{uuid.uuid4().hex}")
 
@@ -292,7 +289,6 @@ class DeltaLakeTable:
         return table.file_uris() if table is not None else []
 
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
-        """The ``columns`` of the committed rows matching the Arrow filter ``where``, read through the Delta log (no Spark)."""
         import pyarrow.dataset as ds
         import pyarrow.fs as pafs
         table = self._open()

@@ -204,7 +204,6 @@ class SparkDestination(Destination):
                 self._starting.start()
 
     def lock(self, namespace: str | None, stream: str, purpose: str) -> str:
-        """Hold the table's lock until ``close`` (fails fast, or waits with ``wait_for_lock``)."""
         path = self.table_path(namespace, stream)
         if path not in self._locks and not self.remote:
             # (No lock on an object store: Delta refuses a second run's commit, whose app transaction conflicts.)
@@ -264,7 +263,6 @@ class SparkDestination(Destination):
         return self._exists(self.table_path(namespace, stream))
 
     def request_reset(self, namespace: str | None, stream: str) -> str | None:
-        """Mark the table so the stream's next sync from an empty state replaces it; None when it has no commit to replace."""
         table = self.table(namespace, stream)
         if table.last_checkpoint() is None:
             return None
@@ -287,7 +285,6 @@ class SparkDestination(Destination):
         return True
 
     def convert_table(self, namespace: str | None, stream: str) -> int:
-        """Make the stream's Parquet table folder a Delta table in place; returns its rows."""
         from source_framework.destinations.spark.table_conversion import convert_to_delta
 
         return convert_to_delta(self.lock(namespace, stream, purpose="convert"))

@@ -50,7 +50,6 @@ class SinkFileStatus:
 
     @classmethod
     def for_local_file(cls, path: str) -> SinkFileStatus:
-        """Status of an existing local file, with its path as an absolute ``file:`` URI."""
         absolute = Path(os.path.abspath(path))
         stat = absolute.stat()
         return cls(path=absolute.as_uri(), size=stat.st_size, modification_time=stat.st_mtime_ns // 1_000_000)
@@ -128,7 +127,6 @@ class FileSinkLog:
         return ids[-1] if ids else None
 
     def read_batch(self, batch_id: int) -> list[SinkFileStatus] | None:
-        """The entries of one batch, or None if that batch was never written."""
         try:
             with open(self.batch_path(batch_id), encoding="utf-8") as batch:
                 lines = batch.read().split("\n")

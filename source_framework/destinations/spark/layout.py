@@ -42,7 +42,6 @@ def warehouse_folder(warehouse: str) -> str:
 
 
 def warehouse_for(warehouse: str, table_format: str) -> str:
-    """``warehouse_folder``, refusing an object store for a format that cannot be written there."""
     location = warehouse_folder(warehouse)
     if is_object_store(location) and table_format != "delta":
         raise ValueError(

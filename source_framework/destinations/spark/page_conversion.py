@@ -156,7 +156,6 @@ class PageConverter:
         return answer
 
     def _failing(self, error: PageConversionFailed) -> PageConversionFailed:
-        """``error``, remembered: a converter that failed is not given to another stream."""
         with self._frames:
             self._failed = self._failed or error
         return error
@@ -296,7 +295,6 @@ class ConverterPool:
         return converter
 
     def give_back(self, converter: PageConverter) -> None:
-        """Keep ``converter`` for the next stream, or end it."""
         with self._lock:
             if not self._closed and converter.usable and len(self._idle) < self.KEEP:
                 converter.begun = False
@@ -305,7 +303,6 @@ class ConverterPool:
         converter.close()
 
     def close(self) -> None:
-        """End every converter made, idle or lent to a stream that never ended."""
         with self._lock:
             self._closed = True
             made, self._made, self._idle = self._made, [], []

@@ -46,7 +46,6 @@ class PassedStates:
             fsync_directory(self.table_dir)  # the file is new: its name must last too
 
     def includes(self, state: Mapping[str, Any] | None) -> bool:
-        """Whether a reclaimed record passed ``state``."""
         try:
             with open(self.path, "rb") as handle:
                 data = handle.read()

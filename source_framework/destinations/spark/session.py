@@ -90,7 +90,6 @@ DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 
 def installed_jars() -> list[str]:
-    """The jar files installed with the package for Delta tables and s3:// (none if not installed)."""
     folder = os.environ.get(JARS_VARIABLE) or os.path.join(sys.prefix, "share", "source_framework", "spark-jars")
     return sorted(glob.glob(os.path.join(folder, "*.jar")))
 

@@ -24,7 +24,6 @@ def spark_path(path: str) -> str:
 
 
 def column(name: str) -> Any:
-    """The top-level column ``name``, whatever characters it holds (``a.b`` is not a field of ``a``)."""
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")

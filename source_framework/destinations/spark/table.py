@@ -178,7 +178,6 @@ class SparkTable(ResetMarker):
     def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles], more: bool = False
     ) -> tuple[list[str], list[str], pa.Table | None]:
-        """The Parquet files to publish, their staging folders, and the Arrow table to write into the table itself, if any."""
         folders = [item.folder for item in staged]
         listed = {item.folder: item.files for item in staged if item.files}
         written_here = None
@@ -256,7 +255,6 @@ class SparkTable(ResetMarker):
         return [status.path for status in self._log.live_files()]
 
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
-        """The ``columns`` of the visible rows matching the Arrow filter ``where``, read with Arrow (no Spark)."""
         import pyarrow.dataset as ds
 
         paths = [_local_path(uri) for uri in self.live_files()]
@@ -342,7 +340,6 @@ LEADING_BASE = 99_999_999
 
 
 def _leads_schema(schema: Mapping[str, Any] | None, replace: bool, last: CheckpointRecord | None) -> bool:
-    """The commit adds a column: readers must take the schema from its files."""
     return not replace and last is not None and schema is not None and dict(schema) != last.schema
 
 

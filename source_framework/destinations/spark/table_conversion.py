@@ -23,7 +23,6 @@ from source_framework.destinations.spark.table import SparkTable
 from source_framework.destinations.spark.table_recovery import STAGING_DIR
 from source_framework.helpers.faults import fault_point
 
-#: the Parquet folder's own folders (its log, its records, rows staged ahead of a commit)
 PARQUET_FOLDERS = ("_spark_metadata", "_checkpoints", STAGING_DIR)
 
 

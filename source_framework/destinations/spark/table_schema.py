@@ -23,12 +23,10 @@ WAS_TIMESTAMP = b"timestamp"
 
 NEW, SAME, ADDED, WIDENED, INCOMPATIBLE = "new", "same", "added", "widened", "incompatible"
 
-#: every column type ``arrow_schema`` produces, by the name a checkpoint record keeps
 _TYPES: dict[str, pa.DataType] = {
     str(arrow_type): arrow_type for arrow_type in (pa.int64(), pa.float64(), pa.bool_(), pa.string(), TIMESTAMP, pa.date32())
 }
 
-#: what readers of the table call the types (Spark SQL), for messages
 _SPARK_NAMES = {"int64": "bigint", "double": "double", "bool": "boolean", "string": "string",
                 str(TIMESTAMP): "timestamp", "date32[day]": "date"}  # fmt: skip
 
@@ -48,7 +46,6 @@ def _column_to_json(column: pa.Field) -> dict[str, Any]:
 
 
 def schema_from_json(recorded: Mapping[str, Any]) -> pa.Schema:
-    """The Arrow schema a checkpoint record holds (see :func:`schema_to_json`)."""
     return pa.schema([_column_from_json(column) for column in recorded.get("columns") or ()])
 
 

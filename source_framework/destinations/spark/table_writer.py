@@ -79,7 +79,6 @@ class TableWriter:
 
     @property
     def needs_spark(self) -> bool:
-        """This run's commits need Spark itself: a merge (but a Delta table's own), a rewrite, or a table Spark writes."""
         spark_merges = self._mode == APPEND_DEDUP and self._merge_in_table(first=True) is None
         return spark_merges or self._rewrite_next or not self.table.arrow_writes
 
@@ -97,7 +96,6 @@ class TableWriter:
 
     @property
     def rebuilding(self) -> bool:
-        """This run's first commit replaces the table (nothing in it counts for resuming)."""
         return self._replace_next
 
     def rebuild_from_reset(self, reset_id: str) -> None:
@@ -115,7 +113,6 @@ class TableWriter:
         self._rewrite_next = self.schema_change.needs_rewrite and self._mode != APPEND_DEDUP
 
     def check_schema(self) -> None:
-        """Before anything is written to a kept table: refuse a change it cannot take, and say what the others do to it."""
         change = self.schema_change
         if change.incompatible:
             raise IncompatibleSchema(self.name, self.table.path, change)
@@ -136,7 +133,6 @@ class TableWriter:
 
     @property
     def looks_up_rows(self) -> bool:
-        """``already_in_table`` can find a record: by a top-level primary key, or, without one, at its top-level cursor."""
         key = self.target.primary_key
         if key:
             return all(len(path) == 1 for path in key)
@@ -231,7 +227,6 @@ class TableWriter:
         return [CommitReceipt(self.rows, self.commits)] * len(jobs)
 
     def _in_read_order(self, jobs: list[CommitJob]) -> list[pa.Table]:
-        """The jobs' batches in the order their rows were read (``_merged`` keeps the last read)."""
         records = [record for job in jobs for record in job.records]
         if not records:
             return [batch for job in jobs for batch in job.batches]
@@ -298,7 +293,6 @@ class TableWriter:
         return arrow.set_column(arrow.schema.get_field_index(CHECKPOINT), CHECKPOINT, column)
 
     def _with_table_rows(self, arrow: pa.Table) -> Any:
-        """The rewrite that applies a widening: the table's rows cast to this run's schema, plus ``arrow``'s."""
         return self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
 
     def _table_rows(self) -> Any:
@@ -333,7 +327,6 @@ _PART, _ROW = "_sf_merge_part", "_sf_merge_row"
 
 
 def _as_rewritten(rows: pa.Table, names: list[str]) -> pa.Table | None:
-    """``rows`` with the columns ``names`` as the widening's rewrite turned timestamps into text; None without such columns."""
     if not names:
         return None
     for name in names:
