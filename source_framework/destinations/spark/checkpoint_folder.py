@@ -1,8 +1,5 @@
-"""The folder of our per-commit records: ``<table>/_checkpoints/<seq:08d>.json``.
-
-Spark's metadata log says which files are visible, not which source state they cover, so each commit also leaves a
-``CheckpointRecord``. It is written before the log's batch, so a record counts only when its batch lists its files.
-"""
+"""The folder of our per-commit records, ``<table>/_checkpoints/<seq:08d>.json``: the state each commit covers, which
+Spark's log does not say. Written before the log's batch, a record counts only when its batch lists its files."""
 
 from __future__ import annotations
 

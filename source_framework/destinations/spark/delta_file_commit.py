@@ -1,7 +1,5 @@
-"""A Delta commit of Parquet files written already (by the page converter): moved into the table and named in the log
-entry as they are, not read back and written again. Only for appends of files with the table's exact schema on local disk.
-A kill before the transaction leaves a file no log entry names, which VACUUM removes.
-"""
+"""A Delta commit of Parquet files the page converter wrote: moved in and named in the log entry, not read and written again;
+a kill before the transaction leaves a file no log entry names, which VACUUM removes."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""``append_dedup`` into a Delta table as a Delta MERGE, by delta-rs, with no Spark job.
-
-The result is the one ``TableWriter._merged`` gives a Parquet folder (``integration_tests/test_delta_merge.py`` compares
-them): per key the latest cursor wins, then the row read last; rows with a null key part are all kept.
-"""
+"""``append_dedup`` into a Delta table as a delta-rs MERGE, giving the result ``TableWriter._merged`` gives a Parquet folder."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A class-data archive of Spark's JVM, so that the embedded Spark session starts in half the time.
-
-Built once per environment (``python -m source_framework.destinations.spark.jvm_cache``, run by ``scripts/venv.sh``). Its
-name holds the Java executable and pyspark's version, so a changed JVM or Spark finds no archive and starts as before.
-"""
+"""A class-data archive of Spark's JVM, built once per environment (``scripts/venv.sh``), so the embedded session starts in half
+the time; its name holds the Java executable and pyspark's version, so a changed JVM or Spark finds no archive."""
 
 from __future__ import annotations
 

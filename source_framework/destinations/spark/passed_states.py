@@ -1,9 +1,5 @@
-"""The states a table passed, kept after their checkpoint records are reclaimed: ``<table>/_sf_passed_states``.
-
-``runtime.resume`` takes a given state the table passed to mean the table is ahead; without this file that state would
-change meaning once its record was reclaimed, and an ``append`` table would get its records again. Digests are appended
-and fsynced before the records go; a partial digest an append cut short is ignored, and cut off by the next append.
-"""
+"""The states a table passed, kept after their checkpoint records are reclaimed (``<table>/_sf_passed_states``), so such a
+state keeps meaning "the table is ahead" and an ``append`` table never gets its records again."""
 
 from __future__ import annotations
 

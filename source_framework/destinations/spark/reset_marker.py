@@ -1,8 +1,5 @@
-"""A pending ``state reset``: a marker file in the table's folder, whatever the table's format.
-
-The stream's next sync replaces the table (so readers never see it empty), and its commit records the reset's id, so a run
-that dies before removing the marker does not apply it twice.
-"""
+"""A pending ``state reset``: a marker file in the table's folder; the commit that applies it records its id, so a run that
+dies before removing the marker does not apply it twice."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Convert a Parquet table folder to a Delta table in place, in one Delta transaction that carries the folder's newest
-checkpoint record, so the next sync resumes from the same state.
-
-Not Delta's ``CONVERT TO DELTA``: it lists the folder, which holds files our log no longer lists (replaced, kept for
-readers), so the live rows are written again as the first version. Each step is safe to be killed after: the older records'
-states go to ``passed_states.py``, then the transaction, then the Parquet folder's own files (the next ``convert`` finishes).
-"""
+"""Convert a Parquet table folder to a Delta table in place, in one Delta transaction carrying the newest checkpoint record.
+Not ``CONVERT TO DELTA``: the folder holds files our log no longer lists. Each step is safe to be killed after."""
 
 from __future__ import annotations
 
