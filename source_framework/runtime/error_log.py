@@ -91,7 +91,7 @@ def failure_reason(error: BaseException, secrets: SecretFilter | None = None) ->
         # the type says what a bare message does not ('id' is a KeyError's whole text)
         message = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     text = one_line(mask(message))
-        # airbyte-cdk's AirbyteTracedException keeps its cause as _exception; others chain it
+    # airbyte-cdk's AirbyteTracedException keeps its cause as _exception; others chain it
     cause = getattr(error, "_exception", None) or error.__cause__ or error.__context__
     if len(text) > REASON_LIMIT and isinstance(cause, BaseException):
         cause_text = one_line(mask(str(cause)))

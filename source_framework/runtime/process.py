@@ -55,7 +55,7 @@ def log_to_stderr(debug: bool = False) -> None:
     root.addHandler(handler)
     level = logging.DEBUG if debug else logging.INFO
     root.setLevel(level)
-        # airbyte-cdk's entrypoint sets its own loggers' level from --debug; ours follow the root.
+    # airbyte-cdk's entrypoint sets its own loggers' level from --debug; ours follow the root.
     for name in ("airbyte", "source_framework"):
         logging.getLogger(name).setLevel(level)
     for noisy in QUIET_LOGGERS:

@@ -32,7 +32,7 @@ class ResumePoint:
     boundary: Mapping[str, Any] | None
     reason: str
     seq: int | None = None
-        #: ``STATE_AHEAD``: where the given state is ahead of the table's newest checkpoint
+    #: ``STATE_AHEAD``: where the given state is ahead of the table's newest checkpoint
     ahead: list[str] = field(default_factory=list)
 
 

@@ -133,7 +133,7 @@ def _no_table(names: list[str], destination: Any) -> NoTable:
 def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
     names: list[str] = [parsed.stream] if parsed.stream else sorted(streams)
     targets = [_streams_named(streams, name) for name in names]
-        # Look first, lock after: a look in the wrong warehouse leaves nothing there, not even a lock file.
+    # Look first, lock after: a look in the wrong warehouse leaves nothing there, not even a lock file.
     tables = {} if parsed.no_table else {s.name: destination.has_table(s.namespace, s.name) for s in targets}
     missing = [s.name for s in targets if not parsed.no_table and not tables[s.name] and (parsed.stream or s.name in state_file.states)]
     if missing:

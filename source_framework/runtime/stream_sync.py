@@ -55,7 +55,7 @@ class SyncControls:
     """What the streams synced at the same time share (``read_streams`` with concurrency > 1)."""
 
     stop: threading.Event = field(default_factory=threading.Event)
-        #: bounds the slices fetching at once across the streams (None: each stream's own bound)
+    #: bounds the slices fetching at once across the streams (None: each stream's own bound)
     permits: threading.Semaphore | None = None
 
 
@@ -211,7 +211,7 @@ class StreamSync:
         self._look_up_and_write()
         if self.checkpoints:
             self.checkpoint(final=True)
-        # Records that did not move the state (cursor ties) are committed under the last one.
+            # Records that did not move the state (cursor ties) are committed under the last one.
             self.barrier.enqueue(self.sink.finish(self._last_state, self._notes()), None)
         else:
             state, encoded = self._current_state() if self.incremental else json_state(self.adapter.full_refresh_state())
