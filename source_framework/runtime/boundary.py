@@ -1,14 +1,8 @@
 """Not writing twice the records that sit exactly on a resumed cursor.
 
-APIs filter with ``updatedAt >= cursor``, so a resumed sync re-reads the records at the state's cursor. With every commit
-we keep each partition's highest cursor value and, for its records, their primary key and a hash of their declared
-fields; a resume skips a re-read record only when key AND hash match, so an update at the same cursor is always written.
-Records below that cursor, without a cursor value, or without a primary key are for the table to tell
-(``EarlierCommits.already_in_table``). Slices that name no partition get a slot of their own per run.
-
-Checkpoints keep deltas with a full snapshot every ``FULL_EVERY`` (``runtime.resume`` walks back to one), and at most
-``MAX_KEYS`` records in all: an overflowing partition keeps no boundary. ``mark`` hashes at the checkpoint, ``notes``
-builds the JSON only when the destination commits it, since most checkpoints' notes are never kept.
+APIs filter with ``updatedAt >= cursor``, so a resumed sync re-reads the records at the state's cursor. Each commit keeps
+every partition's highest cursor and its records' keys and hashes; a re-read record is skipped only when key AND hash
+match, so an update at the same cursor is always written. Anything else read again is for the table to tell.
 """
 
 from __future__ import annotations
@@ -26,12 +20,11 @@ from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
 logger = logging.getLogger("source_framework.read")
 
-#: Boundary records kept per stream, all partitions together.
 MAX_KEYS = 10_000
 #: A full snapshot at least every this many checkpoints, so a resume's walk back stays within the rows a table keeps.
 FULL_EVERY = 100
 
-#: Marks kept unbuilt, and their record hashes in all: past either the oldest are built (stdout never asks for them).
+#: Marks kept unbuilt, and their record hashes in all, before the oldest are built (stdout never asks for them).
 MAX_UNBUILT_MARKS = 256
 MAX_UNBUILT_RECORDS = MAX_KEYS
 
@@ -39,10 +32,7 @@ _HASH_BYTES = 8  # 64 bits: a changed record matching its committed hash has odd
 
 
 def record_hash(record: Mapping[str, Any], declared: Set[str] | None = None) -> str | None:
-    """A short hash of ``record``'s declared fields (the only ones that get a column), or None if it has no canonical JSON.
-
-    Sorted-key orjson makes it independent of key order; such a record is never skipped.
-    """
+    """A short hash of ``record``'s declared fields (the only ones with a column); None if it has no JSON form, never skipped."""
     if declared is not None and not record.keys() <= declared:
         record = {name: value for name, value in record.items() if name in declared}
     try:
@@ -53,8 +43,6 @@ def record_hash(record: Mapping[str, Any], declared: Set[str] | None = None) -> 
 
 
 class _Entry:
-    """One partition's highest cursor value and its records there: key -> hash, or the record until the next checkpoint."""
-
     __slots__ = ("cursor", "sort_key", "records", "overflow")
 
     def __init__(self, cursor: Any, sort_key: Any, records: dict[tuple[Any, ...], Any], overflow: bool = False) -> None:
@@ -113,7 +101,6 @@ class Boundary:
         self._load(resumed or {})
 
     def start_partition(self, partition: str) -> None:
-        """The records that follow belong to ``partition``; ``""`` gets a slot of its own for this run."""
         if not partition:
             partition = f"#{self._run}:{self._slots}"
             self._slots += 1
@@ -124,7 +111,6 @@ class Boundary:
         self._current = self._entries.get(partition)
 
     def finish(self) -> None:
-        """Every slice was read: the slots of earlier runs are superseded by this run's."""
         for slot in self._carried:
             entry = self._entries.pop(slot, None)
             if entry is not None:
@@ -222,10 +208,7 @@ class Boundary:
         self._dirty.add(self._partition)
 
     def mark(self) -> int:
-        """A checkpoint: copy the hashes of the partitions changed since the last mark; ``notes`` builds them if asked.
-
-        Hashing here rather than in ``notes`` frees the records instead of keeping them alive until then.
-        """
+        """A checkpoint: hash the partitions changed since the last mark now, so the records are not kept alive until ``notes``."""
         number = self._next_mark
         self._next_mark += 1
         if self._dirty or self._dropped:
@@ -263,7 +246,6 @@ class Boundary:
         return boundary, False
 
     def _full_due(self, mark: int, delta_size: int) -> bool:
-        """Full when the deltas add up to the last full's size, every ``FULL_EVERY``, and after ``finish`` dropped slots."""
         if self._force_full:
             self._force_full = False
             return True
@@ -278,7 +260,6 @@ class Boundary:
         return changed
 
     def _build(self, upto: int) -> None:
-        """Rebuild the JSON of the partitions the marks up to ``upto`` took, each once, as the newest took it."""
         self._built = max(self._built, upto)
         marks: list[tuple[int, list[tuple[str, _Entry | None]], bool]] = []
         while self._marks and self._marks[0][0] <= upto:
@@ -303,7 +284,6 @@ class Boundary:
                 self._left_out[partition] = _entry_json(entry)
 
     def _load(self, resumed: Mapping[str, Any]) -> None:
-        """Start from the resumed commit's boundary: what to skip, and what the first full snapshot carries over."""
         unhashed = 0
         for partition, raw in resumed.items():
             if partition.startswith("#"):

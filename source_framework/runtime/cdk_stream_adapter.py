@@ -35,11 +35,7 @@ logger = logging.getLogger("source_framework.read")
 
 
 class CdkStreamAdapter(StreamAdapter):
-    """A ``Stream``, read as airbyte-cdk's ``Stream.read`` reads it, slices from its own checkpoint reader.
-
-    The state is read only when the loop checkpoints, not after every record as airbyte-cdk does: some streams' state is
-    costly to read.
-    """
+    """A ``Stream`` read as ``Stream.read`` reads it, but its state is read only at checkpoints: some are costly to read."""
 
     stream: Stream
 
@@ -127,7 +123,6 @@ class CdkStreamAdapter(StreamAdapter):
         )
 
     def _checkpoint_reader(self) -> Any:
-        """airbyte-cdk's own checkpoint reader, noting whether ``stream_slices`` returned a list (for progress)."""
         stream = self.stream
         slices_of = stream.stream_slices
 
@@ -197,7 +192,6 @@ class CdkStreamAdapter(StreamAdapter):
         return self._cursor_checked(self.stream.read_records(**arguments), stream_slice)
 
     def _cursor_checked(self, items: Iterable[Any], stream_slice: Mapping[str, Any] | None) -> Iterator[Any]:
-        """The slice's items, with a cursor ``KeyError`` explained and a warning when no record has a cursor value."""
         path = self.cursor_field
         try:
             iterator = iter(items)
@@ -275,8 +269,7 @@ class _CdkSlice(SliceRead):
 
 @contextmanager
 def _attributes_restored(stream: Any) -> Iterator[None]:
-    """Restore the stream's attributes after the block: containers copied, other objects kept identical (a shared
-    parent stream must stay shared)."""
+    """Restore the stream's attributes after the block, keeping shared objects (a parent stream) the same objects."""
     saved: dict[str, Any] = {}
     for name, value in vars(stream).items():
         try:

@@ -1,13 +1,8 @@
 """Reading several slices of a stream at once, handing them on in the order they came.
 
-Worker threads fetch the next slices' pages while the read loop works on the current one; the loop sees the same slices,
-items and failures in the same order as with ``workers=1``, so cursors, checkpoints and STATEs are unchanged. Workers
-touch only the slice's items (state moves in the loop's thread), and each queues a bounded amount.
-
-Reading ahead only pays while the API is the limit (``_ReadAheadLimit``): once the process keeps a core busy, the loop
-takes the slice's iterator over and reads on in its own thread, since records handed between threads cost it per record.
-Workers are daemon threads, not a ``concurrent.futures`` pool, whose threads the interpreter joins at exit: one stuck
-in a request's retries after the sync stopped would keep the process alive.
+The loop sees the same slices, items and failures in the same order as with ``workers=1``, so checkpoints and STATEs are
+unchanged; state moves only in the loop's thread. Workers are daemon threads, not a ``concurrent.futures`` pool, whose
+threads the interpreter joins at exit: one stuck in a request's retries would keep the process alive.
 """
 
 from __future__ import annotations
@@ -28,10 +23,8 @@ R = TypeVar("R")
 
 
 class _ReadAheadLimit:
-    """How far the workers of one ``read_ahead`` may read ahead of its loop.
-
-    Where the API answers at once, workers parsing far ahead only take the interpreter from the loop and grow memory,
-    so they read far ahead only while the process leaves the core idle."""
+    """How far workers may read ahead of the loop: far only while the process leaves the core idle, since parsing far
+    ahead of a busy loop only takes the interpreter from it and grows memory."""
 
     def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic,
                  cpu_clock: Callable[[], float] = time.process_time) -> None:
@@ -44,7 +37,6 @@ class _ReadAheadLimit:
         self._window = TUNING.first_window
 
     def took(self) -> None:
-        """The loop took a chunk or began a slice: once a window has passed, look at the CPU used."""
         now = self._clock()
         elapsed = now - self._since
         if elapsed >= self._window:
@@ -222,7 +214,6 @@ def _in_thread(fetch: Callable[[T], R], token: T, permit: Permit) -> Future[R]:
 
 def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
           pace: _ReadAheadLimit) -> None:
-    """A worker: read the slice's items into its channel, holding a fetch permit meanwhile."""
     with Permit.take(permits) as permit:
         if not channel.abandoned:
             pages = SparePermitPages(permits, workers, pace) if permits is not None else None
@@ -242,7 +233,7 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permit: Permit, pages
                 chunk = []
                 if channel.iterator_asked:
                     if channel.give_iterator(iterator, permit):
-                        iterator = None  # the loop's now, with the permit
+                        iterator = None
                     return
     except BaseException as error:  # handed to the loop, raised there after the items before it
         if not chunk or channel.put(chunk, permit):
@@ -321,11 +312,8 @@ def read_ahead(
     capacity: int | None = None,
     permits: threading.Semaphore | None = None,
 ) -> Generator[SliceRead, None, None]:
-    """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller (1: no thread).
-
-    The caller must close this generator however its reading ends (``contextlib.closing``): left to the garbage
-    collector, one kept alive by a stored traceback would hold a shared fetch permit for the rest of the sync.
-    """
+    """``slices`` read ahead by up to ``workers`` threads; close it however reading ends (``contextlib.closing``), or a
+    generator kept alive by a stored traceback holds a shared fetch permit for the rest of the sync."""
     if workers <= 1:
         yield from slices
         return
@@ -361,10 +349,7 @@ class ReadStopped(BaseException):
 
 
 def run_in_order(tasks: Sequence[Callable[[], T]], workers: int, stop: threading.Event) -> list[T]:
-    """Run ``tasks`` in up to ``workers`` threads; their results, in order.
-
-    A task that raises sets ``stop`` for the others; its exception is raised here once all have ended.
-    """
+    """Run ``tasks`` in up to ``workers`` threads and return their results in order; one that raises sets ``stop``."""
     if workers <= 1 or len(tasks) <= 1:
         return [task() for task in tasks]
     results: list[Any] = [None] * len(tasks)

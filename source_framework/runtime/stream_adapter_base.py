@@ -43,7 +43,7 @@ class CursorFieldMissing(Exception):
 class SliceRead(ABC):
     """One slice (``Stream``) or partition (``AbstractStream``) being read."""
 
-    #: identifies the slice's partition (a parent record, ...); "" when the stream has none
+    #: identifies the slice's partition; "" when the stream has none
     partition: str = ""
     #: called by the read loop, in its thread, with each record before it is written: what moves the state
     observe: Callable[[Any], None] | None = None
@@ -57,6 +57,7 @@ class SliceRead(ABC):
 
 
 class StreamAdapter(ABC):
+    """One configured stream, whatever its kind."""
 
     def __init__(self, stream: Any, configured: ConfiguredAirbyteStream) -> None:
         self.stream = stream
@@ -64,9 +65,7 @@ class StreamAdapter(ABC):
         self.incremental = configured.sync_mode == SyncMode.incremental
         #: records in a slice between checkpoints (None: a checkpoint per slice only)
         self.checkpoint_interval: int | None = None
-        #: records of a slice arrive in ascending cursor order (see ``IncrementalHttpStream``)
         self.is_sorted = True
-        #: how many slices, when known without reading any (set once ``slices()`` started)
         self.slices_total: int | None = None
         self.transform: Callable[[dict[str, Any]], None] | None = None
         #: the slices' items can be read in worker threads: reading them moves no state
@@ -86,7 +85,6 @@ class StreamAdapter(ABC):
 
     @property
     def namespace(self) -> str | None:
-        # AbstractStream does not declare it; DefaultStream and the adapters have it.
         return getattr(self.stream, "namespace", None)
 
     def json_schema(self) -> Mapping[str, Any]:
@@ -139,7 +137,6 @@ class StreamAdapter(ABC):
         return list(self.configured.cursor_field or default)
 
     def ignored_catalog_cursor(self) -> list[str] | None:
-        """The catalog's ``cursor_field`` where the stream reads on another one, else None."""
         configured = list(self.configured.cursor_field or [])
         return configured if configured and configured != self.cursor_field else None
 
@@ -155,14 +152,12 @@ def concurrent_stream(stream: Any) -> AbstractStream:
 
 
 def supports_incremental(stream: Any) -> bool:
-    """What airbyte-cdk's ``discover`` says: the stream offers the incremental sync mode."""
     if is_concurrent(stream):
         return SyncMode.incremental in (concurrent_stream(stream).as_airbyte_stream().supported_sync_modes or [])
     return bool(getattr(stream, "supports_incremental", False))
 
 
 def record_data(item: Any) -> Mapping[str, Any] | None:
-    """The record an item carries (a ``Mapping``, airbyte-cdk's ``Record``, a RECORD message), or None."""
     if isinstance(item, Mapping):
         return item
     if isinstance(item, AirbyteMessage) and item.type == Type.RECORD and item.record is not None:
@@ -180,7 +175,6 @@ def value_at(data: Mapping[str, Any], path: Sequence[str]) -> Any:
 
 
 def wrap_keys(keys: Any) -> list[list[str]]:
-    """A primary key in any of airbyte-cdk's forms, as a list of field paths."""
     if not keys:
         return []
     if isinstance(keys, str):
