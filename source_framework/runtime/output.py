@@ -46,7 +46,6 @@ class ProtocolOutput:
         self._state_lock = threading.Lock()
 
     def add_state_listener(self, listener: StateListener) -> None:
-        """Call ``listener(stream, namespace, state)`` after each STATE line, in the order added."""
         self._state_listeners.append(listener)
 
     def _write(self, message: Mapping[str, Any], flush: bool = False) -> None:
@@ -181,7 +180,6 @@ def _to_json_without_limits(value: Any) -> bytes:
 
 
 def _push_container(container: Any, stack: list[tuple[int, Any]]) -> bytes:
-    """Push the members of an object or array (last first) and its closing bracket; return the opening bracket."""
     if isinstance(container, Mapping):
         stack.append((_TEXT, b"}"))
         entries = list(container.items())

@@ -75,11 +75,8 @@ READING_GC_THRESHOLDS = (50_000, 20, 100)
 
 @contextmanager
 def gc_for_streaming() -> Iterator[None]:
-    """Keep the cyclic garbage collector from scanning what a sync holds while it reads.
-
-    Pages make thousands of fresh dicts; records are freed by reference counting anyway. Objects that exist before the
-    sync are frozen out of the collector's passes, which come less often.
-    """
+    """Keep the cyclic collector from scanning what a sync holds: objects from before the sync are frozen out of its
+    passes, which come less often; records are freed by reference counting anyway."""
     previous = gc.get_threshold()
     gc.collect(1)
     gc.freeze()
@@ -130,11 +127,8 @@ _proxy_lookup: Any = None  # requests' own, while a sync has it replaced
 
 @contextmanager
 def proxies_looked_up_once() -> Iterator[None]:
-    """Have ``requests`` look up the proxy environment variables once per host while streams read.
-
-    airbyte-cdk makes it walk the whole environment before every request; a variable changed mid-sync applies from the
-    next. Syncs at once share one replacement; the last to end puts requests' own back.
-    """
+    """Have ``requests`` look up the proxy variables once per host instead of walking the environment before every
+    request; syncs at once share one replacement, and the last to end puts requests' own back."""
     global _proxy_lookups_users, _proxy_lookup
     import requests.sessions
 

@@ -249,10 +249,8 @@ class LiveProgress(Progress):
 
 
 class _AboveTheTable:
-    """A binary stream on the terminal whose lines print above the table while it shows.
-
-    Lines are held until ``flush`` or 64 KB, since each print redraws the table.
-    """
+    """A binary stream whose lines print above the table while it shows, held until ``flush`` or 64 KB since each print
+    redraws the table."""
 
     LIMIT = 1 << 16
 

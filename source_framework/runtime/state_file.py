@@ -20,9 +20,7 @@ logger = logging.getLogger("source_framework")
 
 
 def _json_text(content: Any) -> bytes:
-    """Compact JSON, keys sorted, as UTF-8 (the size limit is on compact states, so a wider file could be refused).
-
-    A lone surrogate stays the JSON escape it came as."""
+    """Compact sorted JSON as UTF-8: the size limit is on compact states, so a wider file could be refused next run."""
     # dumps, not dump: dump encodes in pure Python, far slower for a large state
     text = json.dumps(content, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     return text.encode("utf-8", errors="backslashreplace")
@@ -77,11 +75,8 @@ def _message_text(name: str, namespace: str | None, state_text: bytes) -> bytes:
 
 
 class StateFile:
-    """``{stream: state}`` backed by a file in Airbyte's per-stream list form.
-
-    Several commands may use one file at once, so ``save`` writes, under a lock, only what this object changed over what
-    the file holds then: a read that loaded the file before a reset does not write the reset stream's old state back.
-    """
+    """``{stream: state}`` in a file of Airbyte's per-stream list form; ``save`` writes, under a lock, only what this
+    object changed, so a read that loaded the file before a ``state reset`` does not write the old state back."""
 
     def __init__(self, path: str, *, unreadable: bool = False) -> None:
         self.path = path

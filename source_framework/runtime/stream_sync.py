@@ -1,9 +1,7 @@
 """One stream's read loop: pull its records, hand them to its sink, checkpoint.
 
-Incremental streams checkpoint after every slice and every ``state_checkpoint_interval`` records within one (the
-count restarts per slice), print a STATE only when it changed, and always end with one. A checkpoint's STATE is printed
-only after the commit of every record read before it (``runtime.state_barrier``), so a killed sync resumes without loss.
-Full-refresh streams publish when the stream ends, then print their one STATE.
+A checkpoint's STATE is printed only after the commit of every record read before it (``runtime.state_barrier``), so a
+killed sync resumes without loss; a STATE is printed only when it changed, and every stream ends with one.
 """
 
 from __future__ import annotations
@@ -180,7 +178,6 @@ class StreamSync:
         return result
 
     def _until_failure(self, items: Iterable[Any]) -> Iterator[Any]:
-        """The slice's items; what reading them raises ends the slice, not the stream."""
         try:
             yield from items
         except Exception as error:
@@ -196,7 +193,6 @@ class StreamSync:
                      "slice: %s", self.name, self.output.secrets.mask(str(error)))
 
     def _look_up_and_write(self) -> None:
-        """Write the records read again that the table does not already hold row for row."""
         awaiting, self._awaiting_lookup = self._awaiting_lookup, []
         if not awaiting:
             return
@@ -296,10 +292,8 @@ class StreamSync:
         self.barrier.bound()
 
     def _lags(self, state: Mapping[str, Any]) -> bool:
-        """The state's cursor is behind the records read (source-faker sets it after yielding a batch).
-
-        Committing them under it would make a resumed run write them twice, so they wait for a state that covers them.
-        """
+        """The state's cursor is behind the records read (source-faker sets it after a batch): committing them under it
+        would make a resumed run write them twice."""
         value = state.get(self.boundary.cursor_field) if self.boundary.cursor_field else None
         highest = self.boundary.highest
         if value is None or highest is None:
