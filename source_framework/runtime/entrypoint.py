@@ -153,10 +153,7 @@ def launch(source: Any, args: list[str]) -> None:
 
 
 def run_script(script: str, args: list[str], handler: Callable[[Any, list[str]], Any]) -> None:
-    """Run a connector script as ``__main__`` with its ``launch(source, args)`` call handed to ``handler``.
-
-    Lets tools drive a connector the way its author runs it without knowing how the script builds its source.
-    """
+    """Run a connector script as ``__main__`` with its ``launch(source, args)`` call handed to ``handler`` (for tools)."""
     global _launch_handler
     folder = os.path.dirname(os.path.abspath(script))
     if folder not in sys.path:  # stays: the source may import its modules lazily

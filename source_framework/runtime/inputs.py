@@ -112,10 +112,8 @@ def compact_state_size(state: Any) -> int:
 
 
 def load_state(path: str | None) -> dict[str, Any]:
-    """Read a state file into ``{stream_name: stream_state}``: Airbyte's per-stream list, the legacy dict or Singer bookmarks.
-
-    The size limit is per stream, not on the file, which holds several streams and may be indented.
-    """
+    """Read a state file (Airbyte's per-stream list, the legacy dict or Singer bookmarks) into ``{stream: state}``; the
+    size limit is per stream, not on the file."""
     if not path:
         return {}
     states = _states_of(load_json_file(path, "state"), path)

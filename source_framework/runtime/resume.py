@@ -52,9 +52,8 @@ def plan_start(
 
 
 def apply_pending_reset(stream: str, given: Mapping[str, Any], earlier: EarlierCommits) -> bool:
-    """A ``state reset`` marker applies only to a sync from an empty state; given another, the marker is dropped.
-
-    False when this sync starts over (nothing in the table counts for resuming)."""
+    """A ``state reset`` marker applies only to a sync from an empty state, else it is dropped; False when this sync
+    starts over."""
     reset_id = earlier.pending_reset()
     if reset_id is None:
         return True
@@ -164,10 +163,8 @@ def _cursors(state: Mapping[str, Any], cursor_field: str) -> dict[str, Any]:
 
 
 class _BoundaryWalk:
-    """Gathers the newest record's boundary while ``choose_resume_point`` looks back, to a record with a full one.
-
-    Partitions not found have no boundary: the resumed run may write a record again but never loses one.
-    """
+    """Gathers the newest record's boundary while looking back to one with a full boundary; partitions not found get
+    none, so a resumed run may write a record again but never loses one."""
 
     def __init__(self) -> None:
         self.boundary: dict[str, Any] = {}

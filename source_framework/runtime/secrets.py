@@ -1,10 +1,8 @@
 """Keeping config secrets out of states, logs and errors.
 
-Secrets are the values the spec marks ``airbyte_secret``, plus long strings under a name that clearly is a secret;
-that rule is strict on purpose, since a false match refuses every state holding the same text and garbles logs.
-Secrets of ``MIN_SECRET_LENGTH`` characters or more are masked anywhere, in every escaped form; shorter ones only as
-whole quoted or URL values, so unrelated words stay readable. ``contains_secret`` is true exactly when ``mask`` would
-change the text, so states are refused on the same matches log lines are masked on.
+Secrets are values the spec marks ``airbyte_secret`` plus long strings under a clearly secret name (strict on purpose: a
+false match refuses every state holding the same text). Short ones are masked only as whole values, so words stay
+readable; ``contains_secret`` matches exactly what ``mask`` changes, so states are refused on what logs mask.
 """
 
 from __future__ import annotations

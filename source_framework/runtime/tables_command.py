@@ -218,8 +218,7 @@ def _delta_added_rows(path: str, last: Any) -> int | None:
 
 
 def _parquet_files(table: Any) -> list[str]:
-    """The local paths of the files the folder's log lists; one the log names elsewhere (a moved warehouse) is
-    looked for in the table's folder."""
+    """The local paths of the files the folder's log lists, looked for in the table's folder if the warehouse moved."""
     from source_framework.destinations.checkpoint_record import file_name
     from source_framework.destinations.spark.file_sink_log import local_path
 
