@@ -40,10 +40,8 @@ def destination_settings(config: Mapping[str, Any], parsed: argparse.Namespace) 
 
 
 def start_page_converters(config: Mapping[str, Any], parsed: argparse.Namespace) -> ConverterPool | None:
-    """The sync's page converters, the first already starting, where records go to Spark through this process; else None.
-
-    Started as soon as the config is read because a converter is slow to start and must be ready for the first page.
-    """
+    """The sync's page converters, started as soon as the config is read (they are slow to start), where records go to
+    Spark through this process; else None."""
     settings = destination_settings(config, parsed)  # (before anything starts: a bad key fails at once)
     if _destination_kind(settings, parsed) != "spark":
         return None

@@ -82,9 +82,8 @@ def one_line(text: str, limit: int | None = None) -> str:
 
 
 def failure_reason(error: BaseException, secrets: SecretFilter | None = None) -> str:
-    """The error in one line of at most ``REASON_LIMIT`` characters, secrets masked before the cut so none is half-shown.
-
-    An airbyte-cdk error whose message wraps its cause too long to show gives its cause instead."""
+    """The error in one line of at most ``REASON_LIMIT`` characters, secrets masked before the cut; a wrapper too long to
+    show gives its cause instead."""
     mask = secrets.mask if secrets is not None else (lambda text: text)
     message = getattr(error, "message", None)  # airbyte-cdk's message for people: as it is
     if not isinstance(message, str) or not message:

@@ -43,12 +43,8 @@ def read_streams(
     stop_on_failure: bool = False,
     max_checkpoints_ahead: int = TUNING.max_in_flight,
 ) -> ReadResult:
-    """Sync every configured stream in catalog order; a failing stream does not stop the others unless
-    ``stop_on_failure`` (the source's ``stop_sync_on_stream_failure``).
-
-    ``concurrency`` only changes how lines of different streams interleave: each stream's table, checkpoints and STATEs
-    are the same whatever it is.
-    """
+    """Sync every configured stream in catalog order; a failing stream stops the others only with ``stop_on_failure``.
+    Each stream's table, checkpoints and STATEs are the same whatever the ``concurrency``."""
     rebuild = set(rebuild)
     shared = SyncControls(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
 

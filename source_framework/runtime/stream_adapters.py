@@ -64,10 +64,7 @@ def _not_a_stream(stream: Any) -> TypeError:
 
 
 class MessageDrain:
-    """Messages a source's components emit outside the records a stream yields (its message repository or queue).
-
-    airbyte-cdk's entrypoint prints them between records; the read loop takes them from here, in order.
-    """
+    """Messages a source's components emit outside the records a stream yields, taken in order by the read loop."""
 
     def __init__(self, source: Any) -> None:
         repository = getattr(source, "_message_repository", None) or getattr(source, "message_repository", None)

@@ -63,10 +63,8 @@ class StreamItem:
 
 
 def classify(item: Any, stream_name: str, errors_stop: bool = True) -> StreamItem:
-    """Sort a non-``Mapping`` item; raise ``UnknownStreamItem`` for anything unknown.
-
-    A TRACE ERROR raises ``StreamReportedError`` unless ``errors_stop`` is False: then it is passed on, as airbyte-cdk
-    does with one a component emits on the side."""
+    """Sort a non-``Mapping`` item; a TRACE ERROR raises ``StreamReportedError`` unless ``errors_stop`` is False (then it
+    is passed on, as airbyte-cdk does with one a component emits on the side)."""
     if isinstance(item, AirbyteMessage):
         return _from_message(item, stream_name, errors_stop)
     if isinstance(item, AirbyteLogMessage):
