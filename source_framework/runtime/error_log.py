@@ -74,7 +74,6 @@ def one_traceback_per_error(keep: bool = False) -> Iterator[RepeatedErrors]:
 
 
 def one_line(text: str, limit: int | None = None) -> str:
-    """The first non-empty line of ``text``, cut to ``limit`` characters with ``...``."""
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     if limit is not None and len(line) > limit:
         line = line[: limit - 3].rstrip() + "..."

@@ -141,7 +141,6 @@ class StateFile:
             self._written = (written, messages)
 
     def _messages_on_disk(self) -> dict[str, bytes]:
-        """Each stream's message in the file now: remembered if the file is the one this object wrote last."""
         identity = _identity_of(self.path)
         if self._written is not None and self._written[0] == identity:
             return self._written[1]

@@ -118,7 +118,6 @@ def _from_message(message: AirbyteMessage, stream_name: str, errors_stop: bool) 
 
 
 def _from_state(state: AirbyteStateMessage, stream_name: str) -> StreamItem:
-    """A STATE a stream emits itself: per-stream, or a legacy whole-source ``data`` dict."""
     dumped = AirbyteStateMessageSerializer.dump(state)
     per_stream = dumped.get("stream")
     if isinstance(per_stream, Mapping):

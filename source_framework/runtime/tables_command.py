@@ -124,7 +124,6 @@ def _rows_as_text(rows: Any) -> str:
 
 
 def _dataset(table: Any) -> Any:
-    """The table's current rows as a ``pyarrow`` dataset, read in place through the Delta or ``_spark_metadata`` log."""
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
