@@ -31,7 +31,7 @@ _COMBINATORS = ("oneOf", "anyOf", "allOf")
 
 
 def is_secret_name(name: str) -> bool:
-    """A config key that clearly holds a secret (see the module docstring)."""
+    """A config key that clearly holds a secret: its last word a secret noun, or its last two a kind of key (``api_key``)."""
     words = [word.lower() for word in _WORDS.findall(name)]
     if not words:
         return False
