@@ -1,15 +1,6 @@
 """``catalog``: the configured catalog ``read`` takes, made from what ``discover`` offers.
 
-::
-
-    python main.py catalog --config config.json > configured_catalog.json
-    python main.py catalog --config config.json --output configured_catalog.json
-
-Each discovered stream is configured as a first sync wants it: ``incremental`` from its default
-cursor into ``append`` where the stream supports incremental reads and names its cursor, else
-``full_refresh`` into ``overwrite``; the primary key is the source's. The catalog is the only
-thing on stdout (the source's own prints go to stderr); errors are one line on stderr, the
-config's secrets masked, and nothing is written.
+The catalog is the only thing on stdout (the source's own prints go to stderr); errors are one masked line on stderr.
 """
 
 from __future__ import annotations
@@ -50,9 +41,7 @@ def add_catalog_command(commands: Any, common: argparse.ArgumentParser) -> argpa
 
 
 def configured_catalog(discovered: AirbyteCatalog) -> dict[str, Any]:
-    """``discovered`` as a configured catalog: incremental and appended where a stream can be read
-    so (it supports incremental and names a cursor, or its source defines one), else a full
-    refresh that overwrites; each stream object as discover gave it."""
+    """``discovered`` as a configured catalog: incremental and appended where a stream can be, else full refresh overwriting."""
     configured = []
     for stream in AirbyteCatalogSerializer.dump(discovered)["streams"]:
         cursor = list(stream.get("default_cursor_field") or [])
@@ -105,8 +94,7 @@ class _SourceRaised(Exception):
 
 
 def _call(what: str, call: Any) -> Any:
-    """``call()``; what the source's code raises becomes one line naming ``what`` (a config error
-    the source reports as such exits as bad input, as ``discover`` does)."""
+    """``call()``; what the source raises becomes one line naming ``what`` (a config error exits as bad input)."""
     try:
         return call()
     except Exception as error:

@@ -1,6 +1,4 @@
-"""``CdkStreamAdapter``: a ``Stream`` (``HttpStream``, ``HttpSubStream``, every Python connector)
-read the way airbyte-cdk's ``Stream.read`` reads it, in the shape of ``runtime.stream_adapter_base``.
-"""
+"""``CdkStreamAdapter``: an airbyte-cdk ``Stream`` read the way ``Stream.read`` reads it."""
 
 from __future__ import annotations
 
@@ -37,15 +35,7 @@ logger = logging.getLogger("source_framework.read")
 
 
 class CdkStreamAdapter(StreamAdapter):
-    """A ``Stream``, read as airbyte-cdk's ``Stream.read`` reads it.
-
-    The slices come from the stream's own checkpoint reader (``Stream._get_checkpoint_reader``),
-    which also serves cursor-based streams (resumable full refresh, substream cursors) their
-    slices one after another. The state is what ``Stream.read`` would checkpoint: the tracked
-    ``get_updated_state`` result for legacy streams, the cursor's state for cursor-based ones,
-    else the stream's ``state`` property; it is read only when the loop checkpoints, not after
-    every record as airbyte-cdk does, since reading some streams' state costs time.
-    """
+    """A ``Stream`` read as ``Stream.read`` reads it, but its state is read only at checkpoints: some are costly to read."""
 
     stream: Stream
 
@@ -53,7 +43,6 @@ class CdkStreamAdapter(StreamAdapter):
         super().__init__(stream, configured)
         self._cdk_cursor_field = list(configured.cursor_field or []) or None
         self._legacy = bool(stream.cursor_field) and type(stream).get_updated_state is not Stream.get_updated_state
-        # source_framework's bases fetch a slice's records apart from moving their cursor.
         self._observed = callable(getattr(stream, "record_observer", None)) and callable(getattr(stream, "fetch_records", None))
         self.checkpoint_interval = stream.state_checkpoint_interval
         self.is_sorted = getattr(stream, "is_sorted", True) is not False
@@ -88,16 +77,14 @@ class CdkStreamAdapter(StreamAdapter):
         return super().source_defined_cursor() and getattr(self.stream, "source_defined_cursor", True) is not False
 
     def validate_state(self, state: Mapping[str, Any]) -> None:
-        """Try the state on the stream, then leave the stream as it was: airbyte-cdk gives a stream
-        its state only just before reading it, and a substream listed earlier may read its parents
-        through this very object (source-github shares its parents so), which must not have it yet."""
+        """Try the state on the stream, then restore it: a substream listed earlier may read its parents through this
+        very object (source-github shares them), which must not have the state yet."""
         if "state" in dir(self.stream):  # as airbyte-cdk's AbstractSource decides
             with _attributes_restored(self.stream):
                 self.stream.state = state  # type: ignore[attr-defined]
 
     def start(self, state: Mapping[str, Any]) -> None:
         stream = self.stream
-        # What airbyte-cdk's AbstractSource._read_stream and Stream.read do before reading.
         stream.configured_json_schema = self.configured.stream.json_schema
         state = dict(state or {}) if self.incremental else {}
         if "state" in dir(stream):
@@ -115,21 +102,18 @@ class CdkStreamAdapter(StreamAdapter):
             start = stream.state  # type: ignore[attr-defined]  # some streams rework the state in their setter
         except AttributeError:
             start = state
-        # airbyte-cdk hands read_records the very object the getter returned: a stream that moves
-        # its state in place has later slices see what the earlier ones read.
+        # airbyte-cdk hands read_records the very object the getter returned (some streams move it in place).
         self._start_state = start if isinstance(start, MutableMapping) else dict(start or {})
         self._tracker = copy.deepcopy(self._start_state)
         self._last_state = copy.deepcopy(self._start_state)
         self._reader = self._checkpoint_reader()
-        # A reader that picks the next slice from what the last one read (resumable full
-        # refresh, substream cursors) must read one slice after another.
+        # A reader that picks the next slice from what the last one read must read one slice after another.
         independent_slices = type(self._reader) in (IncrementalCheckpointReader, FullRefreshCheckpointReader)
         self.concurrency_safe = independent_slices and getattr(self.stream, "concurrency_safe", False) is True
         if self.concurrency_safe and self.incremental and not (self._observed or self._legacy):
-            self.concurrency_safe = False  # (``_state_moves_in_its_own_code`` says why)
+            self.concurrency_safe = False
             logger.warning(_state_moves_in_its_own_code(self.name))
-        # source_framework's partitioned bases move one cursor per partition record by record, in
-        # order: a partition that fails keeps its cursor at the last record it yielded.
+        # A partition that fails keeps its cursor at the last record it yielded (source_framework's partitioned bases).
         fail_alone = getattr(stream, "partitions_fail_apart", None)  # (the old name, still honoured)
         if fail_alone is None:
             fail_alone = getattr(stream, "partitions_fail_alone", False)
@@ -139,8 +123,6 @@ class CdkStreamAdapter(StreamAdapter):
         )
 
     def _checkpoint_reader(self) -> Any:
-        """airbyte-cdk's own checkpoint reader, noting on the way whether ``stream_slices``
-        returned a list (its length is the number of slices, for the progress display)."""
         stream = self.stream
         slices_of = stream.stream_slices
 
@@ -150,8 +132,7 @@ class CdkStreamAdapter(StreamAdapter):
                 self.slices_total = len(slices)
             return slices
 
-        # An attribute on the instance hides the method for this one call only: the reader
-        # must receive the slices the stream itself produced.
+        # An instance attribute hides the method for this one call, so the reader gets the stream's own slices.
         stream.stream_slices = counted  # type: ignore[method-assign]
         try:
             return stream._get_checkpoint_reader(
@@ -164,8 +145,7 @@ class CdkStreamAdapter(StreamAdapter):
             del stream.stream_slices
 
     def slices(self) -> Iterator[SliceRead]:
-        # One slice unless the stream makes its own; but a resumable full refresh's reader takes a
-        # slice per page (the page token is the slice), how many is known only at the last page.
+        # A resumable full refresh's reader takes a slice per page, so its count is known only at the last page.
         paged = isinstance(self.stream.get_cursor(), ResumableFullRefreshCursor)
         if self.slices_total is None and type(self.stream).stream_slices is Stream.stream_slices and not paged:
             self.slices_total = 1
@@ -176,9 +156,7 @@ class CdkStreamAdapter(StreamAdapter):
             yield _CdkSlice(self, stream_slice)
 
     def full_refresh_state(self) -> Mapping[str, Any]:
-        """What the stream's own checkpoint reader holds once its slices ran out, as ``Stream.read``
-        prints it last: a resumable full refresh's "complete" (per parent for a substream), else
-        "no cursor"."""
+        """The final state ``Stream.read`` prints: the checkpoint reader's, else "no cursor"."""
         checkpoint = self._reader.get_checkpoint() if self._reader is not None else None
         return dict(checkpoint) if isinstance(checkpoint, Mapping) and checkpoint else FULL_REFRESH_STATE
 
@@ -214,10 +192,6 @@ class CdkStreamAdapter(StreamAdapter):
         return self._cursor_checked(self.stream.read_records(**arguments), stream_slice)
 
     def _cursor_checked(self, items: Iterable[Any], stream_slice: Mapping[str, Any] | None) -> Iterator[Any]:
-        """The slice's items as the stream yields them. A ``KeyError`` of the cursor field that the
-        stream's code raises says the records lack it; an incremental slice whose records carry no
-        cursor value at all gets a warning (once per stream): airbyte-cdk completes such a sync,
-        so we do too, but its state cannot say how far the records were read."""
         path = self.cursor_field
         try:
             iterator = iter(items)
@@ -266,7 +240,6 @@ class CdkStreamAdapter(StreamAdapter):
 
 
 def _state_moves_in_its_own_code(name: str) -> str:
-    """Why a ``Stream`` that declares ``concurrency_safe`` is read one slice after another anyway."""
     return (
         f"stream {name} declares concurrency_safe = True, but its state is moved by its own code (read_records "
         f"or a state property, as with IncrementalMixin or CheckpointMixin): read in worker threads, that code runs "
@@ -296,14 +269,12 @@ class _CdkSlice(SliceRead):
 
 @contextmanager
 def _attributes_restored(stream: Any) -> Iterator[None]:
-    """The stream's attributes as they were before the block: containers copied whole (a setter may
-    change a dict in place), any other object kept as the very same one (a parent stream shared
-    with the catalog must stay shared)."""
+    """Restore the stream's attributes after the block, keeping shared objects (a parent stream) the same objects."""
     saved: dict[str, Any] = {}
     for name, value in vars(stream).items():
         try:
             saved[name] = copy.deepcopy(value) if isinstance(value, (dict, list, set)) else value
-        except Exception:  # a container holding what cannot be copied
+        except Exception:
             saved[name] = value
     try:
         yield

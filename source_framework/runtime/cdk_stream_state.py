@@ -1,21 +1,8 @@
 """Giving a concurrent (declarative) source's streams the state this sync starts from.
 
-A ``DefaultStream`` takes its state when it is built: its cursor reads it from the source's
-``ConnectorStateManager``. airbyte-cdk's declarative sources (``YamlDeclarativeSource`` and
-every ``ConcurrentDeclarativeSource``) build their streams from the state they were constructed
-with. The runtime decides the start state per stream only once it has looked at the stream's
-table (``runtime.resume``), so it puts that state into the source's state manager and builds
-the stream anew::
-
-    set_state = state_setter(source, config)
-    stream = set_state("users", None, {"updated_at": "2025-02-01T00:00:00Z"})
-
-Python sources on the concurrent framework (``ConcurrentSourceAdapter`` subclasses in the style
-of source-stripe) keep no such manager: their ``streams()`` builds one from the state the source
-was constructed with and asks it for each stream's state (``initialize_cursor``,
-``convert_to_concurrent_stream``). For those, while ``streams()`` runs to build the stream again,
-every ``ConnectorStateManager`` hands out the runtime's state for that one stream (in that
-thread only); a source that never asked for it cannot be given another state.
+A ``DefaultStream`` takes its state when it is built, but the runtime knows the start state only after looking at the
+table (``runtime.resume``): so the state goes into the source's state manager and the stream is built anew. Sources
+without such a manager get it from any ``ConnectorStateManager`` asked while ``streams()`` runs, in that thread only.
 """
 
 from __future__ import annotations
@@ -65,10 +52,8 @@ _one_build = threading.Lock()
 
 @contextmanager
 def _same_api_budget(source: Any) -> Iterator[None]:
-    """While ``source`` builds its streams again, it keeps the API budget it has (a declarative
-    manifest's ``api_budget``), which it would otherwise make anew with every build: airbyte-cdk
-    builds the streams once, and one budget bounds all their requests; a budget per stream synced
-    at once would let them send the manifest's rate each."""
+    """Keep the source's API budget while it builds its streams again: a budget per stream synced at once would let
+    each send the manifest's rate."""
     constructor: Any = getattr(source, "_constructor", None)
     if getattr(constructor, "_api_budget", None) is None or not hasattr(constructor, "set_api_budget"):
         yield  # no budget yet (the first build makes it), or not a declarative source
@@ -82,9 +67,7 @@ def _same_api_budget(source: Any) -> Iterator[None]:
 
 @contextmanager
 def _handed_out(name: str, namespace: str | None, state: Mapping[str, Any]) -> Iterator[list[bool]]:
-    """While the calling thread builds streams, ``ConnectorStateManager.get_stream_state`` returns
-    ``state`` for the stream ``name`` (other streams and threads get what they always get); the
-    list yielded says whether it was asked."""
+    """While this thread builds streams, ``get_stream_state`` returns ``state`` for ``name``; the list says if it was asked."""
     asked: list[bool] = []
     original = ConnectorStateManager.get_stream_state
     thread = threading.get_ident()

@@ -1,7 +1,4 @@
-"""How a command reports what stops it: the source's own code failing (``SourceFailed``, raised in
-a ``source_call`` block), bad input (``InputError``), or tables that cannot be had. Each report is a
-TRACE error on stdout and one line on stderr, secrets masked in both, and the exit code to return.
-"""
+"""How a command reports what stops it: a TRACE error on stdout and one line on stderr, secrets masked, and an exit code."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED
 
 
 class SourceFailed(Exception):
-    """The source's own code (``spec()``, ``streams()``, a command of airbyte-cdk's entrypoint)
-    raised outside any stream's read: the command cannot go on."""
+    """The source's own code raised outside any stream's read: the command cannot go on."""
 
     def __init__(self, call: str, error: BaseException) -> None:
         detail = error.message if isinstance(error, AirbyteTracedException) and error.message else str(error)
@@ -42,8 +38,7 @@ def source_call(call: str) -> Iterator[None]:
 
 
 def report_cannot_start(error: Exception, output: ProtocolOutput) -> int:
-    """A table is locked by another run, a stream's name cannot be a table, or the warehouse
-    cannot hold tables: nothing was read."""
+    """A table is locked, a stream's name cannot be a table, or the warehouse cannot hold tables: nothing was read."""
     message = output.secrets.mask(str(error))
     locked = isinstance(error, TableLocked)
     output.error(message, error, failure_type="transient_error" if locked else "config_error")
@@ -53,8 +48,7 @@ def report_cannot_start(error: Exception, output: ProtocolOutput) -> int:
 
 
 def report_source_failed(failure: SourceFailed, output: ProtocolOutput) -> int:
-    """A TRACE error with the failure type airbyte-cdk would give, one line on stderr (the stack
-    trace is in the TRACE), secrets masked in both; non-zero exit."""
+    """A TRACE error with the failure type airbyte-cdk would give and one line on stderr, secrets masked; non-zero exit."""
     message = output.secrets.mask(" ".join(str(failure).split()))
     output.error(message, failure.error, failure_type=failure.failure_type)
     output.flush()

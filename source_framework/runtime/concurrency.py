@@ -1,42 +1,8 @@
 """Reading several slices of a stream at once, handing them on in the order they came.
 
-Real APIs spend most of a sync waiting (100-500 ms a page). ``read_ahead`` lets worker threads
-fetch the next slices' pages while the read loop is still busy with the first one::
-
-    with closing(read_ahead(adapter.slices(), workers=4)) as slices:  # closed: its permits given back
-        for stream_slice in slices:
-            for item in stream_slice.items():    # the same items, in the same order, as without it
-                ...
-            stream_slice.close()
-
-The read loop sees what it would see reading one slice after another: the same slices in the
-same order, each slice's items in order, a failure where it happened. So the cursor, the
-checkpoints and the STATEs are those of ``workers=1``; only *when* pages were fetched changes.
-Workers touch nothing but the slice's items: the stream's state moves in the loop's thread
-(``SliceRead.observe``, ``SliceRead.close``), so only streams whose items can be produced apart
-from their state read ahead (``StreamAdapter.concurrency_safe``).
-
-Memory stays bounded: a slice read ahead holds about ``capacity`` items; its worker then
-waits for the loop. A crash loses the slices in flight, which no STATE covered yet.
-
-Pages too, where the stream names every page of a slice from the first (``streams.pages``): a
-worker fetches them at once with the permits no other slice holds (``SparePermitPages``), so a
-sync's last slices keep every permit busy; the records still come in page order.
-
-Only while the API is the limit (``_ReadAheadLimit``): while the process keeps a core busy (an API that
-answers at once), workers read about a page ahead and fetch a slice's pages one after another,
-as one thread reading alone would, since more threads would only take turns with the loop in the
-one interpreter. And once the process has been seen busy, the loop reads each slice on in its
-own thread: it takes what the slice's worker read, then the slice's iterator itself (and the
-worker's fetch permit), which the worker gives it at its next chunk (``_Channel.take_iterator``). Why:
-records made in one thread and read in another cost the loop the interpreter's hand-overs and
-cold caches, per record. The pace is looked at again as each slice begins.
-
-Threads: each slice's worker, page and stream runs in a daemon thread of its own, not in a
-``concurrent.futures`` pool, whose threads the interpreter joins at exit: one stuck in a request
-(or in up to 10 minutes of retries) after the sync stopped would keep the process alive. What
-each may queue is bounded all the same: ``workers`` slices ahead, ``capacity`` items a slice,
-``workers`` pages a slice (``unit_tests/test_worker_threads.py``).
+The loop sees the same slices, items and failures in the same order as with ``workers=1``, so checkpoints and STATEs are
+unchanged; state moves only in the loop's thread. Workers are daemon threads, not a ``concurrent.futures`` pool, whose
+threads the interpreter joins at exit: one stuck in a request's retries would keep the process alive.
 """
 
 from __future__ import annotations
@@ -57,21 +23,13 @@ R = TypeVar("R")
 
 
 class _ReadAheadLimit:
-    """How far the workers of one ``read_ahead`` may read ahead of its loop.
-
-    Why: reading ahead is for an API slower than this process. Where the API answers at once, the
-    one interpreter is the limit: workers parsing pages far ahead take it from the loop, the pages
-    are cold when the loop gets to them, and memory grows. So the workers start a page or so
-    ahead, go far while the process keeps less than ``TUNING.idle`` of a core busy, and come back to
-    a page once it keeps ``TUNING.saturated`` busy. Pages a stream fetches at once (``SparePermitPages``)
-    take the permits of the workers that wait."""
+    """How far workers may read ahead of the loop: far only while the process leaves the core idle, since parsing far
+    ahead of a busy loop only takes the interpreter from it and grows memory."""
 
     def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic,
                  cpu_clock: Callable[[], float] = time.process_time) -> None:
         self.full = capacity
-        #: the process keeps a core busy: workers read about a page ahead, pages are fetched one by one
         self.busy = True
-        #: the process was seen keeping a core busy (not only assumed so, as at the start)
         self.seen_busy = False
         self.capacity = min(capacity, TUNING.busy_capacity)  # (read without a lock: a hint, checked again)
         self._clock, self._cpu_clock = clock, cpu_clock
@@ -79,8 +37,6 @@ class _ReadAheadLimit:
         self._window = TUNING.first_window
 
     def took(self) -> None:
-        """The loop took a chunk, or began a slice (loop thread): once a window has passed, look at
-        the CPU used."""
         now = self._clock()
         elapsed = now - self._since
         if elapsed >= self._window:
@@ -105,20 +61,17 @@ class _Channel:
         self.abandoned = False
         #: the loop is waiting for items: hand over what there is (read without the lock, a hint)
         self.waiting = False
-        #: the loop asked for the slice's iterator (``take_iterator``), and what the worker gave
         self.iterator_asked = False
         self._given: _Given | None = None
 
     def put(self, chunk: list[Any], permit: Permit) -> bool:
-        """Hand ``chunk`` over; wait while the slice holds as many items as the pace allows
-        (lending the worker's fetch permit meanwhile, so that a slice the loop waits for can
-        fetch). False: abandoned."""
+        """Hand ``chunk`` over, waiting while the slice is full (lending the fetch permit meanwhile); False: abandoned."""
         with self._condition:
             full = self._full()
         if full:
             with permit.lent(), self._condition:
                 while self._full():
-                    self._condition.wait(TUNING.full_wait)  # (the pace may let it go on)
+                    self._condition.wait(TUNING.full_wait)
         with self._condition:
             while self._full():
                 self._condition.wait(TUNING.full_wait)
@@ -155,8 +108,7 @@ class _Channel:
             return None
 
     def give_iterator(self, iterator: Iterator[Any], permit: Permit) -> bool:
-        """The worker's side of ``take_iterator``: the slice's iterator, after the items put before it,
-        and the worker's fetch permit with it. False: the loop is gone (abandoned), the worker keeps both."""
+        """Hand the loop the slice's iterator and fetch permit; False: the loop is gone and the worker keeps both."""
         with self._condition:
             if self.abandoned:
                 return False
@@ -165,9 +117,7 @@ class _Channel:
             return True
 
     def take_iterator(self) -> tuple[list[list[Any]], _Given | None, BaseException | None]:
-        """The loop's side: the chunks the worker read, then the slice's iterator to read on from with
-        the worker's fetch permit, or, if the slice had ended, None and what it raised. The worker
-        gives them at its next chunk."""
+        """The chunks the worker read, then the slice's iterator and permit to read on with (None if it had ended)."""
         with self._condition:
             self.iterator_asked = self.waiting = True
             self._condition.notify_all()
@@ -178,9 +128,7 @@ class _Channel:
             return chunks, given, self._error
 
     def abandon(self) -> _Given | None:
-        """The loop stopped: release the worker, drop what it read. Returns the slice's iterator and
-        fetch permit if the worker gave them and the loop never took them (interrupted in
-        ``take_iterator``)."""
+        """The loop stopped: release the worker; returns the iterator and permit if given but never taken."""
         with self._condition:
             self.abandoned = True
             self._chunks.clear()
@@ -190,17 +138,14 @@ class _Channel:
 
 
 class _Given(NamedTuple):
-    """A slice's iterator the worker gave the loop, to read on in its own thread, and the worker's
-    fetch permit, which the loop gives back once it ends the reading (``_close``)."""
+    """A slice's iterator handed to the loop, with the worker's fetch permit that the loop gives back when done."""
 
     iterator: Iterator[Any]
     permit: Permit
 
 
 class SparePermitPages:
-    """``PageFetches`` for a worker's slice: its pages fetched at once, each in a thread of its own,
-    the first with the worker's own permit, the others with permits no other slice holds (taken
-    without waiting, given back when the page is in), at most ``most`` pages ahead of the reader."""
+    """``PageFetches`` for a worker's slice: pages fetched at once, each in its own thread, with spare permits."""
 
     def __init__(self, permits: threading.Semaphore, most: int, pace: _ReadAheadLimit | None = None) -> None:
         self._permits = permits
@@ -222,10 +167,10 @@ class SparePermitPages:
                 yield fetch(token)
                 continue
             while not busy and not exhausted and len(pending) < self._most:
-                own = not own_busy  # (the worker's own permit is held by the worker: none to take)
+                own = not own_busy
                 spare = Permit(None) if own else Permit.take_if_free(self._permits)
                 if spare is None:
-                    break  # every permit is busy elsewhere: this page waits for one of ours
+                    break
                 with spare:  # handed on to the page's thread, else given back here
                     try:
                         page = _in_thread(fetch, next(remaining), spare)
@@ -244,11 +189,11 @@ class SparePermitPages:
                 return
             page, own = pending.popleft()
             own_busy = own_busy and not own
-            yield page.result()  # a page that failed raises here, in its place
+            yield page.result()
 
 
 def _in_thread(fetch: Callable[[T], R], token: T, permit: Permit) -> Future[R]:
-    """``fetch(token)`` in a thread of its own, which takes ``permit`` over and gives it back when done."""
+    """``fetch(token)`` in a daemon thread of its own, which takes ``permit`` over and gives it back when done."""
     future: Future[R] = Future()
     handed = permit.handed_on()
 
@@ -256,10 +201,10 @@ def _in_thread(fetch: Callable[[T], R], token: T, permit: Permit) -> Future[R]:
         with handed:
             try:
                 future.set_result(fetch(token))
-            except BaseException as error:  # raised where the reader takes this page
+            except BaseException as error:
                 future.set_exception(error)
 
-    try:  # (a daemon thread, not a pool's: see "Threads" in the module's docstring)
+    try:
         threading.Thread(target=run, name="page", daemon=True).start()
     except BaseException:  # (no thread, or interrupted starting it: whichever gives it back first does)
         handed.give_back()
@@ -269,8 +214,6 @@ def _in_thread(fetch: Callable[[T], R], token: T, permit: Permit) -> Future[R]:
 
 def _fill(channel: _Channel, stream_slice: SliceRead, permits: threading.Semaphore | None, workers: int,
           pace: _ReadAheadLimit) -> None:
-    """A worker: read the slice's items into its channel, holding a fetch permit meanwhile (unless
-    it hands it to the loop with the slice's iterator)."""
     with Permit.take(permits) as permit:
         if not channel.abandoned:
             pages = SparePermitPages(permits, workers, pace) if permits is not None else None
@@ -290,8 +233,8 @@ def _read_into(channel: _Channel, stream_slice: SliceRead, permit: Permit, pages
                 chunk = []
                 if channel.iterator_asked:
                     if channel.give_iterator(iterator, permit):
-                        iterator = None  # the loop's now, with the permit
-                    return  # (else the loop is gone: closed below)
+                        iterator = None
+                    return
     except BaseException as error:  # handed to the loop, raised there after the items before it
         if not chunk or channel.put(chunk, permit):
             channel.end(error)
@@ -310,8 +253,6 @@ def _close(iterator: Iterator[Any]) -> None:
 
 
 class _SliceReadAhead(SliceRead):
-    """A slice whose items a worker thread is reading."""
-
     def __init__(self, inner: SliceRead, pace: _ReadAheadLimit, permits: threading.Semaphore | None, workers: int) -> None:
         self._inner = inner
         self._pace = pace
@@ -319,12 +260,9 @@ class _SliceReadAhead(SliceRead):
         self.observe = inner.observe
         self.channel = _Channel(pace)
         self._reading: Generator[Any, None, None] | None = None
-        # (a daemon thread, not a pool's: see "Threads" in the module's docstring)
         threading.Thread(target=_fill, args=(self.channel, inner, permits, workers, pace), name="read-ahead", daemon=True).start()
 
-    def items(self, pages: Any = None) -> Iterable[Any]:  # the worker gives the slice its pages
-        """The slice's items: from the worker, until the process has been seen busy; then what the
-        worker read, and the rest read here (see the module's docstring)."""
+    def items(self, pages: Any = None) -> Iterable[Any]:
         self._reading = self._items()
         return self._reading
 
@@ -336,9 +274,8 @@ class _SliceReadAhead(SliceRead):
             if chunk is None:
                 return
             yield from chunk
-        # The process keeps a core busy: the rest of the slice is read here, in the loop's thread.
         chunks, given, error = self.channel.take_iterator()
-        with given.permit if given is not None else Permit(None):  # the loop's now, whatever stops the reading
+        with given.permit if given is not None else Permit(None):
             try:
                 for chunk in chunks:
                     yield from chunk
@@ -347,7 +284,7 @@ class _SliceReadAhead(SliceRead):
                         raise error
                     return
                 yield from given.iterator  # (no look at the pace per item: a cost on every record)
-            finally:  # read to its end, or the loop stopped in it: the stream's clean-up runs here
+            finally:
                 if given is not None:
                     _close(given.iterator)
 
@@ -355,19 +292,16 @@ class _SliceReadAhead(SliceRead):
         self._inner.close()
 
     def abandon(self) -> None:
-        """The loop stopped (in this slice or before it): release the worker, and end the reading
-        the loop began here, which gives back the fetch permit it took with the slice."""
+        """The loop stopped: release the worker and end the loop's reading, which gives back its fetch permit."""
         untaken = self.channel.abandon()
         if self._reading is not None:
             self._reading.close()
         if untaken is not None:
             with untaken.permit:
-                _close(untaken.iterator)  # the stream's clean-up (its finally blocks), in this thread
+                _close(untaken.iterator)
 
 
 class _Failed:
-    """Slices could not be generated: raised when the loop reaches this point."""
-
     def __init__(self, error: Exception) -> None:
         self.error = error
 
@@ -378,17 +312,8 @@ def read_ahead(
     capacity: int | None = None,
     permits: threading.Semaphore | None = None,
 ) -> Generator[SliceRead, None, None]:
-    """``slices``, each read by a worker thread up to ``workers`` slices ahead of the caller, up to
-    ``capacity`` items ahead while the process waits for the API (None: ``TUNING.capacity``; a page
-    or so while it is busy).
-
-    The caller reads a slice's items to the end before it asks for the next slice. With
-    ``workers`` 1 this is ``slices`` itself: no thread is started. ``permits``, shared by the
-    streams synced at once, bounds the slices fetching at the same time across all of them; so
-    the caller closes this generator however its reading ends (``contextlib.closing``), which
-    gives back every permit its slices hold: left to the garbage collector, one kept alive by a
-    stored error's traceback would hold a permit for the rest of the sync.
-    """
+    """``slices`` read ahead by up to ``workers`` threads; close it however reading ends (``contextlib.closing``), or a
+    generator kept alive by a stored traceback holds a shared fetch permit for the rest of the sync."""
     if workers <= 1:
         yield from slices
         return
@@ -413,24 +338,18 @@ def read_ahead(
             if isinstance(head, _Failed):
                 raise head.error
             yield head
-    finally:  # the caller stopped (or is done): no worker may wait for it, no permit stay taken
+    finally:  # no worker may wait for the caller, no permit stay taken
         for pending in (head, *ahead):
             if isinstance(pending, _SliceReadAhead):
                 pending.abandon()
 
 
 class ReadStopped(BaseException):
-    """Another stream synced at the same time died (a crash, not a failure): this one stops too,
-    as it would if the process had died, leaving its table to the next run's recovery."""
+    """Another stream synced at the same time died: this one stops too, leaving its table to the next run's recovery."""
 
 
 def run_in_order(tasks: Sequence[Callable[[], T]], workers: int, stop: threading.Event) -> list[T]:
-    """Run ``tasks`` in up to ``workers`` threads, started in order; their results, in order.
-
-    A task that raises (``BaseException`` only: tasks report their failures in their results)
-    sets ``stop``, which the other tasks watch; once all have ended, its exception is raised
-    here. So is a ``KeyboardInterrupt`` of the caller, after the tasks it stopped ended.
-    """
+    """Run ``tasks`` in up to ``workers`` threads and return their results in order; one that raises sets ``stop``."""
     if workers <= 1 or len(tasks) <= 1:
         return [task() for task in tasks]
     results: list[Any] = [None] * len(tasks)
@@ -460,7 +379,6 @@ def run_in_order(tasks: Sequence[Callable[[], T]], workers: int, stop: threading
                 if stop.is_set():
                     break
                 running += 1
-            # (a daemon thread, not a pool's: Ctrl-C leaves one stuck behind after ``stop_timeout``)
             thread = threading.Thread(target=run, args=(index,), name=f"stream-{index}", daemon=True)
             threads.append(thread)
             thread.start()

@@ -1,7 +1,4 @@
-"""``ConcurrentStreamAdapter``: an ``AbstractStream`` of airbyte-cdk's concurrent framework
-(declarative YAML manifests, ``DefaultStream``) read partition by partition, in the shape of
-``runtime.stream_adapter_base``.
-"""
+"""``ConcurrentStreamAdapter``: an ``AbstractStream`` of airbyte-cdk's concurrent framework, read partition by partition."""
 
 from __future__ import annotations
 
@@ -26,11 +23,9 @@ logger = logging.getLogger("source_framework.read")
 
 
 class ConcurrentStreamAdapter(StreamAdapter):
-    """An ``AbstractStream`` (``DefaultStream``), read partition by partition as airbyte-cdk's
-    concurrent framework reads it: the cursor observes every record and closes every partition.
+    """An ``AbstractStream``, read partition by partition as airbyte-cdk's concurrent framework reads it.
 
-    Its state moves only when a partition closes (a concurrent cursor knows nothing finer), so
-    it has no checkpoints inside a partition; airbyte-cdk's own schedule has none either.
+    Its state moves only when a partition closes, so it has no checkpoints inside a partition (neither has airbyte-cdk).
     """
 
     stream: AbstractStream
@@ -48,7 +43,6 @@ class ConcurrentStreamAdapter(StreamAdapter):
         # Partitions are airbyte-cdk's unit of concurrent reading; their cursor observes apart.
         self.concurrency_safe = True
         self.syncs_alongside_others = True
-        # airbyte-cdk's concurrent framework reports a failed partition and reads the others.
         self.slices_fail_alone = True
 
     def default_primary_key(self) -> list[list[str]]:

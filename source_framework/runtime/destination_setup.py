@@ -1,8 +1,4 @@
-"""The destination a command writes to, as the config's ``destination`` section and the flags
-describe it: ``make_destination`` for ``read`` (Spark tables or stdout), ``spark_destination`` for
-every command that works on the tables (``read``, ``state``, the maintenance commands, ``tables``),
-and the page converters ``read`` starts ahead of it (``start_page_converters``).
-"""
+"""The destination a command writes to, as the config's ``destination`` section and the flags describe it."""
 
 from __future__ import annotations
 
@@ -27,8 +23,8 @@ DESTINATION_KEYS = ("type", "warehouse", "table_format", "spark_master", "spark_
 
 
 def destination_settings(config: Mapping[str, Any], parsed: argparse.Namespace) -> dict[str, Any]:
-    """The config's ``destination`` section. A key it does not know is refused: a misspelt
-    ``warehose`` would otherwise leave the tables in the default warehouse, with nothing said."""
+    """The config's ``destination`` section; an unknown key is refused, since a misspelt ``warehose`` would silently
+    leave the tables in the default warehouse."""
     settings = config.get("destination") or {}
     if not isinstance(settings, Mapping):
         raise InputError(f"config file '{parsed.config}': destination must be an object, got {type(settings).__name__}")
@@ -44,13 +40,8 @@ def destination_settings(config: Mapping[str, Any], parsed: argparse.Namespace) 
 
 
 def start_page_converters(config: Mapping[str, Any], parsed: argparse.Namespace) -> ConverterPool | None:
-    """The sync's page converters, the first already starting, where the config sends the records to
-    Spark through this process (``destinations/spark/page_conversion``); None otherwise.
-
-    Why as soon as the config is read, before the source's spec, the catalog, the states and the
-    streams' set-up: a converter takes a while to start (Arrow's import mostly), and one started with
-    the destination, after all that, could still be starting when the first page came.
-    """
+    """The sync's page converters, started as soon as the config is read (they are slow to start), where records go to
+    Spark through this process; else None."""
     settings = destination_settings(config, parsed)  # (before anything starts: a bad key fails at once)
     if _destination_kind(settings, parsed) != "spark":
         return None
@@ -70,10 +61,7 @@ def make_destination(
     source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, output: ProtocolOutput,
     converters: ConverterPool | None = None, max_checkpoints_ahead: int | None = None,
 ) -> Destination:
-    """The destination ``read`` writes to; ``converters``: the sync's page converters, where
-    ``start_page_converters`` started them (the destination owns them now, and closes them);
-    ``max_checkpoints_ahead``: the read's bound (``checkpoints_ahead_of``), which sets how many
-    checkpoints a Spark table groups for one commit."""
+    """The destination ``read`` writes to; it takes ownership of ``converters`` and closes them."""
     settings = destination_settings(config, parsed)
     kind = _destination_kind(settings, parsed)
     if kind == "stdout":
@@ -89,10 +77,7 @@ def spark_destination(
     source: Any, config: Mapping[str, Any], parsed: argparse.Namespace, converters: ConverterPool | None = None,
     max_checkpoints_ahead: int | None = None,
 ) -> Any:
-    """The Spark destination the config's ``destination`` section and the flags describe;
-    ``converters``: the sync's page converters (``ConverterPool``), where it started them already
-    (closed here if the destination cannot be made); ``max_checkpoints_ahead``: a read's bound
-    (None: the default's)."""
+    """The Spark destination the config and flags describe; ``converters`` are closed here if it cannot be made."""
     from source_framework.destinations.spark.destination import SparkDestination
     from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS
 
@@ -133,10 +118,8 @@ def spark_destination(
 
 
 def default_namespace(source: Any) -> str:
-    """The namespace of the tables of streams that have none: the source's name; for a manifest
-    run as airbyte-cdk's own declarative class (``python -m source_framework shop.yaml``), whose
-    name is that class's whatever the manifest, the manifest's: its file's name, or its folder's
-    for the ``manifest.yaml`` of airbyte's manifest-only connectors (``source-shop/manifest.yaml``)."""
+    """The namespace of tables of streams that have none: the source's name, or for a manifest run as airbyte-cdk's own
+    declarative class, the manifest file's name (its folder's for a ``manifest.yaml``)."""
     manifest = getattr(source, "_path_to_yaml", None)
     if not isinstance(manifest, str) or former_namespaces(source) == ():
         return str(source.name)
@@ -147,8 +130,7 @@ def default_namespace(source: Any) -> str:
 
 
 def former_namespaces(source: Any) -> tuple[str, ...]:
-    """Where earlier versions put the tables ``default_namespace`` now puts elsewhere: a manifest's
-    under the name of airbyte-cdk's class. A source class of the connector's own keeps its name."""
+    """Where earlier versions put the tables ``default_namespace`` now puts elsewhere (a manifest's, under airbyte-cdk's class name)."""
     cls = type(source)
     manifest = getattr(source, "_path_to_yaml", None)
     if isinstance(manifest, str) and cls.__module__.startswith("airbyte_cdk.") and source.name == cls.__name__:

@@ -1,21 +1,7 @@
 """The command line: ``spec``, ``check``, ``discover``, ``read``, Airbyte style (and ``catalog``, ``state``, ``tables``).
 
-::
-
-    if __name__ == "__main__":
-        launch(MySource(), sys.argv[1:])
-
-Any airbyte-cdk 7 source runs here unchanged: one built on ``AbstractSource`` (``HttpStream``s
-and any other ``Stream``), or on the concurrent framework (declarative YAML manifests,
-``DefaultStream``). ``spec``, ``check`` and ``discover`` are airbyte-cdk's own. ``read`` is ours
-(``runtime.read_command``): it lands records in Spark tables (or prints them with ``--destination
-stdout``) and prints each STATE only after the records before it are committed. Every flag airbyte-cdk's entrypoint takes
-(``--debug``, ``--manifest-path``, ``--components-path``) is taken here too. ``catalog`` prints
-the configured catalog ``read`` takes, made from ``discover`` (``runtime.catalog_command``);
-``tables`` shows each stream's table without a JVM (``runtime.tables_command``).
-
-stdout carries protocol messages and nothing else (``runtime.process``; ``catalog``: the catalog). stderr gets the logs,
-the progress of ``read`` (``runtime.progress``) and its end-of-run summary (``runtime.summary``).
+Any airbyte-cdk 7 source runs here unchanged; ``spec``, ``check`` and ``discover`` are airbyte-cdk's own, ``read`` is
+ours. stdout carries protocol messages and nothing else; logs, progress and the summary go to stderr.
 """
 
 from __future__ import annotations
@@ -146,8 +132,7 @@ def add_table_flags(command: argparse.ArgumentParser) -> None:
 
 
 def _add_cdk_manifest_flags(command: argparse.ArgumentParser) -> None:
-    """airbyte-cdk's entrypoint takes these for its manifest runner; so do we, with the same meaning
-    (they are read by whoever builds the source, not by the entrypoint)."""
+    """airbyte-cdk's manifest runner flags, taken with the same meaning (read by whoever builds the source)."""
     command.add_argument("--manifest-path", help="path to the YAML manifest file (as airbyte-cdk's entrypoint)")
     command.add_argument("--components-path", help="path to the custom components file (as airbyte-cdk's entrypoint)")
 
@@ -168,16 +153,7 @@ def launch(source: Any, args: list[str]) -> None:
 
 
 def run_script(script: str, args: list[str], handler: Callable[[Any, list[str]], Any]) -> None:
-    """Run a connector script as ``__main__``, with its ``launch(source, args)`` call handed to
-    ``handler(source, args)`` instead of this command line.
-
-    The seam the tools use to drive a connector the way its author runs it (``python main.py
-    ...``) without knowing how the script builds its source: ``python -m source_framework.compare``
-    reads it through a counting destination or airbyte-cdk's own entrypoint, the acceptance
-    suites take the source object itself::
-
-        run_script("main.py", ["read", "--config", "c.json"], lambda source, args: print(source.name))
-    """
+    """Run a connector script as ``__main__`` with its ``launch(source, args)`` call handed to ``handler`` (for tools)."""
     global _launch_handler
     folder = os.path.dirname(os.path.abspath(script))
     if folder not in sys.path:  # stays: the source may import its modules lazily
@@ -205,9 +181,8 @@ def run_command(source: Any, parsed: argparse.Namespace) -> int:
 
 
 def run_cdk_command(source: Any, parsed: argparse.Namespace) -> int:
-    """``spec``, ``check`` and ``discover`` through airbyte-cdk's entrypoint, after our own
-    check of the config file so that a bad file gets a one-line error, not a traceback; what
-    the source's own code raises gets a TRACE error, as airbyte-cdk's ``launch`` prints it."""
+    """``spec``, ``check`` and ``discover`` through airbyte-cdk, after our own config check so a bad file gets a one-line
+    error, not a traceback."""
     cdk_args = [parsed.command] + (["--debug"] if parsed.debug else [])
     output = ProtocolOutput()
     try:

@@ -1,15 +1,7 @@
 """One traceback per distinct error on stderr, and a failure's reason in one line.
 
-When an API keeps failing, every worker reading a slice of the stream meets the same error, and
-airbyte-cdk logs each with its traceback ("Retries exhausted with backoff exception."): with 4
-workers that was about 150 lines of stderr saying one thing. ``RepeatedErrors`` is a logging
-filter that lets the first log line carrying a given error (its type and message) through with
-its traceback; a later one prints as its one line, counted: ``... (UserDefinedBackoffException:
-the same error 3 more times; its traceback is above)``. Only stderr's logging is filtered: the
-TRACE error messages on stdout stay one per failure, as the protocol has them.
-
-``failure_reason`` is the summary's reason for a failed stream: its error in one short line,
-with the config's secrets masked.
+When an API keeps failing, every worker meets the same error and airbyte-cdk logs each with its traceback;
+``RepeatedErrors`` lets the first through and counts the rest. The TRACE errors on stdout stay one per failure.
 """
 
 from __future__ import annotations
@@ -28,8 +20,7 @@ _JUDGED = "_source_framework_judged"  # set on a record once judged, so every ha
 
 
 class RepeatedErrors(logging.Filter):
-    """Shows the traceback of an error (its type and message) the first time a log record carries
-    it; a later record carrying the same error prints as one line, counted, without it."""
+    """Shows an error's traceback the first time a log record carries it; later ones print as one counted line."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,13 +46,11 @@ class RepeatedErrors(logging.Filter):
         return True
 
     def repeats(self) -> dict[tuple[str, str], int]:
-        """How many more times each error was logged after its first, by (type, message)."""
         with self._lock:
             return dict(self._seen)
 
 
 def _error_key(record: logging.LogRecord) -> tuple[str, str] | None:
-    """The error a record carries a traceback of, as (type, message); None for a plain line."""
     if not record.exc_info or record.exc_info[1] is None:
         return None
     error = record.exc_info[1]
@@ -70,9 +59,8 @@ def _error_key(record: logging.LogRecord) -> tuple[str, str] | None:
 
 @contextmanager
 def one_traceback_per_error(keep: bool = False) -> Iterator[RepeatedErrors]:
-    """``RepeatedErrors`` on every handler of the root logger while the block runs. ``keep``: it
-    stays on them after the block (a process of its own, about to exit), because a stream that
-    failed does not wait for its other workers, and those log the same error a moment later."""
+    """``RepeatedErrors`` on every root handler during the block; ``keep`` leaves it on after (a process about to
+    exit), because a failed stream's other workers log the same error a moment later."""
     repeats = RepeatedErrors()
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
@@ -86,7 +74,6 @@ def one_traceback_per_error(keep: bool = False) -> Iterator[RepeatedErrors]:
 
 
 def one_line(text: str, limit: int | None = None) -> str:
-    """The first non-empty line of ``text``, cut to ``limit`` characters with ``...``."""
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
     if limit is not None and len(line) > limit:
         line = line[: limit - 3].rstrip() + "..."
@@ -94,10 +81,8 @@ def one_line(text: str, limit: int | None = None) -> str:
 
 
 def failure_reason(error: BaseException, secrets: SecretFilter | None = None) -> str:
-    """The error in one line of at most ``REASON_LIMIT`` characters, secrets masked (before the
-    cut, so a secret is never left half-shown). An airbyte-cdk error whose message wraps its
-    cause ("Exhausted available request attempts. Please see logs ... Exception: HTTP Status
-    Code: 500 ...") too long to show whole gives its cause instead: that is the part that says what happened."""
+    """The error in one line of at most ``REASON_LIMIT`` characters, secrets masked before the cut; a wrapper too long to
+    show gives its cause instead."""
     mask = secrets.mask if secrets is not None else (lambda text: text)
     message = getattr(error, "message", None)  # airbyte-cdk's message for people: as it is
     if not isinstance(message, str) or not message:

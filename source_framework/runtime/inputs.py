@@ -1,7 +1,6 @@
 """Loading the command line's input files, with errors that name the file and the problem.
 
-Everything here runs before the first byte is written anywhere, so bad input never leaves a
-half-written table or state behind.
+Everything here runs before anything is written, so bad input never leaves a half-written table or state behind.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from airbyte_cdk.models import (
     ConfiguredAirbyteCatalogSerializer,
 )
 
-#: The most one stream's state may take as compact JSON (as a STATE line carries it); the one
-#: rule for a state ``read`` prints (``runtime.state_checks``) and for one it is given (``load_state``).
+#: The most one stream's state may take as compact JSON, for a state ``read`` prints and one it is given alike.
 MAX_STATE_BYTES = 10 * 1024 * 1024
 
 
@@ -51,8 +49,7 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -> None:
-    """The config against the connector's spec, as airbyte-cdk's entrypoint checks it (unless the
-    source turned that off with ``check_config_against_spec = False``)."""
+    """The config against the connector's spec, as airbyte-cdk's entrypoint checks it (unless the source opts out)."""
     if getattr(source, "check_config_against_spec", True) is False:
         return
     from airbyte_cdk.sources.utils.schema_helpers import check_config_against_spec_or_exit
@@ -105,10 +102,7 @@ def load_catalog(path: str) -> ConfiguredAirbyteCatalog:
 
 
 def compact_state_size(state: Any) -> int:
-    """Bytes of ``state`` as its STATE line carries it: what the size limit is measured on, in and
-    out (``runtime.state_checks`` measures a state it prints the same way). That is orjson's compact JSON,
-    or, for what orjson refuses (integers beyond 64 bits, nesting beyond 254 levels, text with a
-    lone surrogate), the same text written without those limits (``runtime.output.to_json``)."""
+    """Bytes of ``state`` as its STATE line carries it (``to_json``'s text where orjson refuses it)."""
     try:
         return len(orjson.dumps(state))
     except orjson.JSONEncodeError:
@@ -118,18 +112,8 @@ def compact_state_size(state: Any) -> int:
 
 
 def load_state(path: str | None) -> dict[str, Any]:
-    """Read a state file into ``{stream_name: stream_state}``, refusing a stream whose state is
-    over ``MAX_STATE_BYTES``. The file itself may be larger: it holds several streams, and is
-    perhaps indented or ASCII-escaped by whoever edited it; the limit is per stream.
-
-    Accepts the three shapes users meet in the field:
-
-    - Airbyte's per-stream list: ``[{"type": "STREAM", "stream": {"stream_descriptor": {...},
-      "stream_state": {...}}}, ...]`` (the STATE messages ``read`` prints);
-    - the legacy dict: ``{"users": {"updatedAt": "..."}}``;
-    - Singer's ``{"bookmarks": {"users": {...}}}``; a Singer bookmark with ``partitions``
-      becomes the per-partition ``{"states": [...]}`` form.
-    """
+    """Read a state file (Airbyte's per-stream list, the legacy dict or Singer bookmarks) into ``{stream: state}``; the
+    size limit is per stream, not on the file."""
     if not path:
         return {}
     states = _states_of(load_json_file(path, "state"), path)
@@ -144,7 +128,6 @@ def load_state(path: str | None) -> dict[str, Any]:
 
 
 def _states_of(raw: Any, path: str) -> dict[str, Any]:
-    """``{stream: state}`` from a parsed state file of any of the three shapes."""
     if raw in (None, {}, []):
         return {}
     if isinstance(raw, list):
@@ -183,7 +166,6 @@ def _from_state_messages(messages: list, path: str) -> dict[str, Any]:
 
 
 def _named_stream_state(entry: Any, where: str, path: str) -> tuple[str, dict[str, Any]]:
-    """``(name, state)`` of an Airbyte ``{"stream_descriptor": {"name": ...}, "stream_state": {...}}``."""
     if not isinstance(entry, dict) or not isinstance(entry.get("stream_descriptor"), dict):
         raise InputError(
             f"state file '{path}': {where} has no 'stream_descriptor' object "

@@ -1,15 +1,8 @@
 """Airbyte protocol messages on stdout: one JSON object per line, and nothing else there.
 
-Messages are built as plain dicts in the protocol's shape and written with orjson; building the
-CDK's dataclasses for every record would cost more than reading it. STATE lines are flushed at
-once, because whoever reads our stdout acts on them (saves them, or checks the table); STATEs
-that become ready together (checkpoints committed as one) are flushed together, after the last.
-
-What orjson refuses to write (nesting deeper than 254 levels, integers beyond 64 bits, keys that
-are not strings, strings with lone surrogates) is written by ``_to_json_without_limits`` instead,
-as airbyte-cdk's entrypoint falls back on the standard library: the record is printed, never
-dropped, and the sync goes on. Only a value JSON has no form for (a set, a circular reference)
-stops the stream, with the error, and nothing of its line is written.
+Messages are plain dicts written with orjson (the CDK's dataclasses would cost more than reading a record). STATE lines
+are flushed at once, because whoever reads stdout acts on them. What orjson refuses is written without its limits, as
+airbyte-cdk falls back on the standard library: a record is printed, never dropped.
 """
 
 from __future__ import annotations
@@ -49,12 +42,10 @@ class ProtocolOutput:
     ) -> None:
         self._out = stream or sys.stdout.buffer
         self.secrets = secrets or SecretFilter(())
-        # e.g. rewriting the --state-file, the progress display; each after the line is out
         self._state_listeners: list[StateListener] = [on_state] if on_state is not None else []
         self._state_lock = threading.Lock()
 
     def add_state_listener(self, listener: StateListener) -> None:
-        """Call ``listener(stream, namespace, state)`` after each STATE line, in the order added."""
         self._state_listeners.append(listener)
 
     def _write(self, message: Mapping[str, Any], flush: bool = False) -> None:
@@ -75,8 +66,7 @@ class ProtocolOutput:
 
     def state(self, stream: str, namespace: str | None, state: Mapping[str, Any], record_count: int,
               flush: bool = True) -> None:
-        """A STATE line, then the state listeners. ``flush=False``: more STATE lines follow at once,
-        and the caller flushes after the last (one write for all of them)."""
+        """A STATE line, then the state listeners; ``flush=False`` when more follow at once and the caller flushes."""
         descriptor: dict = {"name": stream}
         if namespace:
             descriptor["namespace"] = namespace
@@ -98,8 +88,7 @@ class ProtocolOutput:
         self._write({"type": "LOG", "log": {"level": level, "message": self.secrets.mask(message)}}, flush=True)
 
     def message(self, message: Mapping[str, Any]) -> None:
-        """Pass on a protocol message a stream emitted (a TRACE estimate, a CONTROL message), with
-        any config secret in it masked."""
+        """Pass on a protocol message a stream emitted, with any config secret in it masked."""
         line = to_json(message)
         text = line.decode("utf-8", "replace")
         if self.secrets.contains_secret(text):
@@ -147,8 +136,7 @@ class ProtocolOutput:
 
 
 def to_json(value: Any) -> bytes:
-    """Compact UTF-8 JSON of ``value``: orjson's, or for what orjson refuses, the same text
-    written without its limits."""
+    """Compact UTF-8 JSON of ``value``: orjson's, or for what orjson refuses, the same text without its limits."""
     try:
         return orjson.dumps(value)
     except TypeError as error:  # orjson.JSONEncodeError is a TypeError
@@ -166,13 +154,11 @@ def _warn_slow_path_once(error: Exception) -> None:
         logger.warning("a message orjson cannot write (%s) is written more slowly; this may slow the sync", error)
 
 
-#: entries of the work stack in ``_to_json_without_limits``
 _VALUE, _TEXT, _LEAVE = 0, 1, 2
 
 
 def _to_json_without_limits(value: Any) -> bytes:
-    """JSON of ``value`` built with a stack instead of recursion, so any depth fits; scalars are
-    written by orjson, so the text is what orjson would write if it had no limits."""
+    """JSON of ``value`` built with a stack instead of recursion, so any depth fits; scalars are written by orjson."""
     parts: list[bytes] = []
     open_containers: set[int] = set()  # on the path from the top: a second visit is a cycle
     stack: list[tuple[int, Any]] = [(_VALUE, value)]
@@ -194,8 +180,6 @@ def _to_json_without_limits(value: Any) -> bytes:
 
 
 def _push_container(container: Any, stack: list[tuple[int, Any]]) -> bytes:
-    """Push the members of an object or array (last first) and its closing bracket; return the
-    opening bracket."""
     if isinstance(container, Mapping):
         stack.append((_TEXT, b"}"))
         entries = list(container.items())
@@ -213,12 +197,11 @@ def _push_container(container: Any, stack: list[tuple[int, Any]]) -> bytes:
 
 
 def _key_json(key: Any) -> bytes:
-    """An object key as JSON text; keys that are not strings become strings as the standard
-    library writes them (``1`` -> ``"1"``, ``None`` -> ``"null"``)."""
+    """An object key as JSON text; non-string keys become strings as the standard library writes them."""
     if not isinstance(key, str):
         if key is not None and not isinstance(key, (int, float)):
             raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
-        key = json.dumps(key)  # the standard library's text for a number, true, false or null
+        key = json.dumps(key)
     return _scalar_json(key)
 
 

@@ -1,13 +1,7 @@
 """A fetch permit held by one owner at a time, given back when its ``with`` block ends.
 
-``runtime.concurrency`` bounds the slices and pages fetching at once with one semaphore the
-streams synced together share; a permit taken and never given back would starve every stream
-for the rest of the sync. So each one taken is a ``Permit``, and whoever holds it gives it back
-by leaving a ``with`` block, whatever ends the block::
-
-    with Permit.take(permits) as permit:   # waits for one
-        ...
-        handed = permit.handed_on()        # now another thread's, for its own ``with`` block
+The streams synced together share one semaphore; a permit never given back would starve every stream for the rest
+of the sync, so whoever holds one gives it back by leaving a ``with`` block, whatever ends it.
 """
 
 from __future__ import annotations
@@ -19,8 +13,7 @@ from types import TracebackType
 
 
 class Permit:
-    """One permit of ``permits`` (None: no bound, every call does nothing), or none once given back
-    or handed on."""
+    """One permit of ``permits`` (None: no bound, every call does nothing), or none once given back or handed on."""
 
     def __init__(self, permits: threading.Semaphore | None, held: bool = True) -> None:
         self._permits = permits
@@ -29,14 +22,12 @@ class Permit:
 
     @classmethod
     def take(cls, permits: threading.Semaphore | None) -> Permit:
-        """A permit, once one is free."""
         if permits is not None:
             permits.acquire()
         return cls(permits)
 
     @classmethod
     def take_if_free(cls, permits: threading.Semaphore) -> Permit | None:
-        """A permit if one is free now, else None."""
         return cls(permits) if permits.acquire(blocking=False) else None
 
     def __enter__(self) -> Permit:
@@ -52,16 +43,14 @@ class Permit:
             self._permits.release()
 
     def handed_on(self) -> Permit:
-        """The permit, moved to a new object for its next owner: this one's block no longer gives it
-        back, the new owner's does."""
+        """The permit, moved to a new object for its next owner, whose block gives it back instead of this one's."""
         with self._lock:
             held, self.held = self.held, False
         return Permit(self._permits, held)
 
     @contextmanager
     def lent(self) -> Iterator[None]:
-        """Given back for the block (a worker waiting for the loop lets another slice fetch), taken
-        again after it, however it ends."""
+        """Given back for the block (a worker waiting for the loop lets another slice fetch), then taken again."""
         if not self.held:
             yield
             return

@@ -1,15 +1,7 @@
-"""What a command owns in its process: exit codes, the protocol stdout, the logging set-up, the
-garbage collector's pace and the HTTP client's settings while records stream through.
+"""What a command owns in its process: exit codes, the protocol stdout, logging, and settings while records stream.
 
-The process-wide settings (``tuned_for_streaming``) are applied by ``main.py read`` run as its own
-process only: a notebook or an orchestrator that imports the library and calls it keeps its
-collector, thread switch interval and ``requests`` as they are. They change speed, not results.
-
-stdout carries Airbyte protocol messages and nothing else. When ``main.py read`` runs as its own
-process, descriptor 1 is pointed at stderr (so a stray ``print``, or the JVM's own output,
-cannot reach the protocol stream) and protocol lines go to a private copy of the original
-stdout. Run in-process (tests, ``source_framework.testing.read``), nothing of the process is
-touched: the caller hands in the stream the protocol lines go to.
+Process-wide settings apply only when ``main.py read`` runs as its own process; a caller that imports the library keeps
+its own. As its own process, descriptor 1 points at stderr so a stray ``print`` (or the JVM) cannot reach the protocol.
 """
 
 from __future__ import annotations
@@ -42,9 +34,7 @@ def private_stdout() -> BinaryIO:
 
 
 class _StderrHandler(logging.StreamHandler):
-    """Writes to ``sys.stderr`` as it is when a line is logged, not as it was when the handler was
-    made: a caller that swaps stderr (a test's capture, a notebook) and closes the old one leaves
-    no handler writing to a closed file (py4j logs from its own thread, long after)."""
+    """Writes to ``sys.stderr`` as it is now, so a caller that swaps and closes stderr leaves no handler on a closed file."""
 
     @property
     def stream(self) -> object:
@@ -74,25 +64,19 @@ def log_to_stderr(debug: bool = False) -> None:
 
 @contextmanager
 def tuned_for_streaming() -> Iterator[None]:
-    """The process-wide settings ``read`` runs fastest with, undone afterwards (see each one)."""
+    """The process-wide settings ``read`` runs fastest with, undone afterwards."""
     with gc_for_streaming(), threads_for_streaming(), bodies_read_whole(), proxies_looked_up_once():
         yield
 
 
-#: The cyclic collector's thresholds while records stream through (Python's default: 700, 10, 10).
+#: The cyclic collector's thresholds while records stream through.
 READING_GC_THRESHOLDS = (50_000, 20, 100)
 
 
 @contextmanager
 def gc_for_streaming() -> Iterator[None]:
-    """Keep the cyclic garbage collector from scanning what a sync holds while it reads.
-
-    Why: a page is thousands of fresh dicts, and the collector's default pace made it the largest
-    single cost of ``read``. Objects that exist before the sync are frozen out of its passes, and
-    passes come less often; records are freed by reference counting anyway, and cycles are still
-    collected. Only the young generations are collected before the freeze (a full pass walks every
-    object of the process); older garbage is collected after the sync, when it is unfrozen.
-    """
+    """Keep the cyclic collector from scanning what a sync holds: objects from before the sync are frozen out of its
+    passes, which come less often; records are freed by reference counting anyway."""
     previous = gc.get_threshold()
     gc.collect(1)
     gc.freeze()
@@ -104,18 +88,13 @@ def gc_for_streaming() -> Iterator[None]:
         gc.unfreeze()
 
 
-#: How long the reading thread may hold the interpreter while another thread waits for it
-#: (Python's default: 5 ms), while records stream through.
+#: How long the reading thread may hold the interpreter while another thread waits for it.
 READING_SWITCH_INTERVAL = 0.001
 
 
 @contextmanager
 def threads_for_streaming() -> Iterator[None]:
-    """Let the sync's other threads have the interpreter sooner while the reading thread keeps it busy.
-
-    Why: the committer and the page converter's sender each need the interpreter for a moment
-    between their waits, several times a commit; at Python's 5 ms the commits set the sync's pace.
-    """
+    """Let the committer and converter threads have the interpreter sooner while the reading thread keeps it busy."""
     previous = sys.getswitchinterval()
     sys.setswitchinterval(READING_SWITCH_INTERVAL)
     try:
@@ -124,18 +103,13 @@ def threads_for_streaming() -> Iterator[None]:
         sys.setswitchinterval(previous)
 
 
-#: The size of the steps in which ``requests`` reads a response body it keeps whole (its default: 10 KB).
+#: The size of the steps in which ``requests`` reads a response body it keeps whole.
 READING_BODY_STEP = 1 << 20
 
 
 @contextmanager
 def bodies_read_whole() -> Iterator[None]:
-    """Have ``requests`` read each response body in one step (as far as the socket has it), not in
-    10 KB steps, while streams read.
-
-    Why: each step goes through four layers of Python (requests, urllib3, http.client, the socket's
-    file). A step never asks for more than the body's announced length.
-    """
+    """Have ``requests`` read each response body in one step, not in 10 KB steps through four layers of Python."""
     import requests.models
 
     previous = requests.models.CONTENT_CHUNK_SIZE
@@ -153,15 +127,8 @@ _proxy_lookup: Any = None  # requests' own, while a sync has it replaced
 
 @contextmanager
 def proxies_looked_up_once() -> Iterator[None]:
-    """Have ``requests`` look up the proxy environment variables once per host while streams read,
-    not before every request.
-
-    Why: airbyte-cdk's ``HttpClient`` merges the environment's settings into every request, and
-    requests then walks the whole environment to find the ``*_proxy`` variables. The answer depends
-    on the URL's scheme and host and on the environment, which a sync reads once: a variable changed
-    while streams read applies from the next sync. Syncs running at once in one process share one
-    replacement; the last one to end puts requests' own back.
-    """
+    """Have ``requests`` look up the proxy variables once per host instead of walking the environment before every
+    request; syncs at once share one replacement, and the last to end puts requests' own back."""
     global _proxy_lookups_users, _proxy_lookup
     import requests.sessions
 

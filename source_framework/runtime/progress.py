@@ -1,20 +1,6 @@
-"""Progress of a running ``read`` on stderr, for the person watching it.
+"""Progress of a running ``read`` on stderr: a live table on a terminal, log lines otherwise, nothing with ``--quiet``.
 
-``make_progress`` picks one of three:
-
-- stderr is a terminal: ``LiveProgress``, a table redrawn in place, one row per stream: records
-  read, slices done (of how many, where known), checkpoints committed, records per second, time
-  since the last commit. A background thread redraws it at most ``REFRESH_PER_SECOND`` times a
-  second from counters the read loop keeps anyway (``StreamResult.records``, ``.slices``), so
-  reading a record costs nothing more. Log lines print above the table, not through it.
-- stderr is not a terminal (CI, a pipe, a file): ``LineProgress``, a log line per committed
-  checkpoint, at most one a second per stream, and the stream's last one (logger
-  ``source_framework.progress``).
-- ``--quiet``: ``Progress`` itself, which shows nothing.
-
-The runtime calls ``stream_started``/``stream_finished`` (``read_streams``), and
-``checkpoint_committed`` listens to the STATE lines (``ProtocolOutput.add_state_listener``),
-which are printed only once their checkpoint is committed.
+The live table is redrawn by a background thread from counters the read loop keeps anyway, so reading costs nothing more.
 """
 
 from __future__ import annotations
@@ -58,8 +44,7 @@ class StreamView:
 
     def slices(self) -> str:
         done, total = self.result.slices, self.result.slices_total
-        # A total the count passed was a wrong guess (a stream read page by page, say): "5/1" would
-        # say more slices were read than there are, so only the count is shown, as for no total.
+        # A total the count passed was a wrong guess: "5/1" would mislead, so only the count is shown.
         return f"{done}/{total}" if total is not None and done <= total else str(done)
 
     def status(self) -> str:
@@ -94,7 +79,6 @@ class Progress:
         """Stop showing and leave the terminal as it was."""
 
     def views(self) -> list[StreamView]:
-        """The streams started so far, in order."""
         with self._lock:
             return list(self._views.values())
 
@@ -121,10 +105,8 @@ class Progress:
 
 
 class LineProgress(Progress):
-    """For logs (stderr is not a terminal): a line per committed checkpoint, at most one every
-    ``every_seconds`` per stream; the last one a stream did not show is shown when it ends. Why
-    not every one: at ``state_checkpoint_interval`` 100 that was 10,000 lines for 1,000,000
-    records, and 0.36 s of the reading thread's time (~10% of the sync)."""
+    """For logs: a line per committed checkpoint, at most one every ``every_seconds`` per stream (a line per checkpoint
+    would flood the log and slow the reading thread); the last one unshown is shown when the stream ends."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, every_seconds: float = LINE_EVERY_SECONDS) -> None:
         super().__init__(clock)
@@ -150,8 +132,6 @@ class LineProgress(Progress):
 
 
 def checkpoint_line(view: StreamView, state: Mapping[str, Any], now: float) -> str:
-    """``users: checkpoint 3 committed, 750 rows written, 900 records read, 1/1 slices, 2,140 records/s,
-    state updatedAt=...``"""
     return (
         f"{view.result.name}: checkpoint {view.checkpoints} committed, {view.result.rows:,} rows written, "
         f"{view.result.records:,} records read, {view.slices()} slices, {view.rate(now):,.0f} records/s, "
@@ -195,14 +175,12 @@ class LiveProgress(Progress):
         for handler in self._rerouted:
             handler.setStream(self.console.file)
         self._rerouted = []
-        self._live.stop()  # transient: the table goes; the summary follows
+        self._live.stop()
 
     def protocol_stream(self, stream: BinaryIO) -> BinaryIO:
-        """When stdout is this same terminal (nothing redirected), protocol lines print above the
-        table while it shows, instead of across it; otherwise they go to ``stream`` untouched."""
+        """Where stdout is this same terminal, protocol lines print above the table instead of across it."""
         if not same_terminal(stream, self.console.file):
             return stream
-        # ProtocolOutput uses only write, flush and fileno, which _AboveTheTable has.
         return cast(BinaryIO, _AboveTheTable(self, stream))
 
     @property
@@ -210,8 +188,7 @@ class LiveProgress(Progress):
         return self._live.is_started
 
     def _route_logs_above_the_table(self) -> None:
-        """Logging handlers writing to our terminal go through rich's proxy of stderr (set by
-        ``Live``), which prints each line above the table instead of across it."""
+        """Logging handlers on our terminal go through rich's stderr proxy, which prints above the table."""
         from rich.file_proxy import FileProxy
 
         if not isinstance(sys.stderr, FileProxy):
@@ -272,11 +249,8 @@ class LiveProgress(Progress):
 
 
 class _AboveTheTable:
-    """A binary stream on the terminal: while the table shows, its lines print above the table.
-
-    Lines are kept until ``flush`` (the protocol flushes after each STATE, TRACE and LOG) or
-    until 64 KB wait, then printed at once: each print redraws the table, so not one per line.
-    """
+    """A binary stream whose lines print above the table while it shows, held until ``flush`` or 64 KB since each print
+    redraws the table."""
 
     LIMIT = 1 << 16
 
@@ -316,8 +290,7 @@ class _AboveTheTable:
 
 
 def make_progress(quiet: bool, stream: TextIO | None = None, terminal: bool = True) -> Progress:
-    """``--quiet``: nothing; a terminal (if ``terminal``): the live table; anything else: a line
-    per checkpoint, logged."""
+    """``--quiet``: nothing; a terminal: the live table; anything else: a logged line per checkpoint."""
     if quiet:
         return Progress()
     stream = stream or sys.stderr
@@ -329,7 +302,6 @@ def make_progress(quiet: bool, stream: TextIO | None = None, terminal: bool = Tr
 
 
 def same_terminal(one: Any, other: Any) -> bool:
-    """Both streams are open on the same terminal."""
     try:
         return os.isatty(one.fileno()) and os.path.samestat(os.fstat(one.fileno()), os.fstat(other.fileno()))
     except (AttributeError, OSError, ValueError):

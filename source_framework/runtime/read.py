@@ -1,14 +1,4 @@
-"""``read``: pull records from each configured stream, hand them to the sink, checkpoint.
-
-Each stream is read by its own loop (``runtime.stream_sync``: when it checkpoints, and its
-STATEs printed behind the barrier); here the streams are synced in catalog order, each failing
-apart from the others.
-
-Concurrency (``runtime.concurrency``): a stream's next slices are fetched by worker threads
-while its loop works on the current one, and streams of airbyte-cdk's concurrent framework are
-synced several at once; each loop still takes its slices in order, so each stream's checkpoints
-and STATEs are those of a sync that reads one slice after another.
-"""
+"""``read``: sync each configured stream in catalog order, each failing apart from the others."""
 
 from __future__ import annotations
 
@@ -53,20 +43,8 @@ def read_streams(
     stop_on_failure: bool = False,
     max_checkpoints_ahead: int = TUNING.max_in_flight,
 ) -> ReadResult:
-    """Sync every configured stream in catalog order; a failing stream does not stop the others,
-    unless ``stop_on_failure`` (the source's ``stop_sync_on_stream_failure``, as airbyte-cdk
-    reads it): then no stream starts after the first failure.
-
-    ``adapters`` holds every stream the catalog names (see ``runtime.read_command``), so nothing
-    here fails on bad input. Streams named in ``rebuild`` (``"*"``: all) start over and replace
-    their tables. ``progress`` is told when each stream starts and ends. ``side_messages``
-    yields what the source's components emitted outside the streams' items. ``concurrency``:
-    slices fetched at once where the streams allow it, and streams synced at once where they
-    share nothing (airbyte-cdk's concurrent framework; 1: one stream, one slice after another).
-    Each stream's table, checkpoints and STATEs are the same whatever the concurrency; only the
-    order in which lines of different streams interleave changes. ``max_checkpoints_ahead``: how
-    many checkpoints of a stream may wait for their STATE while its reading goes on (``TUNING.max_in_flight``).
-    """
+    """Sync every configured stream in catalog order; a failing stream stops the others only with ``stop_on_failure``.
+    Each stream's table, checkpoints and STATEs are the same whatever the ``concurrency``."""
     rebuild = set(rebuild)
     shared = SyncControls(permits=threading.Semaphore(concurrency) if concurrency > 1 else None)
 
@@ -96,8 +74,7 @@ def read_streams(
 
 
 def _groups(configured: Iterable[Any], adapters: Mapping[str, StreamAdapter]) -> list[list[Any]]:
-    """The streams in catalog order, in groups synced at once: each run of streams that may be
-    synced alongside others is one group, every other stream a group of its own."""
+    """The streams in catalog order, grouped: each run of streams that may sync alongside others is one group."""
     groups: list[list[Any]] = []
     for entry in configured:
         alongside = adapters[entry.stream.name].syncs_alongside_others
@@ -171,7 +148,6 @@ def _sync_one(
 
 
 def _schema_of(adapter: StreamAdapter) -> Mapping[str, Any]:
-    """The stream's JSON schema, or an error that says where it was looked for and how to give one."""
     try:
         schema = adapter.json_schema()
     except Exception as error:
@@ -182,8 +158,7 @@ def _schema_of(adapter: StreamAdapter) -> Mapping[str, Any]:
 
 
 def schema_missing_message(name: str, stream: Any, error: BaseException) -> str:
-    """Where airbyte-cdk looked for a stream's schema (``schemas/<name>.json`` in the package of the
-    module that defines the stream class), and the two ways to provide one."""
+    """Where airbyte-cdk looked for a stream's schema, and the two ways to provide one."""
     module = type(stream).__module__ if stream is not None else "?"
     package = module.split(".")[0]
     where = (

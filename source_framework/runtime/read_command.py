@@ -1,9 +1,4 @@
-"""The ``read`` command: ``run_read`` sets a sync up (config, spec, catalog, input states, the
-streams' adapters, the destination), hands it to ``runtime.read.read_streams``, and reports how it
-ended. What it reads of the flags and the config (``concurrency_of``, ``checkpoints_ahead_of``) and
-its checks of the catalog and the states against the source's streams (``prepare_streams``) are
-here too; the parser that takes its flags is ``runtime.entrypoint``'s.
-"""
+"""The ``read`` command: set a sync up, hand it to ``runtime.read.read_streams``, and report how it ended."""
 
 from __future__ import annotations
 
@@ -76,8 +71,7 @@ logger = logging.getLogger("source_framework")
 
 
 def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any], source: Any = None) -> int:
-    """``--concurrency``, else the config's ``concurrency_level`` (airbyte-cdk's declarative name for
-    it), else ``TUNING.concurrency``; never more than a declarative source's manifest allows."""
+    """``--concurrency``, else the config's ``concurrency_level``, else ``TUNING.concurrency``; capped by the manifest."""
     if getattr(parsed, "concurrency", None):
         value = int(parsed.concurrency)
     else:
@@ -92,8 +86,7 @@ def concurrency_of(parsed: argparse.Namespace, config: Mapping[str, Any], source
 
 
 def checkpoints_ahead_of(parsed: argparse.Namespace, config: Mapping[str, Any]) -> int:
-    """``--max-checkpoints-ahead``, else the config's ``max_checkpoints_ahead``, else ``TUNING.max_in_flight``:
-    how far reading may run ahead of its last STATE, in checkpoints."""
+    """``--max-checkpoints-ahead``, else the config's, else ``TUNING.max_in_flight``: how far reading may outrun its STATEs."""
     if getattr(parsed, "max_checkpoints_ahead", None):
         return int(parsed.max_checkpoints_ahead)
     value = config.get("max_checkpoints_ahead", TUNING.max_in_flight)
@@ -110,17 +103,15 @@ def run_read(
     protocol_out: BinaryIO | None = None,
     wrap_destination: Callable[[Destination], Destination] | None = None,
 ) -> int:
-    """``read``. With ``protocol_out`` (in-process runs, see ``source_framework.testing.read``) the
-    protocol lines go there and the process's stdout and logging are left as they are.
-    ``wrap_destination`` decorates the destination the records go to (a tool counting them)."""
+    """``read``. With ``protocol_out`` (in-process runs) the process's stdout and logging are left alone;
+    ``wrap_destination`` decorates the destination (a tool counting records)."""
     in_process = protocol_out is not None
-    # In process, the terminal is not ours to draw on: progress goes to the caller's logging only.
     progress = make_progress(parsed.quiet, terminal=not in_process)
     output = ProtocolOutput(progress.protocol_stream(protocol_out or private_stdout()))
     if not in_process:
         log_to_stderr(parsed.debug)
     with _masking_logs() as masking, request_cache_folder():
-        converters: ConverterPool | None = None  # until the destination has them
+        converters: ConverterPool | None = None
         try:
             config = load_config(parsed.config)
             converters = start_page_converters(config, parsed)
@@ -151,7 +142,7 @@ def run_read(
         except Exception as error:  # the source's code called from a stream's set-up (a rebuild with its state)
             return report_source_failed(SourceFailed("read's set-up", error), output)
         finally:
-            if converters is not None:  # the set-up failed before a destination took them
+            if converters is not None:
                 converters.close()
         try:
             modes = {entry.stream.name: entry.destination_sync_mode.value for entry in catalog.streams}
@@ -159,13 +150,12 @@ def run_read(
         except (TableLocked, UnsafeTableName) as error:
             destination.close()
             return report_cannot_start(error, output)
-        except OSError as error:  # the warehouse runs through a file, or this user cannot write there
+        except OSError as error:
             destination.close()
             where = getattr(destination, "warehouse", None) or "the destination"
             return report_cannot_start(InputError(f"warehouse {where}: cannot create the tables' folders there ({error})"), output)
         if state_file is not None and state_file.changed_on_disk(adapters):
-            # A `state reset` or `state set` changed these streams' states (and tables) after the file was
-            # loaded, while this run had no lock yet: syncing from what was loaded would undo it.
+            # A `state reset`/`state set` changed these streams while this run waited for its lock: reload, or it undoes it.
             logger.warning("state file '%s' changed while this run waited for its tables; reading it again", state_file.path)
             try:
                 states, rebuild, state_file = _load_states(parsed, output)
@@ -181,7 +171,6 @@ def run_read(
         started = time.monotonic()
         logger.info("reading %d stream(s) into %s", len(catalog.streams), destination.describe())
         output.add_state_listener(progress.checkpoint_committed)
-        # The process's own settings only when the process is ours (see runtime/process.py).
         tuning = tuned_for_streaming() if not in_process else nullcontext()
         try:
             with progress, one_traceback_per_error(keep=not in_process), tuning:
@@ -208,7 +197,6 @@ def run_read(
 
 @contextmanager
 def _masking_logs() -> Iterator[MaskingLogFilter]:
-    """Mask config secrets in every log line for the duration of the command."""
     masking = MaskingLogFilter(SecretFilter(()))
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
@@ -228,8 +216,7 @@ def prepare_streams(
     parsed: argparse.Namespace,
     rebuild: set[str],
 ) -> dict[str, StreamAdapter]:
-    """Check the catalog against the source and the input states against the streams, before
-    anything is written; one adapter per configured stream."""
+    """Check the catalog and input states against the source before anything is written; one adapter per stream."""
     with source_call("streams()"):
         streams = {stream.name: stream for stream in source.streams(config)}
     set_state = state_setter(source, config)
@@ -272,8 +259,7 @@ def _check_modes(adapter: StreamAdapter, configured: Any, stream: Any, parsed: a
 
 
 def _check_state(adapter: StreamAdapter, states: dict[str, Any], rebuild: set[str], parsed: argparse.Namespace) -> None:
-    """Give the stream its input state now, so that a state of the wrong shape stops ``read``
-    before anything is written (or, with ``--on-bad-state resync``, re-syncs the stream)."""
+    """Give the stream its input state now, so a state of the wrong shape stops ``read`` before anything is written."""
     name = adapter.name
     try:
         adapter.validate_state(states[name])
@@ -288,9 +274,7 @@ def _check_state(adapter: StreamAdapter, states: dict[str, Any], rebuild: set[st
 
 
 def _load_states(parsed: argparse.Namespace, output: ProtocolOutput) -> tuple[dict[str, Any], set[str], StateFile | None]:
-    """The input states, the streams to rebuild (bad state and ``--on-bad-state resync``), and the
-    state file to keep up to date, if any. A full refresh's final state means "no state"; a state
-    holding one of the config's secrets is refused."""
+    """The input states, the streams to rebuild, and the state file to keep up to date; a state holding a secret is refused."""
     states, rebuild, state_file = _read_state_input(parsed)
     for name, value in list(states.items()):
         if means_no_state(value):
@@ -307,7 +291,6 @@ def _read_state_input(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[s
     if parsed.state and parsed.state_file:
         raise InputError("give --state or --state-file, not both")
     path = parsed.state or parsed.state_file
-    # A path that names no file is a mistake to point out, not a bad state to rebuild every table over.
     if parsed.state and not os.path.exists(path):
         raise InputError(f"state file '{path}' does not exist")
     if path and os.path.isdir(path):
@@ -321,7 +304,6 @@ def _read_state_input(parsed: argparse.Namespace) -> tuple[dict[str, Any], set[s
         if parsed.on_bad_state != "resync":
             raise
         logger.warning("%s; --on-bad-state resync: every stream re-syncs from scratch and its table is rebuilt", error)
-        # The unreadable file stays where it is until the first checkpoint replaces it: a run that
-        # other bad input stops leaves it as it was.
+        # The unreadable file stays until the first checkpoint replaces it, so other bad input leaves it as it was.
         return {}, {"*"}, StateFile.replacing_unreadable(parsed.state_file) if parsed.state_file else None
 

@@ -1,15 +1,7 @@
 """The folder airbyte-cdk's HTTP cache (streams with ``use_cache``) writes to, one per command.
 
-The cache holds API responses, so it must not outlive the command. A command that ends
-normally removes its folder; one killed with SIGKILL (a crash, an orchestrator's timeout)
-cannot, so each command first removes the folders of commands that are gone. A folder is in use
-while its ``.in-use`` file is locked (``flock``, which the kernel releases when its process dies,
-whatever the PID namespace): a lock we can take means nobody holds the folder any more.
-
-::
-
-    with request_cache_folder() as folder:   # also in os.environ[ENV_REQUEST_CACHE_PATH]
-        ...
+The cache holds API responses, so it must not outlive the command; a command killed with SIGKILL cannot remove its
+folder, so each command first removes those whose ``.in-use`` ``flock`` nobody holds any more.
 """
 
 from __future__ import annotations
@@ -51,7 +43,7 @@ def request_cache_folder() -> Iterator[str]:
 
 
 def remove_abandoned(parent: str) -> None:
-    """Remove the cache folders under ``parent`` whose command is gone (see the module's doc)."""
+    """Remove the cache folders under ``parent`` whose command is gone."""
     try:
         entries = [entry for entry in os.scandir(parent) if entry.name.startswith(PREFIX)]
     except OSError:

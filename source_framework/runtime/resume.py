@@ -1,31 +1,9 @@
 """Where a stream's sync starts: the state given, or the table's newer checkpoint.
 
-A run can die after Spark committed a checkpoint and before its STATE line reached whoever
-saves states. The next run then gets an older state than the table holds, and reading from it
-would write those records twice. Each commit records the state it covers and the state its run
-started from, so we can tell:
-
-- the given state is the newest commit's state: go on from it (the normal case);
-- it is the state of an older commit (or of a checkpoint merged into a later commit), or the
-  start state of a run that committed since: the table is ahead, resume from its newest
-  checkpoint (and say so in the log). That holds however old the commit: the states of records
-  the table no longer keeps are looked up apart (``passed``: ``spark/passed_states.py``);
-- it matches nothing the table committed and is ahead of its newest checkpoint in some cursor
-  (a warehouse restored from a backup, a state from another run): reading from it would skip
-  records the table never got, so the stream is refused (``STATE_AHEAD``; moving a table's
-  cursor forward on purpose is what ``state set`` does);
-- it matches nothing the table committed otherwise: the user edited it on purpose (partial
-  re-sync); honour it as given.
-
-States are compared as ``SameState`` does: the order of a per-partition state's partitions does
-not count.
-
-In the first two cases the run also gets the boundary of the commit it resumes from (the
-records it will read again, ``runtime.boundary``). A record may hold only the partitions that
-changed since an earlier record of its run, so the boundary is rebuilt by walking the records
-newest first back to one that holds a full boundary (``_BoundaryWalk``).
-
-Before any of that, a ``state reset`` left unfinished is applied or dropped (``plan_start``).
+A run can die after a commit and before its STATE line was saved; reading from the older state then would write those
+records twice. Each commit records the state it covers and the one its run started from, so a given state that an
+older commit covers resumes from the table's newest checkpoint, one matching nothing but ahead of the table is
+refused (``STATE_AHEAD``: records would be skipped), and any other is an edit honoured as given.
 """
 
 from __future__ import annotations
@@ -61,25 +39,21 @@ class ResumePoint:
 def plan_start(
     stream: str, given: dict[str, Any], earlier: EarlierCommits, checkpoints: bool, state_as_given: bool, cursor_field: str | None,
 ) -> tuple[dict[str, Any], Mapping[str, Any] | None]:
-    """The state a stream's sync starts from, picked from the table's commits (a state ahead of the
-    table is refused), and the boundary of the records it will read again (None: nothing to skip).
-    ``checkpoints``: the sync commits under its states (else nothing in the table counts for resuming)."""
+    """The state a stream's sync starts from, and the boundary of the records it will read again (None: nothing to skip)."""
     if not apply_pending_reset(stream, given, earlier) or not checkpoints:
         return given, None
     if state_as_given:
         logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", stream, _brief(given))
         return given, None
-    point = resume_from_table(stream, given, earlier, cursor_field)  # (it logs which case it is)
+    point = resume_from_table(stream, given, earlier, cursor_field)
     if point.reason == TABLE_AHEAD:
         return copy.deepcopy(dict(point.state)), point.boundary
     return given, point.boundary
 
 
 def apply_pending_reset(stream: str, given: Mapping[str, Any], earlier: EarlierCommits) -> bool:
-    """A ``state reset`` left a marker: it applies only to a sync that starts from an empty
-    state (what the reset saved). Given another state, the reset did not finish, or ``state
-    set`` came after it: the marker goes and the state is read as given. False when this
-    sync starts over (nothing in the table counts for resuming)."""
+    """A ``state reset`` marker applies only to a sync from an empty state, else it is dropped; False when this sync
+    starts over."""
     reset_id = earlier.pending_reset()
     if reset_id is None:
         return True
@@ -96,8 +70,7 @@ def apply_pending_reset(stream: str, given: Mapping[str, Any], earlier: EarlierC
 
 
 def resume_from_table(stream: str, given: Mapping[str, Any], earlier: EarlierCommits, cursor_field: str | None) -> ResumePoint:
-    """``choose_resume_point`` for what a stream's table committed, saying in the log which case it is; a state
-    ahead of the table is refused with ``StateAhead``."""
+    """``choose_resume_point`` for a stream's table, logging which case it is; raises ``StateAhead``."""
     point = choose_resume_point(given, earlier.committed(), earlier.passed_before, cursor_field)
     if point.reason == STATE_AHEAD:
         refused = StateAhead(stream, given, point)
@@ -131,9 +104,7 @@ def choose_resume_point(
     passed: Callable[[Mapping[str, Any]], bool] = lambda state: False,
     cursor_field: str | None = None,
 ) -> ResumePoint:
-    """``committed``: the table's committed checkpoint records, newest first. ``passed``: whether
-    a record no longer kept passed a state. ``cursor_field``: the top-level field a state keeps
-    the cursor in, to tell a state ahead of the table (None: never told)."""
+    """Pick the resume point from ``committed`` (newest first); ``passed`` tells whether a record no longer kept passed a state."""
     given = dict(given or {})
     same = SameState(given)
     records = iter(committed)
@@ -158,12 +129,7 @@ def choose_resume_point(
 
 
 def state_ahead(given: Mapping[str, Any], committed: Mapping[str, Any], cursor_field: str) -> list[str]:
-    """Where ``given`` is ahead of ``committed`` (the table's newest checkpoint), as the runtime
-    orders cursors (``cursor_sort_key``): the cursor at the top level, each partition's of a
-    per-partition state (``{"states": [{"partition", "cursor"}]}``; a partition the table's own
-    per-partition state lacks counts as ahead: the table never read it up to there), and a global
-    one (``"state"``).
-    Values of different kinds, or that no ordering takes, say nothing."""
+    """Where ``given`` is ahead of ``committed`` by cursor; a partition the table's state lacks counts as ahead."""
     found = []
     ours = _cursors(committed, cursor_field)
     for place, value in _cursors(given, cursor_field).items():
@@ -181,7 +147,6 @@ def state_ahead(given: Mapping[str, Any], committed: Mapping[str, Any], cursor_f
 
 
 def _cursors(state: Mapping[str, Any], cursor_field: str) -> dict[str, Any]:
-    """The cursor values a state holds, by place: ``cursor_field``, ``partition {...}``, ``global``."""
     found: dict[str, Any] = {}
     if cursor_field in state:
         found[cursor_field] = state[cursor_field]
@@ -198,13 +163,8 @@ def _cursors(state: Mapping[str, Any], cursor_field: str) -> dict[str, Any]:
 
 
 class _BoundaryWalk:
-    """Gathers the newest record's boundary while ``choose_resume_point`` looks back.
-
-    Per partition the newest entry wins; the walk stops at a record holding a full boundary.
-    If the records end before one (old records removed), the partitions not found have no
-    boundary: the resumed run skips nothing there, which can write a record again but never
-    loses one.
-    """
+    """Gathers the newest record's boundary while looking back to one with a full boundary; partitions not found get
+    none, so a resumed run may write a record again but never loses one."""
 
     def __init__(self) -> None:
         self.boundary: dict[str, Any] = {}
@@ -218,7 +178,6 @@ class _BoundaryWalk:
         self.complete = record.boundary_full
 
     def finish(self, rest: Iterator[CheckpointRecord]) -> dict[str, Any]:
-        """Read on through ``rest`` only as far as the boundary needs."""
         while not self.complete:
             record = next(rest, None)
             if record is None:

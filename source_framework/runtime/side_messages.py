@@ -1,6 +1,4 @@
-"""Where ``read`` sends the LOG, TRACE and CONTROL messages that are not records or checkpoints:
-those a stream yields among its records, and those the source's components emit on the side
-(airbyte-cdk's message repository)."""
+"""Where ``read`` sends the LOG, TRACE and CONTROL messages that are neither records nor checkpoints."""
 
 from __future__ import annotations
 
@@ -15,7 +13,6 @@ logger = logging.getLogger("source_framework.read")
 
 
 def pass_on(output: ProtocolOutput, item: StreamItem) -> None:
-    """Print a LOG, TRACE or CONTROL message a stream or its components emitted."""
     if item.kind == LOG:
         output.log(item.level, item.text)
     elif item.kind in (TRACE, CONTROL) and item.message is not None:
@@ -23,14 +20,10 @@ def pass_on(output: ProtocolOutput, item: StreamItem) -> None:
 
 
 def drain_side_messages(side_messages: Callable[[], Iterable[Any]], stream: str, output: ProtocolOutput) -> None:
-    """Messages the source's components emitted on the side (airbyte-cdk's message repository),
-    taken while ``stream`` is read.
+    """Messages the source's components emitted on the side, taken while ``stream`` is read.
 
-    A concurrent cursor's STATE messages are not checkpoints: the adapter reads the same
-    state from the cursor when a partition closes. A TRACE ERROR is printed, as airbyte-cdk
-    prints it, and fails no stream: any stream synced at the same time may be the one
-    draining it, and a component reports a failure it recovers from this way (a job retried);
-    one it does not recover from raises in its stream. Anything unknown stops the stream.
+    A concurrent cursor's STATE is no checkpoint (the adapter reads the cursor itself). A TRACE ERROR is printed and
+    fails no stream: the stream draining it may not be its own, and an unrecovered failure raises in its stream anyway.
     """
     for message in side_messages():
         classified = classify(message, stream, errors_stop=False)
@@ -46,9 +39,7 @@ def drain_side_messages(side_messages: Callable[[], Iterable[Any]], stream: str,
 
 
 def print_leftovers(side_messages: Callable[[], Iterable[Any]], output: ProtocolOutput) -> None:
-    """What components emitted after the last drain of the streams just synced (a stream that failed
-    drains no more): printed, as airbyte-cdk prints it, so that it is neither lost nor taken by the
-    next stream's drain as that stream's own."""
+    """What components emitted after the last drain, printed so it is neither lost nor taken by the next stream's drain."""
     for message in side_messages():
         try:
             item = classify(message, "", errors_stop=False)

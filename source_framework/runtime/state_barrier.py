@@ -1,9 +1,4 @@
-"""The STATE barrier: a stream's STATE lines wait for the commits of the records read before them.
-
-A checkpoint asks the sink to ``commit(state)`` and queues the STATE line behind the returned
-future; lines leave the queue strictly in order, each only after its commit finished and only if
-the commit holds every record handed to the sink before it (``results`` says how the counts add up).
-"""
+"""The STATE barrier: a stream's STATE lines are printed in order, each only after the commit of every record before it."""
 
 from __future__ import annotations
 
@@ -31,12 +26,11 @@ class StateBarrier:
         self.output = output
         #: where the commits' rows and the STATEs printed are counted; ``handed`` is the reader's
         self.result = result
-        #: checkpoints asked whose STATE may be unprinted while reading goes on (``TUNING.max_in_flight``)
+        #: checkpoints asked whose STATE may be unprinted while reading goes on
         self.max_ahead = max(1, max_ahead)
-        # (future, state to print or None, records handed since the one before, records handed when
-        # the commit was asked for)
+        # (future, state to print or None, records handed since the one before, records handed at the commit)
         self._queue: deque[tuple[Any, dict[str, Any] | None, int, int]] = deque()
-        self._handed_before = 0  # records handed when the last commit was asked for
+        self._handed_before = 0
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -48,8 +42,7 @@ class StateBarrier:
         self._handed_before = handed
 
     def unconfirmed(self) -> int:
-        """The queued commits not known to be done: commits complete in order, so the ones known
-        done are the queue's first."""
+        """The queued commits not known to be done (commits complete in order, so the done ones come first)."""
         confirmed = 0
         for future, *_ in self._queue:
             if not (future.done() and not future.cancelled() and future.exception() is None):
@@ -58,17 +51,14 @@ class StateBarrier:
         return len(self._queue) - confirmed
 
     def bound(self) -> None:
-        """Wait for the oldest commits until at most ``max_ahead`` are in flight: what a crash can
-        cost stays a few checkpoints' records, whatever the commits' pace."""
+        """Wait for the oldest commits until at most ``max_ahead`` are in flight, bounding what a crash can cost."""
         while len(self._queue) > self.max_ahead:
             self.print_next()
 
     def print_ready(self, wait: bool) -> None:
-        """Print the STATEs whose commits are done (``wait``: all, as their commits complete), in
-        order. Why one flush after them: checkpoints grouped complete together, and a write per
-        line would cost this thread a system call, and whoever reads our stdout a wake-up, per line."""
+        """Print the STATEs whose commits are done (``wait``: all), in order, with one flush after them all."""
         if not self._queue or not (wait or self._queue[0][0].done()):
-            return  # (most calls: a look between records)
+            return
         try:
             while self._queue:
                 if not self._queue[0][0].done():
@@ -80,8 +70,7 @@ class StateBarrier:
             self.output.flush()
 
     def print_committed(self) -> None:
-        """The stream failed: print the STATEs of the commits that completed anyway, in order, up
-        to the first that did not, so that the next run starts from what the table holds."""
+        """The stream failed: print the STATEs of the commits that completed anyway, so the next run starts from the table."""
         while self._queue:
             try:
                 self.print_next()

@@ -1,9 +1,4 @@
-"""What ``read`` checks in a stream's state before it prints it as a STATE line.
-
-A state is printed as its STATE line carries it (``json_state``: what airbyte-cdk's serializer,
-orjson, writes), and refused (``StateRefused``) when it is not JSON, over ``MAX_STATE_BYTES``, or
-holds a secret of the config.
-"""
+"""What ``read`` checks in a stream's state before printing it: JSON, under ``MAX_STATE_BYTES``, no config secret."""
 
 from __future__ import annotations
 
@@ -36,8 +31,7 @@ class StateCheck:
         self._warned_size = False
 
     def __call__(self, state: Mapping[str, Any], encoded: bytes | None) -> None:
-        """Refuse a state that is not JSON, too large to be stored, or carries a config secret.
-        ``encoded``: the state's JSON, where ``json_state`` made it (the state is then JSON), else None."""
+        """Refuse a state that is not JSON, too large, or carries a config secret; ``encoded`` is its JSON if known."""
         if encoded is None:
             problem = json_problem(state)
             if problem:
@@ -59,10 +53,8 @@ class StateCheck:
 
 
 def json_state(state: Any) -> tuple[dict[str, Any], bytes | None]:
-    """A copy of ``state`` as its STATE line carries it: what airbyte-cdk's serializer (orjson)
-    writes, read back (a ``datetime`` becomes its ISO text, a tuple a list), and that JSON, which
-    the copy writes again byte for byte. What orjson cannot write is copied as is, with None for
-    its JSON, for ``json_problem`` to name."""
+    """A copy of ``state`` as its STATE line carries it (orjson, read back), and that JSON; None where orjson cannot
+    write it, for ``json_problem`` to name."""
     try:
         encoded = orjson.dumps(state or {})
     except TypeError:
@@ -71,8 +63,7 @@ def json_state(state: Any) -> tuple[dict[str, Any], bytes | None]:
 
 
 def json_problem(value: Any) -> str | None:
-    """Where ``value`` holds something JSON cannot carry (``state.updatedAt is a datetime``), or None.
-    Walks the value with a stack, so a deeply nested state is checked, not a RecursionError."""
+    """Where ``value`` holds something JSON cannot carry, or None; walks a stack so deep nesting is no RecursionError."""
     pending = [("state", value)]
     while pending:
         path, item = pending.pop()

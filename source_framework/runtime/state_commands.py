@@ -1,32 +1,10 @@
 """``main.py state show | reset | set``: operate on a state file and keep the tables consistent.
 
-- ``show`` prints the file's states as STATE messages on stdout (and a summary on stderr).
-- ``reset`` forgets the state of every stream, or of ``--stream``; with ``--tables`` it also
-  deletes their tables, else it marks them so that their next sync replaces them (not appends
-  a second copy).
-- ``set`` moves a stream's cursor (every partition's, for partitioned streams) to ``--cursor``
-  and rewrites its table without the rows at or after that cursor, recorded as a checkpoint of
-  the new state: the next sync re-reads exactly those rows, once.
-
-Each command finds the tables as ``read`` does (the config's ``destination`` section, or
-``--warehouse``; ``set`` opens the table as ``read`` does, so a moved table is recovered first),
-holds each table's lock while it works, and is crash-safe: killed at any step, the next ``read``
-ends with the table the command promised or with the table as it was before, never with a mix.
-The order of the steps is what makes that so:
-
-- ``reset``: mark the table (a marker that applies only to a sync from an empty state), then
-  save the state file without the stream, then (``--tables``) delete the table: moved aside in
-  one rename, then removed. Killed before the state file is saved, the old state still applies
-  and the marker is dropped; after it, the next sync starts over and replaces the table (or,
-  once it is moved aside, builds a new one).
-- ``set``: rewrite the table as a checkpoint of the new state (recording the old state as the
-  one it started from, and superseding a reset still pending), then save the state file. Killed
-  in between, the old state is one the table has moved past, so ``read`` resumes from the new one.
-
-A command that finds no table for a stream it changes (the one named, or any the state file has
-a state for) says so and exits 1 before it changes or creates anything, unless ``--no-table``
-says the table is elsewhere on purpose (then only the state file changes). Errors are printed
-with the config's secrets masked.
+Each command holds each table's lock and is crash-safe through the order of its steps: killed at any point, the next
+``read`` ends with the table promised or the table as it was, never a mix. ``reset`` marks the table (the marker
+applies only to a sync from an empty state), then saves the state file, then deletes the table if asked; ``set``
+rewrites the table as a checkpoint of the new state, then saves the state file, so a stale file's state is one the
+table has moved past. A stream with no table where ``read`` would write it stops the command unless ``--no-table``.
 """
 
 from __future__ import annotations
@@ -78,9 +56,7 @@ def add_state_commands(commands: Any, add_table_flags: Any) -> None:
 
 
 def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination: Any) -> int:
-    """One ``state`` command. Every error is printed with the config's secrets masked (a path or a
-    cursor in it may hold one). The connector's API is never started: only its streams' names,
-    namespaces and cursors are used."""
+    """One ``state`` command; errors are printed with the config's secrets masked (a path or cursor may hold one)."""
     secrets = SecretFilter(())
     try:
         if parsed.action == "show":
@@ -108,8 +84,7 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
 
 
 def _refusals() -> tuple[type[Exception], ...]:
-    """Why a command changed nothing on a table: no table, or one it must not touch. (Imported only
-    when an error is matched: ``state show`` should not pay for pyarrow.)"""
+    """Errors that changed nothing on a table (imported lazily: ``state show`` should not pay for pyarrow)."""
     from source_framework.destinations.spark.cursor_order import TooManyOddValues
     from source_framework.destinations.spark.file_sink_log import DamagedLog
     from source_framework.destinations.spark.table import InconsistentTable, TableMoved
@@ -159,7 +134,6 @@ def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, par
     names: list[str] = [parsed.stream] if parsed.stream else sorted(streams)
     targets = [_streams_named(streams, name) for name in names]
     # Look first, lock after: a look in the wrong warehouse leaves nothing there, not even a lock file.
-    # The streams a reset changes need their table: the one named, and every one the file has a state for.
     tables = {} if parsed.no_table else {s.name: destination.has_table(s.namespace, s.name) for s in targets}
     missing = [s.name for s in targets if not parsed.no_table and not tables[s.name] and (parsed.stream or s.name in state_file.states)]
     if missing:
@@ -199,9 +173,8 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
         destination.lock(stream.namespace, stream.name, purpose="state set")
         newest = destination.committed_table(stream.namespace, stream.name).last_checkpoint()
         committed = newest.state if newest is not None else None
-    # A run that died after a commit whose STATE it never printed left the table ahead of the file,
-    # maybe with partitions the file has not heard of: the table keeps their rows before the cursor,
-    # so they must start from it too, or the next sync reads those rows again.
+    # A run that died before printing a commit's STATE left the table ahead of the file, maybe with partitions the
+    # file lacks: they must start from the cursor too, or the next sync reads their rows again.
     try:
         partitions = _partitions_of(current, committed)
     except (KeyError, TypeError, AttributeError):
@@ -231,16 +204,14 @@ def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parse
         fault_point("state.set.truncated")
     state_file.states[stream.name] = new_state
     state_file.save()
-    # One line that says all a user checks afterwards: which state, and which commit of the table holds it.
-    # Straight to stderr, as show's lines: a log level set to hide INFO must not hide what the command did.
+    # Straight to stderr: a log level hiding INFO must not hide what the command did.
     sys.stderr.write(secrets.mask(f"{stream.name}: state set to {to_json(new_state).decode()}; {table}") + "\n")
     sys.stderr.flush()
     return EXIT_OK
 
 
 def _partitions_of(*states: Any) -> list[dict[str, Any]] | None:
-    """The partitions per-partition states (``{"states": [{"partition", "cursor"}]}``) name, the
-    first state's first, each once; None when no state has that shape."""
+    """The partitions that per-partition states name, each once; None when no state has that shape."""
     found: dict[str, dict[str, Any]] = {}
     per_partition = False
     for state in states:

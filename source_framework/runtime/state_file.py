@@ -1,13 +1,6 @@
 """A state file kept up to date by ``read --state-file``, and the ``state`` commands on it.
 
-The file holds the per-stream list that ``read`` prints (and ``--state`` reads). ``read`` loads
-it at start and rewrites it after every STATE line, atomically (write, fsync, rename), so a
-killed run leaves either the old or the new file, never half of one::
-
-    python main.py read --config c.json --catalog k.json --state-file state.json   # again and again
-    python main.py state show  --state-file state.json
-    python main.py state reset --state-file state.json --config c.json [--stream users] [--tables]
-    python main.py state set   --state-file state.json --config c.json --stream users --cursor 2025-06-01T00:00:00Z
+It is rewritten atomically after every STATE line, so a killed run leaves either the old or the new file.
 """
 
 from __future__ import annotations
@@ -27,19 +20,14 @@ logger = logging.getLogger("source_framework")
 
 
 def _json_text(content: Any) -> bytes:
-    """Compact JSON, keys sorted, as UTF-8. Compact: the size limit is on each stream's compact
-    state (``inputs.load_state``), so a file written any wider could be refused by the next run.
-    A lone surrogate (``"\\ud800"``: valid JSON, but no character UTF-8 can hold) stays the JSON
-    escape it came as; JSON text holds such a character only inside a string, where the escape
-    reads back as the same string."""
-    # dumps, not dump: dump encodes in pure Python, seconds for a state of a few MB
+    """Compact sorted JSON as UTF-8: the size limit is on compact states, so a wider file could be refused next run."""
+    # dumps, not dump: dump encodes in pure Python, far slower for a large state
     text = json.dumps(content, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     return text.encode("utf-8", errors="backslashreplace")
 
 
 def write_atomically(path: str, data: bytes) -> tuple[int, ...]:
-    """Replace ``path`` with ``data``: written to a temporary file, fsynced, renamed over it, so the
-    file is always a whole one. Returns what identifies the file written (``_identity``)."""
+    """Replace ``path`` with ``data`` via a fsynced temporary file and a rename; returns the written file's identity."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=directory)
@@ -61,8 +49,7 @@ def write_atomically(path: str, data: bytes) -> tuple[int, ...]:
 
 
 def _identity(stat: os.stat_result) -> tuple[int, ...]:
-    """A file as written: another writer's file (a new one renamed over it, or it rewritten in
-    place) differs in one of these."""
+    """A file as written: another writer's file differs in one of these."""
     return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
@@ -81,7 +68,6 @@ def state_message(name: str, namespace: str | None, stream_state: Mapping[str, A
 
 
 def _message_text(name: str, namespace: str | None, state_text: bytes) -> bytes:
-    """``_json_text(state_message(...))`` around a state already in JSON (keys sorted as there)."""
     descriptor: dict[str, Any] = {"name": name}
     if namespace:
         descriptor["namespace"] = namespace
@@ -89,43 +75,30 @@ def _message_text(name: str, namespace: str | None, state_text: bytes) -> bytes:
 
 
 class StateFile:
-    """``{stream: state}`` backed by a file in Airbyte's per-stream list form.
-
-    Several commands may use one file at once (a cron ``read`` of some streams, a ``state reset``
-    of another), so ``save`` writes only what this object changed since it loaded (or last saved)
-    over what the file holds then, under a lock: a read that loaded the file before a reset does
-    not write the reset stream's old state back with its next checkpoint.
-
-    ``read`` saves after every STATE line, so a save costs the stream that changed, not the file:
-    this object remembers the file it last wrote (each stream's message in JSON) and reads the
-    file again only when another command has replaced it since, and each save encodes only the
-    streams whose state was replaced in ``states`` since the last. The file is still written
-    whole, and fsynced, every time."""
+    """``{stream: state}`` in a file of Airbyte's per-stream list form; ``save`` writes, under a lock, only what this
+    object changed, so a read that loaded the file before a ``state reset`` does not write the old state back."""
 
     def __init__(self, path: str, *, unreadable: bool = False) -> None:
         self.path = path
         before = _identity_of(path)
         self.states: dict[str, dict[str, Any]] = load_state(path) if before is not None and not unreadable else {}
-        #: each stream's state in JSON as the file held it, as far as we know (loaded, or last saved),
-        #: and the object in ``states`` it was taken from (a state is replaced there, never changed)
+        #: each stream's state in JSON as the file holds it as far as we know, and the ``states`` object it came from
         self._saved = {name: _json_text(state) for name, state in self.states.items()}
         self._saved_from: dict[str, Any] = dict(self.states)
         self._namespaces: dict[str, str | None] = {}
         self._set_aside = unreadable
-        #: the file as this object last read or wrote it: what identifies it, and each stream's message
+        #: the file as this object last read or wrote it: its identity, and each stream's message
         self._written: tuple[tuple[int, ...], dict[str, bytes]] | None = None
         if before is not None and not unreadable and _identity_of(path) == before:  # (not replaced while read)
             self._written = (before, {name: _message_text(name, None, text) for name, text in self._saved.items()})
 
     @classmethod
     def replacing_unreadable(cls, path: str) -> StateFile:
-        """An empty state for a file that cannot be read (``--on-bad-state resync``): the first
-        ``save`` keeps the unreadable file as ``<file>.corrupt`` and starts a new one."""
+        """An empty state for an unreadable file (``--on-bad-state resync``); ``save`` keeps it as ``<file>.corrupt``."""
         return cls(path, unreadable=True)
 
     def changed_on_disk(self, names: Iterable[str]) -> bool:
-        """Whether another command changed the state of any of ``names`` in the file since it was
-        loaded (an unreadable file being replaced counts as unchanged)."""
+        """Whether another command changed the state of any of ``names`` in the file since it was loaded."""
         if self._set_aside:
             return False
         with _locked(self.path):
@@ -150,7 +123,6 @@ class StateFile:
                 logger.warning("the unreadable state file was kept as %s", self.path + ".corrupt")
             self._set_aside = False
             messages = self._messages_on_disk()
-            # (streams whose state was replaced or removed: a look at each, not an encoding of each)
             replaced = [name for name in self.states.keys() | self._saved_from.keys()
                         if self.states.get(name) is not self._saved_from.get(name)]
             for name in replaced:
@@ -164,13 +136,11 @@ class StateFile:
                     messages[name] = _message_text(name, self._namespaces.get(name), text)
                     self._saved[name] = text
                 self._saved_from[name] = self.states[name]
-            self._written = None  # (until the file is written whole)
+            self._written = None
             written = write_atomically(self.path, b"[" + b",".join(messages[name] for name in sorted(messages)) + b"]\n")
             self._written = (written, messages)
 
     def _messages_on_disk(self) -> dict[str, bytes]:
-        """Each stream's message in the file now: remembered, if the file is still the one this
-        object wrote last; else read from it."""
         identity = _identity_of(self.path)
         if self._written is not None and self._written[0] == identity:
             return self._written[1]

@@ -1,9 +1,4 @@
-"""The one shape the read loop drives a stream in, whatever its kind: ``StreamAdapter`` (a
-configured stream) and ``SliceRead`` (one of its slices or partitions), with what the adapters of
-both kinds share: telling the kinds apart (``is_concurrent``, ``concurrent_stream``), airbyte-cdk's
-"no state" (``means_no_state``), and a record's data, values and keys. ``runtime.stream_adapters``
-picks the adapter for a stream (``adapt``).
-"""
+"""The one shape the read loop drives a stream in, whatever its kind: ``StreamAdapter`` and ``SliceRead``."""
 
 from __future__ import annotations
 
@@ -22,8 +17,7 @@ from source_framework.streams.pages import PageFetches
 
 logger = logging.getLogger("source_framework.read")
 
-#: The final state of a full-refresh stream: what airbyte-cdk prints for streams without a
-#: cursor, and what it (and we) read back as "no state".
+#: The final state of a full-refresh stream without a cursor, read back as "no state" (as airbyte-cdk does).
 FULL_REFRESH_STATE: Mapping[str, Any] = {NO_CURSOR_STATE_KEY: True}
 #: What airbyte-cdk ends a resumable full refresh with (an ``HttpStream``'s cursor): "no state" too.
 FULL_REFRESH_COMPLETE: Mapping[str, Any] = {"__ab_full_refresh_sync_complete": True}
@@ -39,8 +33,7 @@ class StateNotApplicable(Exception):
 
 
 class CursorFieldMissing(Exception):
-    """A stream's own code raised ``KeyError`` for its cursor field: its records (or the state it
-    was given) lack it. The original error is the cause."""
+    """A stream's own code raised ``KeyError`` for its cursor field: its records (or its state) lack it."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -50,16 +43,14 @@ class CursorFieldMissing(Exception):
 class SliceRead(ABC):
     """One slice (``Stream``) or partition (``AbstractStream``) being read."""
 
-    #: identifies the slice's partition (a parent record, ...); "" when the stream has none
+    #: identifies the slice's partition; "" when the stream has none
     partition: str = ""
-    #: called by the read loop, in its own thread, with each record of the slice (before the
-    #: record is written): what moves the stream's state. None: the items move it themselves.
+    #: called by the read loop, in its thread, with each record before it is written: what moves the state
     observe: Callable[[Any], None] | None = None
 
     @abstractmethod
     def items(self, pages: PageFetches | None = None) -> Iterable[Any]:
-        """What the stream yields for this slice, in order. ``pages``: what a worker may give the
-        slice to fetch its pages at once (``streams.pages``), where the stream allows it."""
+        """What the stream yields for this slice, in order; ``pages`` lets a worker fetch its pages at once."""
 
     def close(self) -> None:
         """Every item was read: let the stream's state move past this slice."""
@@ -69,35 +60,23 @@ class StreamAdapter(ABC):
     """One configured stream, whatever its kind."""
 
     def __init__(self, stream: Any, configured: ConfiguredAirbyteStream) -> None:
-        #: the connector's stream object (airbyte-cdk's ``Stream`` or ``AbstractStream``)
         self.stream = stream
         self.configured = configured
         self.incremental = configured.sync_mode == SyncMode.incremental
         #: records in a slice between checkpoints (None: a checkpoint per slice only)
         self.checkpoint_interval: int | None = None
-        #: records of a slice arrive in ascending cursor order (see ``IncrementalHttpStream``)
         self.is_sorted = True
-        #: how many slices, when known without reading any (set once ``slices()`` started)
         self.slices_total: int | None = None
-        #: a callable applied to each record's data (airbyte-cdk's TypeTransformer), or None
         self.transform: Callable[[dict[str, Any]], None] | None = None
-        #: the slices' items can be read in worker threads, several at once (``runtime.concurrency``):
-        #: reading them moves no state (that is ``SliceRead.observe``'s and ``close``'s job)
+        #: the slices' items can be read in worker threads: reading them moves no state
         self.concurrency_safe = False
-        #: the stream may be synced while other such streams are (in other threads): it shares
-        #: no object with them. Only airbyte-cdk's concurrent framework promises that; a Python
-        #: connector's substream often reads its parent through the parent stream's own object.
+        #: shares no object with other streams, so it may sync alongside them (a Python substream often shares its parent)
         self.syncs_alongside_others = False
-        #: a slice whose reading fails ends alone: the stream reads its other slices, and its state
-        #: leaves the failed one where it was (``close`` is not called for it). Only a cursor that
-        #: tracks each slice apart can promise that, as airbyte-cdk's concurrent cursors do.
+        #: a failed slice ends alone and the state leaves it where it was (airbyte-cdk's concurrent cursors)
         self.slices_fail_alone = False
-        #: what a failed slice yielded before its error is covered by the state (its cursor moved
-        #: with each record, in order), so it may be committed whatever the sink; else only where
-        #: the sink finds such records again (``EarlierCommits.may_commit_rows_ahead_of_state``)
+        #: the state covers what a failed slice yielded before its error, so it may be committed whatever the sink
         self.failed_slices_covered = False
-        #: the pages the stream's records are the items of, unchanged (``RecordsAtPath``): a
-        #: destination may make their rows from the pages' bytes. None for any other stream.
+        #: the unchanged pages the records are the items of (``RecordsAtPath``): rows may be made from their bytes
         self.raw_pages: RawPages | None = None
 
     @property
@@ -106,7 +85,6 @@ class StreamAdapter(ABC):
 
     @property
     def namespace(self) -> str | None:
-        # AbstractStream does not declare it; DefaultStream and the adapters have it.
         return getattr(self.stream, "namespace", None)
 
     def json_schema(self) -> Mapping[str, Any]:
@@ -147,48 +125,39 @@ class StreamAdapter(ABC):
         return [list(k) for k in configured] if configured else self.default_primary_key()
 
     def source_defined_cursor(self) -> bool:
-        """The stream reads on its own cursor, whatever the catalog's ``cursor_field`` names
-        (airbyte-cdk's ``source_defined_cursor``)."""
+        """The stream reads on its own cursor, whatever the catalog names (airbyte-cdk's ``source_defined_cursor``)."""
         return bool(self.default_cursor_field())
 
     @property
     def cursor_field(self) -> list[str]:
-        # A source-defined cursor is the one the stream's state holds: the boundary of a resume and
-        # the latest row of a dedup must follow it, not a field the catalog names instead.
+        # A source-defined cursor is the one the state holds: resume and dedup must follow it, not the catalog's.
         default = self.default_cursor_field()
         if default and self.source_defined_cursor():
             return default
         return list(self.configured.cursor_field or default)
 
     def ignored_catalog_cursor(self) -> list[str] | None:
-        """The catalog's ``cursor_field`` where the stream reads on another one, else None."""
         configured = list(self.configured.cursor_field or [])
         return configured if configured and configured != self.cursor_field else None
 
 
 def is_concurrent(stream: Any) -> bool:
-    """A stream of airbyte-cdk's concurrent framework (``DefaultStream``, declarative streams), or
-    a ``Stream`` facade over one (``StreamFacade``, what ``ConcurrentSourceAdapter`` sources return)."""
+    """A stream of airbyte-cdk's concurrent framework, or a ``Stream`` facade over one."""
     return isinstance(stream, (AbstractStream, AbstractStreamFacade))
 
 
 def concurrent_stream(stream: Any) -> AbstractStream:
-    """The ``AbstractStream`` that is read: the stream itself, or the one behind a facade.
-
-    A facade is only the old ``Stream`` interface over a ``DefaultStream`` (its ``state`` raises);
-    airbyte-cdk's ``ConcurrentSourceAdapter.read`` reads the stream behind it, and so do we."""
+    """The ``AbstractStream`` that is read: the stream itself, or the one behind a facade (whose ``state`` raises)."""
     return stream.get_underlying_stream() if isinstance(stream, AbstractStreamFacade) else stream
 
 
 def supports_incremental(stream: Any) -> bool:
-    """What airbyte-cdk's ``discover`` says: the stream offers the incremental sync mode."""
     if is_concurrent(stream):
         return SyncMode.incremental in (concurrent_stream(stream).as_airbyte_stream().supported_sync_modes or [])
     return bool(getattr(stream, "supports_incremental", False))
 
 
 def record_data(item: Any) -> Mapping[str, Any] | None:
-    """The record an item carries (a ``Mapping``, airbyte-cdk's ``Record``, a RECORD message), or None."""
     if isinstance(item, Mapping):
         return item
     if isinstance(item, AirbyteMessage) and item.type == Type.RECORD and item.record is not None:
@@ -197,7 +166,6 @@ def record_data(item: Any) -> Mapping[str, Any] | None:
 
 
 def value_at(data: Mapping[str, Any], path: Sequence[str]) -> Any:
-    """The value at a field path of a record, or None where the record has none."""
     value: Any = data
     for key in path:
         if not isinstance(value, Mapping):
@@ -207,7 +175,6 @@ def value_at(data: Mapping[str, Any], path: Sequence[str]) -> Any:
 
 
 def wrap_keys(keys: Any) -> list[list[str]]:
-    """A primary key in any of airbyte-cdk's forms, as a list of field paths."""
     if not keys:
         return []
     if isinstance(keys, str):

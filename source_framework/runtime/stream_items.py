@@ -1,15 +1,6 @@
 """What a stream may yield, sorted into the few kinds the read loop acts on.
 
-airbyte-cdk 7 lets ``read_records`` (and a concurrent partition's ``read()``) yield:
-
-- a ``Mapping``: the record itself (airbyte-cdk's ``Record`` is one; its ``data`` is the record);
-- an ``AirbyteMessage``: of type RECORD (``record.data`` is the record), LOG, TRACE (estimates,
-  stream statuses, errors), STATE (the stream checkpoints itself), CONTROL; subclasses
-  included, such as the cached-JSON messages some connectors build in worker processes;
-- a bare ``AirbyteLogMessage`` or ``AirbyteTraceMessage`` (airbyte-cdk wraps these itself).
-
-Anything else stops the stream with ``UnknownStreamItem``: dropping it could drop data.
-Records take the fast path in the read loop (``is_record_data``); only the rest comes here.
+Anything but a record or an Airbyte message stops the stream with ``UnknownStreamItem``: dropping it could drop data.
 """
 
 from __future__ import annotations
@@ -59,12 +50,7 @@ class _FailureType:
 
 @dataclass(frozen=True)
 class StreamItem:
-    """One non-record item, classified.
-
-    ``record`` (RECORD): the record's data and the stream (and namespace) it names. ``state`` (STATE): the
-    per-stream state and the stream it is for. ``message`` (LOG, TRACE, CONTROL): the protocol
-    message as a JSON-ready dict, to be written to stdout as is.
-    """
+    """One non-record item, classified: a RECORD's data, a STATE, or a message to write to stdout as is."""
 
     kind: str
     record: Mapping[str, Any] | None = None
@@ -77,11 +63,8 @@ class StreamItem:
 
 
 def classify(item: Any, stream_name: str, errors_stop: bool = True) -> StreamItem:
-    """Sort a non-``Mapping`` item; raise ``UnknownStreamItem`` for anything unknown.
-
-    A TRACE ERROR raises ``StreamReportedError`` (the stream reports its own failure), unless
-    ``errors_stop`` is False: then it is a TRACE to pass on, as airbyte-cdk does with one a
-    component emits on the side (a job that failed and is retried)."""
+    """Sort a non-``Mapping`` item; a TRACE ERROR raises ``StreamReportedError`` unless ``errors_stop`` is False (then it
+    is passed on, as airbyte-cdk does with one a component emits on the side)."""
     if isinstance(item, AirbyteMessage):
         return _from_message(item, stream_name, errors_stop)
     if isinstance(item, AirbyteLogMessage):
@@ -96,11 +79,8 @@ def classify(item: Any, stream_name: str, errors_stop: bool = True) -> StreamIte
 
 
 def placed_record(item: StreamItem, stream: str, namespace: str | None) -> Mapping[str, Any]:
-    """The data of a RECORD message that names the stream yielding it. One that names another
-    stream, or a namespace other than the stream's, is refused: the runtime writes a stream's
-    records to that stream's table only, under its checkpoints, so it cannot place the record
-    where the message says. A message without a namespace is the stream's (as most connectors
-    build them)."""
+    """The data of a RECORD message, refused if it names another stream or namespace: a stream's records go only to its
+    own table, under its checkpoints. A message without a namespace is the stream's."""
     if item.stream != stream or (item.namespace is not None and item.namespace != namespace):
         yielding = f"stream '{stream}'" + (f" (namespace '{namespace}')" if namespace else " (no namespace)")
         named = f"stream '{item.stream}'" + (f" in namespace '{item.namespace}'" if item.namespace else "")
@@ -138,7 +118,6 @@ def _from_message(message: AirbyteMessage, stream_name: str, errors_stop: bool) 
 
 
 def _from_state(state: AirbyteStateMessage, stream_name: str) -> StreamItem:
-    """A STATE a stream emits itself: per-stream, or a legacy whole-source ``data`` dict."""
     dumped = AirbyteStateMessageSerializer.dump(state)
     per_stream = dumped.get("stream")
     if isinstance(per_stream, Mapping):

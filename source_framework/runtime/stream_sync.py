@@ -1,33 +1,7 @@
 """One stream's read loop: pull its records, hand them to its sink, checkpoint.
 
-The schedule (docs/concepts.md, "When `read` checkpoints"), for incremental streams:
-
-- a checkpoint after every slice, and every ``state_checkpoint_interval`` records *within* a
-  slice; the counter restarts with each slice. (airbyte-cdk 7's ``Stream.read`` counts across
-  the whole stream and can print the same state twice; we do neither.)
-- a STATE the stream yields itself is a checkpoint too, with that state;
-- a STATE is printed only when the state differs from the last one printed (or given as input);
-- one final STATE per stream, even when nothing changed, so a run always ends with a state.
-
-Full-refresh streams have no checkpoints: their sink publishes the data when the stream ends,
-then the stream's one STATE says so, as airbyte-cdk's last STATE for it does
-(``{"__ab_full_refresh_sync_complete": true}`` for an ``HttpStream``, else
-``{"__ab_no_cursor_state_message": true}``).
-
-The barrier (``runtime.state_barrier``): a checkpoint's STATE line is printed only after the commit
-of every record read before it. Where a sync starts is ``runtime.resume``'s to say, what a STATE
-may hold ``runtime.state_checks``'. Whatever a stream yields is a record, a message passed on
-(``runtime.side_messages``), a checkpoint, or an error that stops the stream (``stream_items``):
-nothing is dropped.
-
-A stream's next slices are fetched by worker threads while the loop works on the current one
-(``runtime.concurrency``); the loop still takes its slices in order, so its checkpoints and
-STATEs are those of a sync that reads one slice after another.
-
-A slice that fails fails its stream, except where the adapter's cursor tracks slices apart
-(``StreamAdapter.slices_fail_alone``: airbyte-cdk's concurrent framework): there, as airbyte-cdk
-does, the error is reported, the slice is not closed (its state does not move) and the other
-slices are read; the stream ends INCOMPLETE (``SlicesFailed``).
+A checkpoint's STATE is printed only after the commit of every record read before it (``runtime.state_barrier``), so a
+killed sync resumes without loss; a STATE is printed only when it changed, and every stream ends with one.
 """
 
 from __future__ import annotations
@@ -59,9 +33,8 @@ from source_framework.streams.cursor import CursorValueError, cursor_sort_key
 
 logger = logging.getLogger("source_framework.read")
 
-#: Records between two looks at finished background commits and side messages.
 POLL_EVERY = 256
-#: how many records read again below the resumed state await look-up before the table is asked about them at once
+#: records read again below the resumed state awaiting look-up before the table is asked about them at once
 LOOKUP_BATCH = 10_000
 
 
@@ -79,7 +52,6 @@ class SlicesFailed(Exception):
 class SyncControls:
     """What the streams synced at the same time share (``read_streams`` with concurrency > 1)."""
 
-    #: set when one of them died: the others stop at their next slice or poll
     stop: threading.Event = field(default_factory=threading.Event)
     #: bounds the slices fetching at once across the streams (None: each stream's own bound)
     permits: threading.Semaphore | None = None
@@ -102,7 +74,6 @@ class StreamSync:
         max_checkpoints_ahead: int = TUNING.max_in_flight,
     ) -> None:
         self.adapter = adapter
-        #: slices read at once where the stream allows it (``runtime.concurrency``)
         self.concurrency = concurrency
         self.shared = shared or SyncControls()
         self.name = adapter.name
@@ -110,17 +81,15 @@ class StreamSync:
         self.output = output
         self.side_messages = side_messages
         self.incremental = adapter.incremental
-        # An overwrite stream's data is published only when it completes, so a STATE in the
-        # middle would claim records that no reader can see yet: it checkpoints once, at the end.
+        # An overwrite stream publishes only when it completes, so a STATE in the middle would claim invisible rows.
         self.checkpoints = self.incremental and target.destination_sync_mode != OVERWRITE
         self.result = StreamResult(name=self.name, location=sink.location)
         self.barrier = StateBarrier(self.name, adapter.namespace, output, self.result, max_checkpoints_ahead)
         self._check_state = StateCheck(self.name, output)
         self._printed_any = False
-        self._awaiting_lookup: list[Mapping[str, Any]] = []  # read again below the resumed state (``_look_up_and_write``)
-        # A state the stream yielded itself, and what the adapter said then (see _current_state)
+        self._awaiting_lookup: list[Mapping[str, Any]] = []
         self._yielded: tuple[dict[str, Any], Mapping[str, Any] | None] | None = None
-        self._slice_error: Exception | None = None  # the slice being read failed (``_until_failure``)
+        self._slice_error: Exception | None = None
         self._failed_slices: list[Exception] = []
         self._last_state, resumed = plan_start(
             self.name, copy.deepcopy(dict(input_state)) if input_state else {}, sink.earlier_commits, self.checkpoints, state_as_given,
@@ -179,7 +148,7 @@ class StreamSync:
                 if seen:
                     result.skipped += 1
                     continue
-                if seen is None:  # read again below the resumed state: the table is asked before the commit
+                if seen is None:
                     self._awaiting_lookup.append(data)
                     if len(self._awaiting_lookup) >= LOOKUP_BATCH:
                         self._look_up_and_write()
@@ -209,17 +178,13 @@ class StreamSync:
         return result
 
     def _until_failure(self, items: Iterable[Any]) -> Iterator[Any]:
-        """The slice's items; what reading them raises ends the slice, not the stream (see
-        ``StreamAdapter.slices_fail_alone``). What the loop itself raises is not caught here."""
         try:
             yield from items
         except Exception as error:
             self._slice_error = error
 
     def _slice_failed(self) -> None:
-        """Report the slice's error as airbyte-cdk does when a partition fails, and read on. Its
-        records read before the error are committed with the next checkpoint, whose state does
-        not cover them: a later sync reads them again and finds them in the table (``already_in_table``)."""
+        """Report the slice's error and read on; a later sync reads its records again and finds them in the table."""
         error, self._slice_error = self._slice_error, None
         assert error is not None
         self._failed_slices.append(error)
@@ -228,9 +193,6 @@ class StreamSync:
                      "slice: %s", self.name, self.output.secrets.mask(str(error)))
 
     def _look_up_and_write(self) -> None:
-        """Write the records read again that the table does not hold yet; those it holds, row for
-        row, are skipped: a resumed sync then writes nothing twice that a lookback window or a
-        parent read from the start brings back (the boundary only knows the records at its cursor)."""
         awaiting, self._awaiting_lookup = self._awaiting_lookup, []
         if not awaiting:
             return
@@ -272,10 +234,7 @@ class StreamSync:
             return None
         return interval
 
-    # -- what the stream yields besides records ---------------------------------------------
-
     def _message(self, item: Any) -> Mapping[str, Any] | None:
-        """Act on a non-record item; return the record's data if it is a RECORD message."""
         classified = classify(item, self.name)
         if classified.kind == RECORD:
             return placed_record(classified, self.name, self.adapter.namespace)
@@ -305,12 +264,9 @@ class StreamSync:
             raise ReadStopped(f"stream '{self.name}' stopped: another stream synced at the same time died")
         self._drain_side_messages()
         if self.barrier:
-            self.barrier.print_ready(wait=False)  # a background commit may have finished
-
-    # -- checkpoints ----------------------------------------------------------------------
+            self.barrier.print_ready(wait=False)
 
     def _current_state(self) -> tuple[dict[str, Any], bytes | None]:
-        """The stream's state as its STATE line carries it, and its JSON (see ``json_state``)."""
         state = self.adapter.state()
         if self._yielded is not None:
             yielded, adapter_then = self._yielded
@@ -319,8 +275,7 @@ class StreamSync:
         return json_state(state)
 
     def checkpoint(self, final: bool = False) -> None:
-        """Commit what was read and queue its STATE, unless the state has not moved, or lags the
-        records read (then they wait for a checkpoint whose state covers them)."""
+        """Commit what was read and queue its STATE, unless the state has not moved or lags the records read."""
         self._look_up_and_write()
         state, encoded = self._current_state()
         if not final and self._lags(state):
@@ -328,22 +283,17 @@ class StreamSync:
             return
         if state != self._last_state or (final and not self._printed_any):
             self._check_state(state, encoded)
-            # The commits done since the last look are printed first: ``_notes`` then finds the
-            # oldest commit in the queue not done yet at once, instead of walking past the done ones.
+            # Print the commits already done first, so ``_notes`` finds the oldest pending one at once.
             self.barrier.print_ready(wait=False)
             self.barrier.enqueue(self.sink.commit(state, self._notes()), state)
             self._last_state, self._printed_any = state, True
-        # Records that did not move the state (cursor ties, no cursor value) wait for the next
-        # checkpoint, or for finish(), which commits them under the state already printed.
+        # Records that did not move the state wait for the next checkpoint, or for finish().
         self.barrier.print_ready(wait=False)
         self.barrier.bound()
 
     def _lags(self, state: Mapping[str, Any]) -> bool:
-        """The state's cursor is behind the records read (a stream that sets its state after
-        yielding a batch, as source-faker does). Committing those records under it would have a
-        resumed run read them again and write them twice, so they are committed with the first
-        state that covers them (at the latest the stream's last). Only a state that keeps the
-        cursor at its top level can be compared; any other is taken at its word."""
+        """The state's cursor is behind the records read (source-faker sets it after a batch): committing them under it
+        would make a resumed run write them twice."""
         value = state.get(self.boundary.cursor_field) if self.boundary.cursor_field else None
         highest = self.boundary.highest
         if value is None or highest is None:
@@ -355,12 +305,7 @@ class StreamSync:
         return key[0] == highest[0] and key < highest
 
     def _notes(self) -> Callable[[], ResumeNotes]:
-        """What a later run needs from this commit to resume exactly (see ``runtime.resume``), as
-        a function the sink calls if it keeps them: the boundary as of now is marked, and built
-        only then (``Boundary.notes``).
-
-        The boundary may be a delta over the newest commit known to be done; the commits not
-        known done yet are the barrier's newest entries (one per mark, completed in order)."""
+        """What a later run needs from this commit to resume exactly; built only if the sink keeps it."""
         unconfirmed = self.barrier.unconfirmed()
         boundary, start_state, mark = self.boundary, self._start_state, self.boundary.mark()
 
@@ -371,8 +316,7 @@ class StreamSync:
 
 
 def report_error(output: ProtocolOutput, name: str, namespace: str | None, error: BaseException) -> None:
-    """A TRACE ERROR for stream ``name``, with the error's own message and failure type where it
-    carries them (airbyte-cdk's ``AirbyteTracedException``)."""
+    """A TRACE ERROR for stream ``name``, with the error's own message and failure type where it carries them."""
     failure_type = getattr(getattr(error, "failure_type", None), "value", "system_error")
     message = getattr(error, "message", None) or f"stream '{name}' failed: {error}"
     output.error(message, error, failure_type=failure_type, stream=name, namespace=namespace)

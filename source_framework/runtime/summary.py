@@ -1,21 +1,7 @@
-"""The end-of-run summary of ``read``, on stderr: one row per stream.
+"""The end-of-run summary of ``read``, on stderr: one row per stream, then a line per failed stream saying why.
 
-::
-
-    read finished in 14.2s: 2 stream(s), 0 failed
-    stream  status  read    committed  skipped  checkpoints  commits  final cursor                    time  where
-    users   ok      20,010  20,000     10       21           9        updatedAt=2025-12-31T23:57:18Z  6.1s  /data/warehouse/demo/users
-    stores  ok      10      10         0        1            1        -                               0.4s  /data/warehouse/demo/stores
-
-``read`` are the records the stream yielded, ``committed`` the rows the destination committed
-(for a failed stream, what its last commit held), ``skipped`` the records a resumed sync read
-again at its cursor and did not write twice (the table held them). An ``ok`` stream always has
-``committed = read - skipped``. ``checkpoints`` are the STATEs printed, ``commits`` the writes
-that reached the table (checkpoints queued behind a slow commit share one write; a full-refresh
-stream has one commit and one STATE, at its end), ``where`` the table's folder, or ``stdout``
-with ``--destination stdout``. A failed stream gets a line under the table saying why::
-
-    orders failed: UserDefinedBackoffException: HTTP Status Code: 500. Error: Internal server error.
+An ``ok`` stream always has ``committed = read - skipped``: ``skipped`` are records a resumed sync read again and the
+table already held.
 """
 
 from __future__ import annotations
@@ -32,8 +18,7 @@ HEADER = ("stream", "status", "read", "committed", "skipped", "checkpoints", "co
 
 
 def format_summary(result: ReadResult, seconds: float, secrets: SecretFilter | None = None) -> str:
-    """The table, then a line per failed stream saying why (``orders failed: ...``, its error in
-    one line with ``secrets`` masked), then what was counted about records and values."""
+    """The table, then a line per failed stream (secrets masked), then what was counted about records and values."""
     failed = len(result.failed)
     rows = [HEADER] + [_row(stream) for stream in result.streams]
     lines = [f"read finished in {human_seconds(seconds)}: {len(result.streams)} stream(s), {failed} failed"]
@@ -57,10 +42,8 @@ UNDECLARED_SHOWN = 10
 
 
 def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int]) -> str | None:
-    """``users: 1,200 records carried fields the schema does not declare (nickname: 1,200, ...);
-    see _sf_meta``, or None when there were none. ``records`` and ``by_field`` are the stream's
-    sink's counts (``ValuesNotKept``): such fields get no column, so the summary says so rather
-    than let them vanish. Most frequent first."""
+    """A line naming the fields the schema does not declare, most frequent first: they get no column, so the summary
+    says so rather than let them vanish. None when there were none."""
     if not by_field:
         return None
     ranked = sorted(by_field.items(), key=lambda item: (-item[1], item[0]))
@@ -71,8 +54,7 @@ def undeclared_fields_line(stream: str, records: int, by_field: Mapping[str, int
 
 
 def mismatched_values_line(stream: str, by_field: Mapping[str, tuple[int, str]]) -> str | None:
-    """``users: 3,000 values did not fit their column and were stored as null (age: 3,000, expected
-    integer, got boolean true); see _sf_meta``, or None when every value fitted. Most frequent first."""
+    """A line naming the values stored as null because they did not fit their column, most frequent first, or None."""
     if not by_field:
         return None
     ranked = sorted(by_field.items(), key=lambda item: (-item[1][0], item[0]))
@@ -106,10 +88,7 @@ def _aligned(rows: list[Sequence[str]]) -> list[str]:
 
 
 def state_as_words(state: Any) -> str | None:
-    """airbyte-cdk's markers for a full refresh's final state as a person reads them, or None for
-    any other state: ``{"__ab_no_cursor_state_message": true}`` says nothing to whoever did not
-    write airbyte-cdk. Only for display; state files and STATE lines keep the marker itself, which
-    airbyte-cdk reads back."""
+    """airbyte-cdk's full-refresh state markers as a person reads them, or None; for display only, files keep the marker."""
     if state == FULL_REFRESH_STATE:
         return "(full refresh: no cursor)"
     if state == FULL_REFRESH_COMPLETE:
@@ -118,8 +97,7 @@ def state_as_words(state: Any) -> str | None:
 
 
 def short_state(state: Mapping[str, Any] | None, limit: int = 60) -> str:
-    """A state in a few words: ``updatedAt=2025-03-01T00:00:00Z``, or for per-partition states
-    ``10 partitions, max updatedAt=...``."""
+    """A state in a few words: ``updatedAt=2025-03-01T00:00:00Z``, or ``10 partitions, max updatedAt=...``."""
     if state is None or means_no_state(state):
         return "-"
     partitions = state.get("states")
@@ -139,12 +117,11 @@ def short_state(state: Mapping[str, Any] | None, limit: int = 60) -> str:
 
 
 def _printable(text: str) -> str:
-    """A lone surrogate (``"\\ud800"``, valid in a JSON state) cannot be written as text: escaped."""
+    """A lone surrogate (valid in a JSON state) cannot be written as text: escaped."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def human_seconds(seconds: float) -> str:
-    """``0.4s``, ``12.3s``, ``4m05s``, ``2h03m``."""
     if seconds < 60:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(seconds), 60)

@@ -1,15 +1,7 @@
 """``main.py convert | optimize``: change how a stream's table is stored, never what it holds.
 
-- ``convert`` makes a Parquet table folder (``table_format: parquet``) a Delta table in place, in
-  one Delta transaction carrying its newest checkpoint: the next sync resumes where it stood
-  (``destinations/spark/table_conversion.py``). A table keeps its format otherwise: a new default
-  never converts one.
-- ``optimize`` compacts a Delta table's small files (one per commit at a small checkpoint
-  interval) in a transaction that changes no row, then VACUUMs what no version within Delta's
-  retention reads.
-
-Both find the tables as ``read`` does, hold each table's lock while they work, and print what they
-did on stderr (stdout is for protocol messages).
+``convert`` makes a Parquet table folder a Delta table in place, keeping its newest checkpoint; ``optimize`` compacts
+a Delta table's small files without changing a row, then VACUUMs. Both hold each table's lock while they work.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""``main.py tables``: each stream's table as it is now, without starting a JVM.
+"""``main.py tables``: each stream's table as it is now (rows, last commit, its state, schema, misfits), without a JVM.
 
-::
-
-    python main.py tables --config config.json [--warehouse W] [--stream users] [--json]
-    python main.py tables show users --config config.json [--limit 10] [--json]
-
-Per stream of the connector (or the one named): where its table is, its format (a Delta table or
-a Spark Parquet folder), its rows, its last commit (sequence number, when, its Delta version or
-its ``_spark_metadata`` batch), the state that commit covers, and the schema the commit recorded,
-and the values that did not fit their column (stored as null) and the undeclared fields, per field,
-counted from the rows' ``_sf_meta``. A stream without a table says so. ``tables show STREAM``
-prints the first ``--limit`` rows of one table as its readers see them. Readable text on stdout,
-or one JSON document with ``--json``.
-
-The tables are found as ``read`` finds them (the config's ``destination`` section, ``--warehouse``:
-``destination_setup.spark_destination``) and read through their own logs with pure file reads: the
-checkpoint records (``SparkTable``/``DeltaLakeTable``), row counts from the Delta log with
-``deltalake`` or from the Parquet footers of the files the folder's log lists. Nothing is locked
-or changed, so it also looks at a table a sync is writing (it shows the last finished commit).
-No Spark session is made, and pyspark is not even imported (``integration_tests/test_tables_command.py``).
+The tables are read through their own logs with pure file reads: nothing is locked or changed, so it can look at a
+table a sync is writing, and pyspark is never imported.
 """
 
 from __future__ import annotations
@@ -39,7 +22,7 @@ logger = logging.getLogger("source_framework.tables")
 
 #: a state longer than this (compact JSON) is cut in the text view; ``--json`` has it whole
 STATE_SHOWN = 300
-#: ``tables show``: a value longer than this is cut in the text view; ``--json`` has it whole
+#: ``tables show``: a value longer than this is cut in the text view
 VALUE_SHOWN = 40
 
 
@@ -55,8 +38,7 @@ def add_tables_command(commands: Any) -> argparse.ArgumentParser:
 
 
 def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) -> int:
-    """Show the tables; exit 0, or 1 when a table could not be read (the others are still shown),
-    2 on bad input (config, ``--warehouse``, ``--stream``). The connector's API is never called."""
+    """Show the tables; exit 0, 1 when a table could not be read (the others are still shown), 2 on bad input."""
     secrets = SecretFilter(())
     try:
         config = load_config(parsed.config)
@@ -97,7 +79,6 @@ def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) 
 
 
 def _shown_stream(parsed: argparse.Namespace) -> str | None:
-    """The stream of ``tables show STREAM``, or None for the overview; bad words are bad input."""
     if not parsed.what:
         return None
     if parsed.what[0] != "show" or len(parsed.what) != 2:
@@ -110,7 +91,6 @@ def _shown_stream(parsed: argparse.Namespace) -> str | None:
 
 
 def _show_rows(destination: Any, stream: Any, parsed: argparse.Namespace, secrets: SecretFilter) -> int:
-    """``tables show STREAM``: the table's first ``--limit`` rows, as text columns or JSON lines."""
     namespace = stream.namespace
     if not destination.has_table(namespace, stream.name):
         sys.stderr.write(f"error: {stream.name}: no table (read would write it at {destination.table_path(namespace, stream.name)})\n")
@@ -131,7 +111,6 @@ def _show_rows(destination: Any, stream: Any, parsed: argparse.Namespace, secret
 
 
 def _rows_as_text(rows: Any) -> str:
-    """Columns side by side, each value cut to ``VALUE_SHOWN`` characters."""
     def cell(value: Any) -> str:
         text = "null" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
         text = " ".join(text.split())
@@ -145,8 +124,6 @@ def _rows_as_text(rows: Any) -> str:
 
 
 def _dataset(table: Any) -> Any:
-    """The table's current rows as a ``pyarrow`` dataset: through the Delta log with ``deltalake``, or
-    the files a Parquet folder's ``_spark_metadata`` log lists (read in place, nothing copied)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
@@ -167,8 +144,7 @@ def _dataset(table: Any) -> Any:
 
 
 def misfits(dataset: Any) -> tuple[dict[str, tuple[int, str]], dict[str, int]]:
-    """Per field, from the rows' ``_sf_meta``: the values stored as null (how many, the first
-    reason), and the undeclared fields (in how many rows); empty for a table without the column."""
+    """Per field, from the rows' ``_sf_meta``: the values stored as null (count, first reason) and undeclared fields."""
     import pyarrow.compute as pc
 
     from source_framework.destinations.spark.arrow_conversion import META
@@ -203,7 +179,7 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
         entry["format"] = "delta" if delta else "parquet"
         last = table.last_checkpoint()
         dataset = _dataset(table)
-        entry["rows"] = int(dataset.count_rows())  # (from the files' footers: no row is read)
+        entry["rows"] = int(dataset.count_rows())
         added = _delta_added_rows(table.path, last) if delta else last and last.rows
         entry["last_commit"] = None if last is None else {
             "seq": last.seq,
@@ -226,7 +202,6 @@ def describe(destination: Any, namespace: str | None, stream: str) -> dict[str, 
 
 
 def _delta_added_rows(path: str, last: Any) -> int | None:
-    """The rows commit ``last`` wrote, from its Delta commit (``delta_log.added_rows``)."""
     from deltalake import DeltaTable
 
     from source_framework.destinations.spark.delta_log import added_rows
@@ -242,9 +217,7 @@ def _delta_added_rows(path: str, last: Any) -> int | None:
 
 
 def _parquet_files(table: Any) -> list[str]:
-    """The local paths of the files the folder's ``_spark_metadata`` log lists. A file the log names
-    elsewhere (a moved warehouse, whose next sync points the log here) is looked for in the table's
-    folder by its name."""
+    """The local paths of the files the folder's log lists, looked for in the table's folder if the warehouse moved."""
     from source_framework.destinations.checkpoint_record import file_name
     from source_framework.destinations.spark.file_sink_log import local_path
 
@@ -256,7 +229,6 @@ def _parquet_files(table: Any) -> list[str]:
 
 
 def _type_of(column: Any) -> str:
-    """The column's type as Spark readers see it, and whether its text is JSON (a nested value)."""
     from source_framework.destinations.spark.table_schema import is_json_text, spark_type_name
 
     return spark_type_name(column.type) + (" (JSON text)" if is_json_text(column) else "")
@@ -290,7 +262,6 @@ def as_text(document: dict[str, Any]) -> str:
 
 
 def _misfit_lines(table: dict[str, Any]) -> list[str]:
-    """``misfits  age: 3 values stored as null (expected integer, got string "x")``, per field."""
     lines = [f"{name}: {found['values']} values stored as null ({found['first_reason']})" if found["first_reason"]
              else f"{name}: {found['values']} values stored as null" for name, found in table["values_stored_as_null"].items()]
     lines += [f"{name}: in {count} rows, not in the schema (no column)" for name, count in table["undeclared_fields"].items()]
