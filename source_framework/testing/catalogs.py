@@ -1,12 +1,4 @@
-"""Configured catalogs for the acceptance reads, and what the checks need to know per stream.
-
-::
-
-    catalog = load_catalog("integration_tests/configured_catalog.json")
-    incremental_only(catalog)        # the streams read with sync_mode incremental (CAT's incremental catalog)
-    as_full_refresh(catalog)         # every stream in full_refresh / overwrite (CAT's read tests)
-    streams = stream_infos(catalog)  # {name: StreamInfo(cursor_path, primary_key, json_schema, ...)}
-"""
+"""Configured catalogs for the acceptance reads, and what the checks need to know per stream."""
 
 from __future__ import annotations
 
@@ -43,8 +35,7 @@ class StreamInfo:
 
 
 def load_catalog(path: str) -> dict[str, Any]:
-    """The configured catalog a test names (``configured_catalog_path``); a missing or unreadable
-    file is a ValueError naming it."""
+    """The configured catalog a test names; a missing or unreadable file is a ValueError naming it."""
     catalog = load_json(path, "configured_catalog_path")
     if not isinstance(catalog, dict) or not isinstance(catalog.get("streams"), list):
         raise ValueError(f"'{path}' is not a configured catalog (no 'streams' list)")

@@ -1,8 +1,6 @@
-"""The test classes ``python -m source_framework.testing`` runs (not collected otherwise).
+"""The test classes ``python -m source_framework.testing`` runs, from the environment ``__main__`` sets.
 
-``__main__`` sets ``SOURCE_FRAMEWORK_ACCEPTANCE_CONNECTOR`` and
-``SOURCE_FRAMEWORK_ACCEPTANCE_CONFIG`` (an absolute YAML path) and hands this file to pytest.
-Without them the module defines no tests.
+Without those variables the module defines no tests, so it is never collected otherwise.
 """
 
 import os

@@ -1,22 +1,6 @@
 """Point the acceptance tests at a connector: an entrypoint script or a ``module:Class``.
 
-A connector is named the way its author runs it:
-
-- a path to a script that calls ``source_framework.launch(source, sys.argv[1:])``, e.g.
-  ``main.py`` (run as ``python main.py read ...``);
-- ``package.module:ClassName``, a ``source_framework.Source`` subclass (run as
-  ``python -m source_framework.testing.connector_reference package.module:ClassName read ...``
-  in ``base_dir``, which is also put first on ``PYTHONPATH``).
-
-::
-
-    connector = ConnectorReference.parse("main.py", base_dir="/path/to/repo")
-    connector.command("read", "--config", "config.json", ...)  # argv for subprocess
-    source = connector.load_source()                            # in-process, for airbyte-cdk's suite
-
-``load_source()`` of a script runs the script as ``__main__`` through the entrypoint's
-``run_script``, which hands the script's ``launch(source, argv)`` call to a function that keeps
-the source, so the script's ``if __name__ == "__main__"`` block does nothing else.
+``load_source()`` of a script runs it as ``__main__`` with ``launch`` captured, so its ``__main__`` block does nothing else.
 """
 
 from __future__ import annotations
@@ -36,7 +20,7 @@ class ConnectorReference:
 
     script: str | None = None
     target: str | None = None
-    base_dir: str | None = None  # for ``module:Class``: put on the import path, and the cwd
+    base_dir: str | None = None
 
     @classmethod
     def parse(cls, reference: str, base_dir: str | None = None) -> ConnectorReference:
@@ -74,7 +58,6 @@ class ConnectorReference:
         return {"PYTHONPATH": os.pathsep.join(p for p in (self.base_dir, os.environ.get("PYTHONPATH")) if p)}
 
     def load_source(self) -> Any:
-        """A fresh source instance, in this process."""
         if self.target:
             if self.base_dir and self.base_dir not in sys.path:
                 sys.path.insert(0, self.base_dir)
@@ -92,7 +75,6 @@ def _load_class(target: str) -> Any:
 
 
 def _capture_source_from_script(script: str) -> Any:
-    """The source the script hands to ``launch`` (the entrypoint's ``run_script`` seam)."""
     from source_framework.runtime.entrypoint import run_script
 
     captured: list[Any] = []

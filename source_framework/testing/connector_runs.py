@@ -1,16 +1,6 @@
-"""Run a connector's ``read`` as a subprocess and keep what it printed, in order.
+"""Run a connector's ``read`` as a subprocess, exactly as a user would, and keep what it printed, in order.
 
-::
-
-    runner = ConnectorRunner(ConnectorReference.parse("main.py"), workdir="/tmp/acceptance")
-    first = runner.read(config, catalog)                              # --destination stdout
-    again = runner.read(config, catalog, state=first.final_state_list())
-    tables = runner.read(config, catalog, destination="spark", warehouse="/tmp/wh")
-
-``read`` runs ``<connector> read --config C --catalog K [--state S] --destination D
-[--warehouse W]`` exactly as a user would: through the connector's own entrypoint, the
-source_framework runtime and, for ``spark``, the Spark table writer. A run that exits non-zero
-raises ``ConnectorRunError`` with the tail of its stderr.
+A run that exits non-zero raises ``ConnectorRunError`` with the tail of its stderr.
 """
 
 from __future__ import annotations
@@ -72,7 +62,6 @@ class ReadOutput:
         return list(self.final_states().values())
 
     def state_positions(self) -> list[int]:
-        """Indexes in ``messages`` of the STATE messages."""
         return [i for i, m in enumerate(self.messages) if m.get("type") == "STATE"]
 
     def describe(self) -> str:
@@ -84,7 +73,6 @@ class ReadOutput:
 
 
 def stream_of_state(state: Mapping[str, Any]) -> str:
-    """The stream name of a per-stream ``state`` object."""
     return state["stream"]["stream_descriptor"]["name"]
 
 
