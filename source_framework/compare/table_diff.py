@@ -1,15 +1,6 @@
 """Rows of a table after a crash and a resume, against the same table written without a crash.
 
-Read as any reader of the table's format sees it (``CommittedTable.read``: Spark with Delta for a
-Delta table, Spark's file-sink reader for a ``parquet`` one): rows, duplicate rows (a key more often
-than in the reference) and missing rows (less often). The key is the stream's primary key, or every
-data column when it has none.
-
-::
-
-    diff = diff_tables(clean.committed_table(None, "users", spark),
-                       crashed.committed_table(None, "users", spark), key=["id"])
-    diff.rows, diff.duplicates, diff.missing
+Read as any reader of the table's format sees it. Keyed by the primary key, or every data column without one.
 """
 
 from __future__ import annotations
