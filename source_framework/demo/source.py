@@ -1,15 +1,7 @@
 """The demo connector: five streams over the bundled demo API, built only from the public surface.
 
-It shows one of each kind of stream the framework supports:
-
-- ``users``: incremental, cursor pagination, one slice, checkpoints every N records;
-- ``orders``: incremental, monthly date windows, page-number pagination;
-- ``stores``: full refresh, one page;
-- ``store_orders``: incremental substream, one cursor per store (partitioned state);
-- ``products``: full refresh, offset pagination.
-
-With ``"api_url": "embedded"`` in the config, the source starts the demo API itself on a free
-loopback port (the README's main job needs no other set-up).
+One of each kind of stream the framework supports. With ``"api_url": "embedded"`` the source starts the demo API
+itself on a free loopback port, so the README's main job needs no other set-up.
 """
 
 from __future__ import annotations
@@ -58,8 +50,7 @@ def api_url(config: Mapping[str, Any]) -> str:
 
 
 class DemoStream(RecordsAtPath, HttpStream):
-    """Shared plumbing: base URL, page size, JSON schemas from ``demo/schemas``; every page's
-    records are its ``data`` list."""
+    """Shared plumbing: base URL, page size, JSON schemas from ``demo/schemas``; records are each page's ``data`` list."""
 
     primary_key = "id"
     records_path = "data"
@@ -72,14 +63,12 @@ class DemoStream(RecordsAtPath, HttpStream):
         self.is_sorted = bool(config.get("assume_sorted", True))
 
     def backoff_time(self, response_or_exception: Any) -> float | None:
-        """Wait what a 429's or 503's Retry-After asks (the framework's bases read it, seconds or a
-        date); retry other 5xx and connection errors after 0.5 s."""
+        """Wait what Retry-After asks on 429/503; retry other 5xx and connection errors after 0.5 s."""
         return self.retry_after_wait(response_or_exception) or 0.5
 
     @property
     def url_base(self) -> str:
-        # Asked for on the first request, not when the stream is built: commands that only look
-        # at the streams (discover, state) do not start the embedded API.
+        # Asked on the first request, so commands that only look at streams (discover, state) do not start the API.
         return api_url(self._config)
 
     def get_json_schema(self) -> Mapping[str, Any]:
@@ -101,7 +90,6 @@ class Users(DemoStream, IncrementalHttpStream):
         return "users"
 
     def request_params(self, stream_state=None, stream_slice=None, next_page_token=None) -> MutableMapping[str, Any]:
-        # stream_state is the state when the stream started: fixed while pages are followed.
         params = {"since": (stream_state or {}).get(self.cursor_field) or self.start, "limit": self.page_size}
         if next_page_token:
             params["cursor"] = next_page_token["cursor"]
@@ -113,8 +101,7 @@ class Users(DemoStream, IncrementalHttpStream):
 
 
 class Orders(DemoStream, DateWindowStream):
-    """``GET /orders?start=&end=&page=&per_page=``: monthly windows, page-number pagination (the
-    pages of a window fetched at once when the runtime reads concurrently)."""
+    """``GET /orders?start=&end=&page=&per_page=``: monthly windows, page-number pagination."""
 
     cursor_field = "updatedAt"
     window_step = dt.timedelta(days=30)
@@ -135,7 +122,6 @@ class Orders(DemoStream, DateWindowStream):
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
 
     def page_tokens(self, response: requests.Response) -> list[Mapping[str, Any]]:
-        # The first page says how many there are: the runtime may fetch the others at once.
         body = page_json(response)
         return [{"page": page} for page in range(body["page"] + 1, body["total_pages"] + 1)]
 

@@ -1,8 +1,6 @@
 """Injected misbehaviour for the demo API: rate limits, server errors, latency, page disorder.
 
-Why: a connector's retry, back-off and state logic only gets exercised when the source
-misbehaves, and tests need it to misbehave on a predictable schedule. Faults are counted
-over data requests only (never /_admin), starting from the moment they were set.
+Retry, back-off and state logic only get exercised when the source misbehaves, on a schedule tests can predict.
 """
 
 from __future__ import annotations
@@ -15,13 +13,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Faults:
-    """What to break, and how often.
+    """What to break, and how often (counted over data requests since the faults were set; 0 = never).
 
-    rate_limit_every: every Nth data request answers 429 with ``Retry-After`` (0 = never).
-    retry_after: seconds advertised in ``Retry-After``.
-    error_every: every Nth data request answers 500, then 503, alternating (0 = never).
-    delay_ms: sleep this long before answering each data request.
-    unsorted_pages: /users pages list their records in reverse order (cursors are unaffected).
+    ``rate_limit_every``: 429 with ``Retry-After``; ``error_every``: 500 then 503; ``unsorted_pages``: /users pages reversed.
     """
 
     rate_limit_every: int = 0
@@ -59,11 +53,7 @@ class Faults:
         return str(int(seconds)) if seconds.is_integer() else repr(seconds)
 
     def fault_for(self, request_number: int) -> tuple[int, dict[str, Any], dict[str, str]] | None:
-        """The (status, body, headers) that data request number ``request_number`` (from 1)
-        must answer with instead of its data, or None to serve it normally.
-
-        A rate limit wins when both schedules hit the same request.
-        """
+        """The (status, body, headers) data request ``request_number`` answers instead of its data, or None; a rate limit wins ties."""
         if self.rate_limit_every and request_number % self.rate_limit_every == 0:
             return 429, {"error": "rate limit exceeded"}, {"Retry-After": self.retry_after_header}
         if self.error_every and request_number % self.error_every == 0:

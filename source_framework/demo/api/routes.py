@@ -1,9 +1,4 @@
-"""The demo API's data endpoints: query parameters in, JSON-ready payloads out.
-
-Why separate from the server: parameter validation, cursor tokens and payload shapes are
-the API's contract, and keeping them free of sockets and threads keeps the contract in one
-readable place. Errors are raised as ``ApiError`` and turned into JSON by the server.
-"""
+"""The demo API's data endpoints, free of sockets and threads so the API's contract reads in one place."""
 
 from __future__ import annotations
 
