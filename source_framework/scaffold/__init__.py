@@ -1,22 +1,7 @@
 """``python -m source_framework init NAME``: a new connector project in the folder ``NAME``.
 
-::
-
-    python -m source_framework init my-api
-    cd my-api && python -m source_framework.testing
-
-It writes ``main.py``, the source module (``source_my_api.py``: one full-refresh and one
-incremental stream of a small paginated API, the demo API's until you change them), ``spec.json``,
-``schemas/``, ``integration_tests/`` (a config, a config the API refuses, expected records, a
-future state, a test module) with the configured catalog made by the project's own ``main.py
-catalog``, ``acceptance-test-config.yml`` and the ``pytest.ini`` its tests run with; its
-``README.md`` says how to run, test and change it.
-
-The files come from ``template/`` (``{{name}}``, ``{{module}}``, ``{{source_class}}`` and
-``{{source_name}}`` replaced; ``.tmpl`` keeps linters and pytest off the Python templates) and the
-schemas from the demo connector's. Everything is made in a hidden folder beside ``NAME`` and
-renamed into place at the end, so a failure leaves nothing half-made; an existing ``NAME`` is used
-only when it is an empty folder.
+Files come from ``template/`` (``.tmpl`` keeps linters and pytest off the Python templates). Everything is made in a
+hidden folder and renamed into place at the end, so a failure leaves nothing half-made.
 """
 
 from __future__ import annotations
@@ -38,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "template")
 DEMO_SCHEMAS = os.path.join(os.path.dirname(HERE), "demo", "schemas")
 STREAMS = ("products", "users")
-#: lowercase words joined by single '-' or '_': a folder, a module and a Docker image name alike
+# lowercase words joined by single '-' or '_': a folder, a module and a Docker image name alike
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 MAX_NAME_LENGTH = 64
 
@@ -165,7 +150,7 @@ def _target_name(file: str, names: Names) -> str:
 
 
 def _write_catalog(root: str) -> None:
-    """The configured catalog, as a user makes it: the new ``main.py catalog``, in a process of its own."""
+    """The configured catalog, made as a user makes it: the new ``main.py catalog``, in a process of its own."""
     try:
         process = subprocess.run(
             [sys.executable, "main.py", "catalog", "--config", os.path.join("integration_tests", "config.json"),
