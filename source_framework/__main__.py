@@ -4,9 +4,6 @@
 
     python -m source_framework manifest.yaml read --config config.json --catalog catalog.json --state state.json
     python -m source_framework source_github.source:SourceGithub read --config config.json --catalog catalog.json
-
-The first argument is a declarative manifest or a ``module:Class``; the rest is ``main.py``'s command line.
-``python -m source_framework init NAME`` writes a new connector project instead (``scaffold``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,1 @@
-"""Compare checkpoint intervals: ``python -m source_framework.compare --connector main.py ...``.
-
-Runs the same streams once per ``state_checkpoint_interval`` setting, each also killed mid-way and resumed, plus
-airbyte-cdk's own read for reference. A tool of its own (the ``compare`` extra), not a command of every connector.
-"""
+"""Compare checkpoint intervals, each with a crash and resume, against airbyte-cdk's read: a tool of its own (``compare`` extra)."""

@@ -1,8 +1,4 @@
-"""Run a connector script under airbyte-cdk's own entrypoint instead of ours.
-
-The script's ``launch`` call is handed to ``airbyte_cdk.entrypoint.launch``, so the compare command gets the CDK's
-own schedule of RECORD and STATE messages for its reference rows.
-"""
+"""Run a connector script under airbyte-cdk's own entrypoint, for the compare command's reference rows."""
 
 from __future__ import annotations
 

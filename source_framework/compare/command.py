@@ -1,6 +1,5 @@
 """``python -m source_framework.compare``: the same streams under several checkpoint intervals, side by side.
 
-Per interval: a clean ``read``, one killed with SIGKILL at ``--crash-at`` and resumed, and airbyte-cdk's read.
 Exit codes: 0 done, 1 a sync failed, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM).
 """
 
@@ -134,7 +133,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def parse_fraction(text: str) -> float:
-    """``0.5`` or ``50%`` -> 0.5; strictly between 0 and 1."""
     value = text.strip()
     try:
         fraction = float(value[:-1]) / 100 if value.endswith("%") else float(value)
@@ -146,7 +144,6 @@ def parse_fraction(text: str) -> float:
 
 
 def connector_script(path: str) -> str:
-    """The connector's entry script (``main.py``): the children run it again with other arguments."""
     script = os.path.abspath(path)
     if not os.path.isfile(script):
         raise ValueError(f"--connector: no connector script at {script}")
@@ -154,7 +151,6 @@ def connector_script(path: str) -> str:
 
 
 def connector_source(script: str) -> Any:
-    """The source object the script hands to ``launch`` (through the entrypoint's ``run_script``)."""
     captured: list[Any] = []
     run_script(script, [], lambda source, args: captured.append(source))
     if not captured:
@@ -164,11 +160,7 @@ def connector_source(script: str) -> Any:
 
 def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, settings: Sequence[Setting],
                    parsed: argparse.Namespace) -> list[Any]:
-    """The configured streams' tables, after ``read``'s input checks, once per setting's config.
-
-    Tables come from the stream adapters ``read`` builds, so the comparison looks where the syncs write: an empty place
-    would read as a clean pass.
-    """
+    """The streams' tables as ``read``'s own adapters place them, so the check looks where syncs write (an empty place would pass)."""
     from source_framework.compare.experiment import StreamTable
 
     read_args = build_read_parser().parse_args(["read", "--config", parsed.config, "--catalog", parsed.catalog])
@@ -187,7 +179,6 @@ def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, setting
                                  "checks the tables the syncs write, so it needs the Spark destination")
             adapters = prepare_streams(source, applied, catalog, {}, read_args, set())
             for name, adapter in adapters.items():
-                # Per-stream intervals under this setting: the report names streams whose connector ignored the key.
                 if hasattr(adapter, "checkpoint_interval"):
                     intervals.setdefault(name, {})[setting.label] = adapter.checkpoint_interval
     except SourceFailed as failure:

@@ -1,8 +1,4 @@
-"""What a sync committed to a table, from the table's own checkpoint records (no Spark needed).
-
-Parquet: our records list each commit's files and rows. Delta: our commits in the Delta log carry them in the
-transaction's metrics, or in our record for files added as written.
-"""
+"""What a sync committed to a table, from the table's own checkpoint records or Delta log (no Spark needed)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Per-stream "records read" counters shared between a running ``read`` and whoever watches it.
+"""Per-stream "records read" counters in a memory-mapped file shared by a running ``read`` and its watcher.
 
-A memory-mapped file, because the watcher needs the count while the sync runs (to kill it at an exact point) and
-after a SIGKILL: the child bumps an 8-byte slot per record without a system call, and the page outlives the process.
-Slots after the streams' hold the first checkpoint's time and stream, the first record's time, and checkpoints asked.
+A file, because the watcher needs counts while the sync runs and after a SIGKILL: the page outlives the process.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ class ReadCounters:
 
     @classmethod
     def create(cls, path: str, streams: Sequence[str]) -> ReadCounters:
-        """A fresh file of zeroed counters (replacing any older one)."""
         with open(path, "wb") as handle:
             handle.write(b"\0" * (SLOT_BYTES * _slots(streams)))
         return cls.open(path, streams)
@@ -72,12 +69,10 @@ class ReadCounters:
             self._view[self._first_record] = int(time.time() * 1_000_000)
 
     def first_record_at(self) -> float | None:
-        """When the sync read its first record (``time.time()``), or None if it read none."""
         value = int(self._view[self._first_record])
         return value / 1_000_000 if value else None
 
     def add_checkpoint(self, slot: int) -> None:
-        """Writer side: the stream in ``slot`` asked for one more checkpoint (a commit with a STATE)."""
         if slot >= 0:
             self._asked_local[slot] += 1
             self._view[self._asked + slot] = self._asked_local[slot]
@@ -86,12 +81,10 @@ class ReadCounters:
         return {name: int(self._view[self._asked + index]) for index, name in enumerate(self.streams)}
 
     def first_checkpoint_at(self) -> float | None:
-        """When the sync first asked for a checkpoint (``time.time()``), or None if it did not."""
         value = int(self._view[self._first_checkpoint])
         return value / 1_000_000 if value else None
 
     def first_checkpoint_stream(self) -> str | None:
-        """The stream of that first checkpoint; None when none was asked or its stream is not counted."""
         slot = int(self._view[self._first_checkpoint_slot]) - 1
         return self.streams[slot] if 0 <= slot < len(self.streams) else None
 

@@ -1,7 +1,6 @@
 """One comparison: per setting, a clean sync, a crash and resume, and airbyte-cdk's read for reference.
 
-Records read again = crashed + resumed - clean. Rows, duplicates and missing rows are checked with Spark only after
-all children are done, so no JVM of ours competes with the measured runs.
+Tables are checked with Spark only after all children are done, so no JVM of ours competes with the measured runs.
 """
 
 from __future__ import annotations
@@ -48,7 +47,6 @@ class SettingResult:
     crash: CrashResult | None = None
     folder: str = ""
     per_stream_diff: dict[str, Diff] = field(default_factory=dict)
-    # each stream's state_checkpoint_interval under this setting (a connector may fix it in its class)
     stream_intervals: dict[str, int | None] = field(default_factory=dict)
 
 
@@ -63,8 +61,6 @@ class StreamTable:
 
 
 class Experiment:
-    """Runs the children of one comparison and keeps their results."""
-
     def __init__(
         self,
         workdir: str,
@@ -140,7 +136,6 @@ class Experiment:
         return CrashResult(kill_after, crashed, resumed, read_again)
 
     def check_tables(self, results: Sequence[SettingResult], spark: Any) -> None:
-        """Rows, duplicates and missing rows of each crash-and-resume table against the clean one."""
         for result in results:
             if result.crash is None:
                 continue

@@ -1,7 +1,4 @@
-"""A PNG a person can look at: throughput and records at risk against the checkpoint interval.
-
-Records at risk use a log scale: intervals span orders of magnitude. Drawn with the Agg backend, so no display is needed.
-"""
+"""A PNG of throughput and records at risk (log scale: intervals span orders of magnitude) against the checkpoint interval."""
 
 from __future__ import annotations
 
@@ -15,8 +12,6 @@ from source_framework.compare.report import interval_warnings, read_ahead_notes
 
 @dataclass
 class Series:
-    """One line of both panels: ``xs`` index the interval labels."""
-
     name: str
     style: str
     xs: list[int]

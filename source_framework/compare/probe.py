@@ -1,8 +1,4 @@
-"""Run a connector's ``read`` with every record counted as it reaches the destination.
-
-The script runs in this process exactly as ``python main.py read`` would, with its destination wrapped in
-``CountingDestination`` through the entrypoint's seams (no patching); the compare command reads the counters.
-"""
+"""Run a connector's ``read`` in this process, unpatched, with every record counted as it reaches the destination."""
 
 from __future__ import annotations
 
@@ -62,8 +58,6 @@ class CountingSink(StreamSink):
 
 
 class CountingDestination(Destination):
-    """A destination decorator: the wrapped destination's sinks, counted."""
-
     def __init__(self, inner: Destination, counters: ReadCounters) -> None:
         self._inner, self._counters = inner, counters
 
@@ -84,7 +78,6 @@ class CountingDestination(Destination):
 
 
 def counted_read(counters: ReadCounters) -> Any:
-    """A ``launch`` handler: the command line's ``read`` with every record counted."""
     from source_framework.runtime.entrypoint import build_parser, run_read
 
     def handle(source: Any, args: list[str]) -> None:

@@ -1,7 +1,4 @@
-"""The comparison's results as a text table, a Markdown table, or JSON.
-
-"Runs" and "Crash and resume" tables, with warnings above when an interval changed nothing and read-ahead notes below.
-"""
+"""The comparison's results as a text table, a Markdown table, or JSON, with warnings and read-ahead notes."""
 
 from __future__ import annotations
 

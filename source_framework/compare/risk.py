@@ -1,7 +1,6 @@
 """What a crash could cost: records read but not yet covered by a STATE the orchestrator holds.
 
-After a crash an orchestrator resumes from its last STATE, so every record read past it is at risk. The maximum is
-sampled just before each STATE arrives, since the count only grows between STATEs. A COMPLETE covers all records too.
+The maximum is sampled just before each STATE arrives, since the count only grows between STATEs.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ class ScheduleTracker:
         self.errors: list[str] = []
 
     def on_record(self, stream: str) -> None:
-        """A RECORD line (airbyte-cdk's read): one more record read of ``stream``."""
         if self.first_record_wall is None:
             self.first_record_wall = time.time()
         self.record_lines[stream] = self.record_lines.get(stream, 0) + 1
@@ -63,13 +61,11 @@ class ScheduleTracker:
         self.covered[stream] = self.covered.get(stream, 0) + int(record_count or 0)
 
     def on_complete(self, stream: str, reads: Mapping[str, int] | None = None) -> None:
-        """The stream's COMPLETE status: everything it read is published."""
         reads = self._reads(reads)
         self.sample(reads)
         self.covered[stream] = max(self.covered.get(stream, 0), reads.get(stream, 0))
 
     def at_risk(self, reads: Mapping[str, int] | None = None) -> int:
-        """Records read now but not covered by a received STATE (or COMPLETE)."""
         reads = self._reads(reads)
         return sum(max(0, count - self.covered.get(stream, 0)) for stream, count in reads.items())
 

@@ -1,7 +1,4 @@
-"""Run one sync in a child process, follow its stdout, and optionally kill it mid-way.
-
-``run_ours`` counts records through the probe (known even after SIGKILL); ``run_cdk`` counts RECORD lines.
-"""
+"""Run one sync in a child process, follow its stdout, and optionally kill it mid-way."""
 
 from __future__ import annotations
 
@@ -28,8 +25,6 @@ _RECORD_PREFIX = b'{"type":"RECORD","record":{"stream":"'
 
 @dataclass
 class RunResult:
-    """How one child run went, and what its stdout and counters showed."""
-
     name: str
     argv: list[str]
     returncode: int | None
@@ -46,7 +41,6 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     stderr_path: str = ""
     first_state_seconds: float | None = None  # from the process's start to its first STATE line
-    # from the first checkpoint asked to its STATE line: what the first commit costs (ours only)
     first_commit_seconds: float | None = None
     first_state_wall: float | None = None  # time.time() when the first STATE line arrived
     first_state_walls: dict[str, float] = field(default_factory=dict)
@@ -75,8 +69,6 @@ class RunResult:
 
 
 class SyncRunner:
-    """Starts the children of one comparison; all files go under ``workdir``."""
-
     def __init__(self, workdir: str, script: str, streams: Sequence[str], python: str = sys.executable) -> None:
         self.workdir = workdir
         self.script = os.path.abspath(script)
@@ -103,7 +95,6 @@ class SyncRunner:
             counters.close()
 
     def run_cdk(self, name: str, read_args: Sequence[str]) -> RunResult:
-        """The same script and arguments under airbyte-cdk's own ``read``."""
         argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
         run = self._run(name, argv, None, None, None)
         run.reading_seconds = _reading_seconds(run.first_record_wall, run)
@@ -199,7 +190,6 @@ def _follow(
 ) -> None:
     for line in stdout:
         if line.startswith(_RECORD_PREFIX):
-            # The hot path for the CDK's RECORD lines: the stream name, no full parse.
             end = line.find(b'"', len(_RECORD_PREFIX))
             tracker.on_record(line[len(_RECORD_PREFIX):end].decode())
             continue

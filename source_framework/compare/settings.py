@@ -1,8 +1,4 @@
-"""The checkpoint settings a comparison runs: each interval at every concurrency level and read-ahead bound given.
-
-A setting is applied by writing the config's ``state_checkpoint_interval``, ``concurrency_level`` and
-``max_checkpoints_ahead`` keys, which the demo connector and the runtime read.
-"""
+"""The checkpoint settings a comparison runs: each interval at every concurrency level and read-ahead bound given."""
 
 from __future__ import annotations
 
@@ -31,7 +27,6 @@ class Setting:
 
     @property
     def axes_label(self) -> str:
-        """What the setting sets besides the interval, e.g. ``" c4 a1"`` ("" if nothing)."""
         concurrency = "" if self.concurrency is None else f" c{self.concurrency}"
         return concurrency + ("" if self.ahead is None else f" a{self.ahead}")
 
@@ -55,7 +50,6 @@ class Setting:
 
 
 def parse_intervals(text: str) -> list[Setting]:
-    """``"none,10000,1000,100"`` -> settings in the order given; ValueError on anything else."""
     settings: list[Setting] = []
     for part in (piece.strip() for piece in text.split(",")):
         if not part:
@@ -95,7 +89,6 @@ def with_read_ahead(settings: list[Setting], text: str | None) -> list[Setting]:
 
 
 def _whole_numbers(text: str, flag: str, example: str) -> list[int]:
-    """Distinct positive whole numbers of a comma-separated list; ValueError naming ``flag`` otherwise."""
     numbers: list[int] = []
     for part in (piece.strip() for piece in text.split(",") if piece.strip()):
         try:

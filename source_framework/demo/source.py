@@ -1,8 +1,4 @@
-"""The demo connector: five streams over the bundled demo API, built only from the public surface.
-
-One of each kind of stream the framework supports. With ``"api_url": "embedded"`` the source starts the demo API
-itself on a free loopback port, so the README's main job needs no other set-up.
-"""
+"""The demo connector: five streams over the bundled demo API, one of each kind the framework supports."""
 
 from __future__ import annotations
 
@@ -35,7 +31,7 @@ _embedded_apis: dict = {}
 
 
 def api_url(config: Mapping[str, Any]) -> str:
-    """The API's base URL; starts the embedded demo API once per process when asked to."""
+    """The API's base URL; ``"embedded"`` starts the demo API once per process, so the README's job needs no set-up."""
     url = config.get("api_url", "embedded")
     if url != "embedded":
         return url.rstrip("/") + "/"
@@ -59,7 +55,6 @@ class DemoStream(RecordsAtPath, HttpStream):
         super().__init__(authenticator=TokenAuthenticator(token=config.get("api_key", "")), **kwargs)
         self._config = config
         self.page_size = int(config.get("page_size", 500))
-        # The demo API sorts by updatedAt unless its unsorted_pages fault is on; say which.
         self.is_sorted = bool(config.get("assume_sorted", True))
 
     def backoff_time(self, response_or_exception: Any) -> float | None:
@@ -180,8 +175,6 @@ class Products(DemoStream):
 
 
 class DemoSource(Source):
-    """The bundled demo connector."""
-
     source_name = "demo"
 
     def check_connection(self, logger: logging.Logger, config: Mapping[str, Any]) -> tuple[bool, Any | None]:

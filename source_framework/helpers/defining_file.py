@@ -1,8 +1,4 @@
-"""Where a class was defined: the folder its spec and schemas sit beside.
-
-``sys.modules[cls.__module__]`` may not be the defining module: a script run as ``__main__`` by a tool leaves
-``__main__`` pointing at the tool's module once it has run.
-"""
+"""Where a class was defined: a script run as ``__main__`` by a tool leaves ``sys.modules`` pointing at the tool's module."""
 
 from __future__ import annotations
 
@@ -51,7 +47,6 @@ def _holds(module: Any, cls: type) -> bool:
 
 
 def _function_of(value: Any) -> Any:
-    """The plain function behind a method, static or class method, or property getter (behind its decorators' wrappers)."""
     if isinstance(value, (staticmethod, classmethod)):
         value = value.__func__
     elif isinstance(value, property):

@@ -1,9 +1,7 @@
 """Named pause points for fault tests: stop the process at an exact moment so a test can kill it.
 
-Timing alone rarely lands a kill between a commit and its STATE line. With ``SOURCE_FRAMEWORK_PAUSE_AT=name:N`` the
-N-th time ``fault_point(name)`` is reached the process prints ``paused at name:N`` to stderr and sleeps until killed.
-In-process tests (``crash_at``) raise ``SimulatedCrash`` instead: a ``BaseException``, so it escapes per-stream error
-handling as a kill would, and every later point raises it too, leaving what a kill would leave.
+Timing alone rarely lands a kill between a commit and its STATE line. ``SOURCE_FRAMEWORK_PAUSE_AT=name:N`` pauses
+there; in-process tests (``crash_at``) raise ``SimulatedCrash``, a ``BaseException`` that escapes as a kill would.
 """
 
 from __future__ import annotations
@@ -94,6 +92,5 @@ def reached_elsewhere(name: str) -> dict[str, str] | None:
 
 
 def crashed_elsewhere(name: str) -> None:
-    """The other process stopped at ``name`` as a simulated crash asked: this one is dead too."""
     _crashed.set()
     raise SimulatedCrash(f"simulated crash at {name} (in the page converter)")

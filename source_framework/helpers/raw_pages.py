@@ -1,8 +1,4 @@
-"""The pages a stream parsed, kept for a destination that makes rows from their bytes.
-
-A ``RecordsAtPath`` stream adds each page as it parses it; the sink, handed a record, claims the page holding that
-very object and then expects the page's next items.
-"""
+"""The pages a ``RecordsAtPath`` stream parsed, kept for a destination that makes rows from their bytes."""
 
 from __future__ import annotations
 
@@ -16,19 +12,13 @@ from typing import Any
 
 @dataclass(frozen=True)
 class RawPage:
-    """One page as the API sent it (``body``) and the very record objects the stream yields from it (``items``)."""
-
     body: bytes
     items: list[Any]
     extracted_at_ms: int
 
 
 class RawPages:
-    """The pages a stream parsed lately, off until a destination turns it on, so nothing is kept for others.
-
-    Unclaimed pages fall out oldest first beyond ``keep`` pages or ``keep_bytes``; their records are then converted where
-    they are written, as any stream's.
-    """
+    """Pages parsed lately, off until a destination turns it on; unclaimed ones fall out oldest first and convert as usual."""
 
     def __init__(self, path: Sequence[str], keep: int = 256, keep_bytes: int = 64 << 20) -> None:
         self.path = tuple(path)

@@ -16,10 +16,7 @@ def records_path_keys(path: str | Sequence[str] | None) -> tuple[str, ...] | Non
 
 
 def records_at(body: Any, path: Sequence[str]) -> list[Any]:
-    """The records at ``path`` in a parsed body, as airbyte-cdk's ``DpathExtractor`` finds them.
-
-    A ``TypeError`` names the path where the body is not shaped that way.
-    """
+    """The records at ``path`` in a parsed body, as airbyte-cdk's ``DpathExtractor`` finds them; a ``TypeError`` if misshaped."""
     value = body
     for depth, key in enumerate(path):
         if not isinstance(value, Mapping):

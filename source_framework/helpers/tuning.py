@@ -1,7 +1,4 @@
-"""The settings that trade speed against memory and risk, in one object so derived values are computed, not copied.
-
-Here, in ``helpers``, because both the runtime and the destinations read it; the figures are in bench/RESULTS.md.
-"""
+"""The settings trading speed against memory and risk, read by runtime and destinations; figures in bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -27,7 +24,6 @@ class Tuning:
     # Checkpoints whose STATE is not printed yet before reading waits for the oldest; enough that queued ones share commits.
     max_in_flight: int = 128
 
-    # A stream reading a slow API groups no checkpoints.
     fast_ms: int = 20
     # What a STATE may wait beyond its commit; not ``fast_ms`` because every commit costs about the same whatever its size.
     group_ms: int = 100

@@ -1,8 +1,4 @@
-"""``python -m source_framework init NAME``: a new connector project in the folder ``NAME``.
-
-Files come from ``template/`` (``.tmpl`` keeps linters and pytest off the Python templates). Everything is made in a
-hidden folder and renamed into place at the end, so a failure leaves nothing half-made.
-"""
+"""``python -m source_framework init NAME``: a connector project, made in a hidden folder and renamed so failures leave nothing."""
 
 from __future__ import annotations
 
@@ -38,8 +34,6 @@ class ScaffoldError(Exception):
 
 @dataclass(frozen=True)
 class Names:
-    """The names a connector's files and code use, all made from the one the user gave."""
-
     name: str  # the folder and the Docker image: my-api
     module: str  # the source module: source_my_api
     source_class: str  # SourceMyApi
@@ -52,7 +46,6 @@ class Names:
 
 
 def names_for(name: str) -> Names:
-    """``Names`` for ``name``, or ``ScaffoldError`` saying what a valid name looks like."""
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise ScaffoldError(
             f"invalid connector name {name!r}: use lowercase letters and digits, starting with a letter, words "
@@ -92,7 +85,6 @@ def main(argv: list[str]) -> int:
 
 
 def init(name: str, parent: str) -> str:
-    """Write the connector ``name`` into ``parent/name``; return that folder."""
     names = names_for(name)
     if importlib.util.find_spec(names.module) is not None:
         raise ScaffoldError(

@@ -20,8 +20,7 @@ from source_framework.helpers.defining_file import defining_folder, top_package_
 class Source(AbstractSource, ABC):
     """Base class for a connector: implement ``check_connection`` and ``streams``.
 
-    ``spec()`` reads ``spec_json``, else ``spec_file`` (``spec.json`` or ``spec.yaml``) beside the defining file, then in
-    its top-level package, then the same for each base class (a subclass elsewhere keeps its spec).
+    ``spec()`` reads ``spec_json``, else ``spec_file`` beside the defining file or its package, then each base class's.
     """
 
     source_name: str = ""

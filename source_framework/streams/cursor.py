@@ -21,7 +21,6 @@ def parse_datetime(value: str) -> dt.datetime:
 
 
 def format_datetime(value: dt.datetime) -> str:
-    """The API-style form ``2025-01-02T03:04:05Z`` (UTC, whole seconds)."""
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -70,7 +69,6 @@ def is_datetime_key(key: tuple[int, Any]) -> bool:
 
 
 def short_repr(value: Any, limit: int = 120) -> str:
-    """``repr`` cut to ``limit`` characters, for error messages about user input."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -86,5 +84,4 @@ def partition_key(stream_slice: Any) -> str:
 
 
 def partition_identity(partition: Mapping[str, Any]) -> str:
-    """A partition (``{"store_id": 7}``) as a string key: the same for equal partitions."""
     return json.dumps(partition, sort_keys=True, default=str)

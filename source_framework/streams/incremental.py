@@ -1,8 +1,4 @@
-"""The incremental stream base: a cursor the framework keeps for you.
-
-Declare ``cursor_field``; the stream's ``state`` is ``{cursor_field: <highest value seen>}``, updated
-*before* each record is handed on, so any checkpoint taken after a record already covers it.
-"""
+"""The incremental stream base: a cursor the framework keeps, updated before each record is handed on."""
 
 from __future__ import annotations
 
@@ -41,12 +37,10 @@ class CursorFieldMissing(KeyError):
 
 
 class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
-    """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen.
+    """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen, updated before each record is handed on.
 
-    Set ``cursor_field`` (required) and optionally ``state_checkpoint_interval``, ``is_sorted``, ``json_schema``,
-    ``records_path``, ``concurrency_safe``; override ``parse_response`` (or set ``records_path``) and the request
-    methods as with any ``HttpStream``. A record without ``cursor_field`` stops the stream (a misspelled field would
-    freeze the state forever); a sorted stream whose cursor goes backwards stops too (a checkpoint past it would lose it).
+    Set ``cursor_field``; override ``parse_response`` (or set ``records_path``) and the request methods as with any
+    ``HttpStream``. A missing ``cursor_field`` or a sorted cursor going backwards stops the stream rather than lose records.
     """
 
     cursor_field: str = ""
@@ -165,8 +159,6 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
     def _read_pages_at_once(
         self, stream_slice: Mapping[str, Any] | None, stream_state: Mapping[str, Any], pages: PageFetches
     ) -> Iterator[StreamData]:
-        """airbyte-cdk's page loop, with the pages after the first fetched through ``pages``."""
-
         def page(token: Mapping[str, Any] | None) -> list[StreamData]:
             _, response = self._fetch_next_page(stream_slice, stream_state, token)
             return list(self.parse_response(response, stream_slice=stream_slice, stream_state=stream_state))

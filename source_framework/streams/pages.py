@@ -1,8 +1,4 @@
-"""Fetching a slice's pages at once, where the stream allows it.
-
-A stream that can name every following page from the first one overrides ``page_tokens``; with
-``--concurrency`` above 1 the runtime fetches them at once and still hands records on in page order.
-"""
+"""Fetching a slice's pages at once (``page_tokens``, with ``--concurrency`` above 1), records still in page order."""
 
 from __future__ import annotations
 

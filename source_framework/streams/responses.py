@@ -1,8 +1,6 @@
 """Reading a response body once, and the records a page holds at a path.
 
-``parse_response`` and ``next_page_token`` both read each page; ``page_json`` parses it once, with orjson,
-and hands both the same object (read it, do not change it). ``records_path`` lets a stream skip
-``parse_response`` and lets the Spark destination convert records from the page's bytes in another process.
+``page_json`` parses each page once for ``parse_response`` and ``next_page_token`` alike: read it, do not change it.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ def page_json(response: requests.Response) -> Any:
 class RecordsAtPath(RetryAfterBackoff):
     """``parse_response`` for streams whose records are a list in each page's JSON body: set ``records_path``.
 
-    ``records_path`` is a key, a dotted path (``"result.items"``), a list of keys, or ``""`` for a body that is the list.
-    Also gives the framework's bases their ``Retry-After`` handling.
+    A key, a dotted path (``"result.items"``), a list of keys, or ``""`` for a body that is the list.
     """
 
     records_path: str | Sequence[str] | None = None

@@ -1,8 +1,4 @@
-"""Waiting what the API asks: ``Retry-After`` on a 429 or a 503.
-
-A back-off strategy rather than ``backoff_time``: the latter gets airbyte-cdk's deprecated adapter and a
-DeprecationWarning in every test run. A connector's own ``backoff_time`` still wins.
-"""
+"""``Retry-After`` on a 429 or 503, as a back-off strategy (``backoff_time`` gets the CDK's deprecated adapter)."""
 
 from __future__ import annotations
 
@@ -27,7 +23,6 @@ class RetryAfterBackoff:
         return RetryAfter(self)
 
     def retry_after_wait(self, response_or_exception: Any) -> float | None:
-        """The seconds ``Retry-After`` asks for, capped; None where it asks nothing."""
         if not isinstance(response_or_exception, requests.Response):
             return None
         if response_or_exception.status_code not in RETRY_AFTER_STATUSES:

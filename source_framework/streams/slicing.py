@@ -40,10 +40,7 @@ def date_windows(
 
 
 class DateWindowStream(IncrementalHttpStream, ABC):
-    """An incremental stream sliced into date windows from its cursor (or ``start_date``) to now.
-
-    Override ``window_step`` and ``lookback``; pass ``start_date`` (ISO 8601) to the constructor.
-    """
+    """An incremental stream in date windows from its cursor (or ``start_date``) to now: set ``window_step`` and ``lookback``."""
 
     window_step: dt.timedelta = dt.timedelta(days=30)
     lookback: dt.timedelta = dt.timedelta(0)
@@ -72,8 +69,7 @@ class DateWindowStream(IncrementalHttpStream, ABC):
 class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     """An incremental stream read once per partition (usually per parent record), one cursor each.
 
-    Implement ``partitions()``; call ``cursor_for(slice)`` from the request methods. With ``partitions_fail_alone``
-    (default, sorted streams only) a failing partition is reported and the others still read.
+    Implement ``partitions()`` and call ``cursor_for(slice)`` from the request methods.
     """
 
     partitions_fail_alone: bool = True
@@ -96,10 +92,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         cursor_field: list[str] | None = None,
         stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[Mapping[str, Any] | None]:
-        """One slice per partition with where its cursor stands; a partition listed again is read once.
-
-        A repeated slice made ahead of reading would start before the first moved the cursor and duplicate records.
-        """
+        """One slice per partition; one listed again is read once (made ahead of reading, it would duplicate records)."""
         listed: set[str] = set()
         for partition in self.partitions():
             identity = partition_identity(partition)

@@ -1,7 +1,4 @@
-"""Acceptance tests for source_framework connectors, driven by ``acceptance-test-config.yml``.
-
-``StandardSourceSuite`` runs airbyte-cdk's standard source tests in-process; ``AcceptanceSuite`` runs what
-the CDK's suite does not (expected records, incremental checks, Spark tables) through ``main.py`` as a subprocess::
+"""Acceptance tests for source_framework connectors, driven by ``acceptance-test-config.yml``::
 
     from source_framework.testing import AcceptanceSuite, StandardSourceSuite
 
@@ -10,8 +7,6 @@ the CDK's suite does not (expected records, incremental checks, Spark tables) th
 
     class TestAcceptance(AcceptanceSuite):
         connector = "main.py"
-
-Both find the YAML by walking up from the test file, or take ``acceptance_test_config_path``.
 """
 
 from importlib import import_module

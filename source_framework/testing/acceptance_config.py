@@ -1,8 +1,6 @@
-"""Read ``acceptance-test-config.yml`` as Airbyte's connector acceptance tests (CAT) read it.
+"""Read ``acceptance-test-config.yml`` as Airbyte's connector acceptance tests (CAT) read it, both layouts.
 
-Both CAT layouts are read (``acceptance_tests:`` and the legacy ``tests:``); anything CAT refuses is refused
-with the key named, and keys neither suite checks are logged once per file. Also hands airbyte-cdk's
-standard suite its copy of the file (``load_for_standard_suite``).
+Anything CAT refuses is refused with the key named; keys neither suite checks are logged once per file.
 """
 
 from __future__ import annotations
@@ -58,8 +56,6 @@ class ExpectRecords:
 
 @dataclass(frozen=True)
 class ReadEntry:
-    """One ``basic_read`` or ``full_refresh`` test."""
-
     section: str
     config_path: str
     configured_catalog_path: str | None
@@ -77,8 +73,6 @@ class ReadEntry:
 
 @dataclass(frozen=True)
 class IncrementalEntry:
-    """One ``incremental`` test."""
-
     config_path: str
     configured_catalog_path: str | None
     future_state_path: str | None
@@ -336,11 +330,7 @@ def migrate_legacy_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_for_standard_suite(path: str) -> dict[str, Any]:
-    """The file's content for airbyte-cdk's standard suite, in the shape it reads.
-
-    The CAT keys the CDK refuses are removed (this runner reads them); unknown keys stay and fail the CDK's
-    collection as they should; bypassed entries are left out (the CDK would still run their config).
-    """
+    """The file for airbyte-cdk's suite: CAT keys it refuses removed (we read them), bypassed entries left out."""
     path = os.path.abspath(path)
     raw = _read_current_layout(path)
     try:  # notes only: a file CAT refuses is refused by AcceptanceConfig.load

@@ -1,7 +1,4 @@
-"""The reads the acceptance checks need, each run once and shared by the checks that use it.
-
-Only the two Spark reads (a first sync, then a rerun from its final STATE) start Spark: each starts its own JVM.
-"""
+"""The reads the acceptance checks need, each run once; only the two Spark reads start Spark (each its own JVM)."""
 
 from __future__ import annotations
 
@@ -97,7 +94,6 @@ class AcceptanceReads:
         return self._read("read from the future state", entry, self.incremental_catalog(entry), state)
 
     def reference_read(self, entry: IncrementalEntry) -> ReadOutput:
-        """The whole catalog to stdout: the records the Spark tables must hold."""
         return self._read("reference read to stdout", entry, self.catalog(entry))
 
     def _spark_flags(self, entry: IncrementalEntry) -> list[str]:
@@ -166,7 +162,6 @@ class AcceptanceReads:
         return self._once(("spark rerun", entry.id), run)
 
     def cached(self, key: tuple[Any, ...], make: Any) -> Any:
-        """Remember any other value (e.g. table snapshots) for the test class."""
         return self._once(key, make)
 
 

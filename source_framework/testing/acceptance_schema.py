@@ -1,7 +1,6 @@
 """CAT's configuration schema as pydantic models: the keys ``acceptance-test-config.yml`` may set and their rules.
 
-Unknown keys are refused, as CAT refuses them, except those airbyte-cdk's suite reads. A key marked ``Unchecked``
-is accepted but acted on by neither suite; a user who sets one expects something to happen, so it is noted.
+A key marked ``Unchecked`` is accepted but acted on by neither suite; a user who sets one expects something, so it is noted.
 """
 
 from __future__ import annotations
@@ -185,7 +184,6 @@ class FutureState(_Model):
 
 
 def _unexplained(items: list[Named] | None, what: str) -> list[str]:
-    """Items of ``empty_streams``-like lists without a bypass_reason (each needs one at high)."""
     return [f"{what} item '{item.name}' has no bypass_reason" for item in items or () if not item.bypass_reason]
 
 
@@ -214,7 +212,6 @@ class _Entry(_Model):
         return super().accepted_keys() | (cdk_entry_keys(cls.cdk_section) if cls.cdk_section else frozenset())
 
     def why_not_run(self) -> str | None:
-        """Why this runner runs nothing for the entry (its ``bypass_reason``), or None."""
         return f"bypassed: {self.bypass_reason}" if self.bypass_reason else None
 
     def problems_at_high(self, where: str) -> list[str]:

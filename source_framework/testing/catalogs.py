@@ -43,7 +43,6 @@ def load_catalog(path: str) -> dict[str, Any]:
 
 
 def load_json(path: str, key: str) -> Any:
-    """A JSON file an acceptance test config names under ``key``."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
@@ -68,7 +67,6 @@ def as_full_refresh(catalog: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def from_discovered(discovered: Mapping[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A configured catalog of every discovered stream (minus ``without``), full refresh."""
     streams = []
     for stream in discovered.get("streams", []):
         if stream["name"] in without:

@@ -1,7 +1,4 @@
-"""The test classes ``python -m source_framework.testing`` runs, from the environment ``__main__`` sets.
-
-Without those variables the module defines no tests, so it is never collected otherwise.
-"""
+"""The test classes ``python -m source_framework.testing`` runs; without its environment the module defines none."""
 
 import os
 

@@ -1,7 +1,4 @@
-"""Point the acceptance tests at a connector: an entrypoint script or a ``module:Class``.
-
-``load_source()`` of a script runs it as ``__main__`` with ``launch`` captured, so its ``__main__`` block does nothing else.
-"""
+"""Point the acceptance tests at a connector: an entrypoint script or a ``module:Class``."""
 
 from __future__ import annotations
 
@@ -41,7 +38,6 @@ class ConnectorReference:
         return self.script or self.target or "?"
 
     def command(self, *args: str) -> list[str]:
-        """The argv that runs the connector with ``args`` in a new Python process."""
         if self.script:
             return [sys.executable, self.script, *args]
         return [sys.executable, "-m", "source_framework.testing.connector_reference", str(self.target), *args]
@@ -52,7 +48,6 @@ class ConnectorReference:
         return os.path.dirname(self.script) if self.script else self.base_dir
 
     def environment(self) -> dict[str, str]:
-        """Extra environment for the subprocess: ``base_dir`` first on ``PYTHONPATH``."""
         if not self.base_dir:
             return {}
         return {"PYTHONPATH": os.pathsep.join(p for p in (self.base_dir, os.environ.get("PYTHONPATH")) if p)}

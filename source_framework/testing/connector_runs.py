@@ -1,7 +1,4 @@
-"""Run a connector's ``read`` as a subprocess, exactly as a user would, and keep what it printed, in order.
-
-A run that exits non-zero raises ``ConnectorRunError`` with the tail of its stderr.
-"""
+"""Run a connector's ``read`` as a subprocess, exactly as a user would, and keep what it printed, in order."""
 
 from __future__ import annotations
 
@@ -47,11 +44,9 @@ class ReadOutput:
         return [m["record"] for m in self.messages if m.get("type") == "RECORD"]
 
     def states(self) -> list[dict[str, Any]]:
-        """The ``state`` objects of the STATE messages, in order."""
         return [m["state"] for m in self.messages if m.get("type") == "STATE"]
 
     def final_states(self) -> dict[str, dict[str, Any]]:
-        """The last STATE of each stream: ``{stream: state object}``."""
         latest: dict[str, dict[str, Any]] = {}
         for state in self.states():
             latest[stream_of_state(state)] = state
@@ -93,7 +88,6 @@ class ConnectorRunner:
         return path
 
     def run(self, args: Sequence[str], timeout: float, label: str = "") -> ReadOutput:
-        """Run ``<connector> args...``; parse stdout; raise on a non-zero exit."""
         command = self.connector.command(*args)
         started = time.monotonic()
         try:
@@ -146,7 +140,6 @@ class ConnectorRunner:
         timeout: float = 600,
         label: str = "read",
     ) -> ReadOutput:
-        """``read`` with a catalog (written to a file) and an optional per-stream state list."""
         args = ["read", "--config", config_path, "--catalog", self.write_json("catalog", catalog)]
         if state is not None:
             args += ["--state", self.write_json("state", list(state))]
@@ -156,7 +149,6 @@ class ConnectorRunner:
         return self.run(args, timeout=timeout, label=label)
 
     def discover(self, config_path: str, timeout: float = 600) -> dict[str, Any]:
-        """The catalog ``discover`` prints."""
         output = self.run(["discover", "--config", config_path], timeout=timeout, label="discover")
         for message in output.messages:
             if message.get("type") == "CATALOG":

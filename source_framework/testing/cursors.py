@@ -1,8 +1,4 @@
-"""Cursor values: compare them, find them in a STATE, and tell a record's lower bound.
-
-Values compare as numbers, else as instants (naive is UTC), else as strings. Per-partition states match a record
-when each scalar partition key names a record field (ignoring case, ``_`` and ``-``) with an equal value.
-"""
+"""Cursor values: compare them (numbers, else instants, else strings), find them in a STATE, and bound records."""
 
 from __future__ import annotations
 
@@ -109,7 +105,6 @@ class StateBound:
         )
 
     def lower_bound(self, record: Mapping[str, Any]) -> Any:
-        """The cursor ``record`` may not be older than (None: no bound applies)."""
         if not self.partitioned:
             return self.cursor
         for partition, cursor in self.partitions:
@@ -118,7 +113,6 @@ class StateBound:
         return None
 
     def partition_fields_in(self, records: Sequence[Mapping[str, Any]]) -> bool:
-        """Whether some record has fields named like the (scalar) keys of some partition."""
         for partition, _ in self.partitions:
             keys = {_normalized(str(k)) for k, v in partition.items() if not isinstance(v, (Mapping, list))}
             if keys and any(keys <= {_normalized(name) for name in record} for record in records):
@@ -167,7 +161,7 @@ def _days_before(bound: Any, days: int) -> Any:
 
 
 def _same_value(left: Any, right: Any) -> bool:
-    """Equal, or the same id written once as a number and once as text (``3`` and ``"3"``)."""
+    """Equal, or the same id once as a number and once as text (``3`` and ``"3"``)."""
     if left == right:
         return True
     kinds = {type(left), type(right)}

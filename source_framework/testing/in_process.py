@@ -1,7 +1,6 @@
-"""Run ``read`` in this process and keep what it printed: for tests that need no process of their own.
+"""Run ``read`` in this process, as ``main.py read`` would, for tests that need no process of their own.
 
-The same path as ``main.py read`` minus the process; a Spark session already running here is reused, so no JVM
-starts per run. A ``SimulatedCrash`` escapes as a kill would, carrying the output printed before it.
+A Spark session already running here is reused, so no JVM starts per run.
 """
 
 from __future__ import annotations

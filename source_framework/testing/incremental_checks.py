@@ -1,8 +1,4 @@
-"""The incremental checks of Airbyte's connector acceptance tests, on parsed ``read`` outputs.
-
-Each raises ``AssertionError`` and knows nothing of pytest or subprocesses. A state whose cursor cannot be found
-is skipped with an ``UncheckedStateWarning``, as Airbyte's acceptance tests skip it.
-"""
+"""The incremental checks of Airbyte's acceptance tests on parsed ``read`` outputs, free of pytest and subprocesses."""
 
 from __future__ import annotations
 
@@ -172,7 +168,6 @@ def check_read_from_checkpoint(
     threshold_days: int = 0,
     cursor_paths: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
-    """The read from ``checkpoint.state`` has every record after it, and none before its cursor."""
     problems = []
     for name, expected in checkpoint.records_after.items():
         got = {streams[name].identity(record) for record in output.records(name)}
@@ -210,7 +205,6 @@ def check_future_state_covers_streams(
 def check_future_state_read(
     output: ReadOutput, future_state: Sequence[Mapping[str, Any]], streams: Mapping[str, StreamInfo]
 ) -> None:
-    """A read from cursors in the future returns no records and at least one STATE."""
     covered = {_state_stream(state) for state in future_state}
     problems = []
     for name in sorted(covered & set(streams)):

@@ -1,8 +1,4 @@
-"""airbyte-cdk's own standard source tests, pointed at a source_framework connector.
-
-Running the CDK's suite through its own entrypoint also proves the connector is a plain Airbyte source.
-Scenarios come from ``acceptance-test-config.yml``; no conftest or plugin is needed.
-"""
+"""airbyte-cdk's own standard source tests, pointed at a source_framework connector: it also proves it a plain Airbyte source."""
 
 from __future__ import annotations
 
@@ -44,7 +40,6 @@ class StandardSourceSuite(SourceTestSuiteBase):
 
     @classmethod
     def get_connector_root_dir(cls) -> Path:
-        """The folder holding the YAML (the CDK searches upwards from the test file if unset)."""
         if cls.acceptance_test_config_path:
             path = Path(cls.acceptance_test_config_path)
             if not path.is_absolute():
@@ -71,7 +66,6 @@ class StandardSourceSuite(SourceTestSuiteBase):
 
     @classmethod
     def create_connector(cls, scenario: Any) -> Any:
-        """A fresh source: from a class or factory, a script path or ``module:Class``."""
         connector = cls.connector
         if isinstance(connector, str):
             return ConnectorReference.parse(connector, base_dir=str(cls.get_connector_root_dir())).load_source()

@@ -1,8 +1,4 @@
-"""``AcceptanceSuite``: the source_framework acceptance runner as a pytest base class.
-
-Each test is parametrized with the YAML's entries of its section and runs the connector's ``read`` as a
-subprocess; what the file bypasses is reported as skipped with its ``bypass_reason``.
-"""
+"""``AcceptanceSuite``: the source_framework acceptance runner as a pytest base class."""
 
 from __future__ import annotations
 

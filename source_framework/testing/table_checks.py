@@ -1,8 +1,4 @@
-"""source_framework's promises about the Spark tables, checked with plain ``spark.read``.
-
-A ``read`` into Spark leaves each table holding exactly the records the source produced, and a rerun from the
-final STATE adds no rows. Values compare through the stream's JSON schema as the README says records become rows.
-"""
+"""Each Spark table holds exactly the records the source produced, and a rerun adds no rows, compared via the JSON schema."""
 
 from __future__ import annotations
 
@@ -171,7 +167,6 @@ def _examples(rows: Counter) -> str:
 def check_tables_equal_records(
     tables: Mapping[str, Counter | None], reference: ReadOutput, streams: Mapping[str, StreamInfo]
 ) -> None:
-    """Each table holds exactly the records ``reference`` (the same read, to stdout) returned."""
     problems = []
     for name, stream in streams.items():
         expected = record_rows(reference.records(name), stream)
@@ -192,7 +187,6 @@ def check_tables_equal_records(
 
 
 def check_rerun_adds_no_rows(before: Mapping[str, Counter | None], after: Mapping[str, Counter | None]) -> None:
-    """Every table holds the same rows after the rerun as before it."""
     problems = []
     for name in before:
         old, new = before[name] or Counter(), after.get(name) or Counter()

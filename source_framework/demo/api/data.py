@@ -1,8 +1,7 @@
 """Deterministic data model behind the demo API (no HTTP here).
 
-Tests need contents known exactly and identical in every process with the same knobs, yet millions of records: so
-each record is computed from its id with a cheap hash, and only the set of touched records is stored. Touched records
-get a clock past every base timestamp, so they move to the end of the (updatedAt, id) order; see ``index.Lane``.
+Each record is computed from its id with a cheap hash, so millions of records are identical in every process with the
+same knobs; only touched records are stored, stamped after every base time so they sort last (see ``index.Lane``).
 """
 
 from __future__ import annotations
@@ -120,7 +119,6 @@ class DemoData:
         seed_key = _mix(seed & _MASK)
         self._salt = {stream: _mix(seed_key ^ salt) for stream, salt in _SALTS.items()}
         self._lock = threading.Lock()
-        # The touch clock starts after every base timestamp so moved records always sort last.
         self._clock = max(T0 + SPAN_SECONDS, T0 + records * self.step)
         self._rounds = dict.fromkeys(TOUCHABLE_STREAMS, 0)
         self._touched: dict[str, dict[int, tuple[int, int]]] = {s: {} for s in TOUCHABLE_STREAMS}
@@ -196,7 +194,6 @@ class DemoData:
     def orders_page(
         self, start: int | None, end: int | None, page: int, per_page: int
     ) -> tuple[list[dict[str, Any]], int]:
-        """Page ``page`` (from 1) of orders with start <= updatedAt < end, plus the match count."""
         with self._lock:
             lane = self._orders
             first = lane.rank(start, 0) if start is not None else 0
@@ -295,7 +292,6 @@ class DemoData:
         }
 
     def _price_cents(self, product_id: int, version: int) -> int:
-        """A product's price for a given version; orders use the version-0 (list) price."""
         return 199 + _mix(_mix(self._salt["products"] ^ product_id) ^ (version * _GOLDEN & _MASK)) % 99_800
 
     def _product(self, record_id: int) -> dict[str, Any]:

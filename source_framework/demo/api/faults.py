@@ -1,7 +1,4 @@
-"""Injected misbehaviour for the demo API: rate limits, server errors, latency, page disorder.
-
-Retry, back-off and state logic only get exercised when the source misbehaves, on a schedule tests can predict.
-"""
+"""Injected misbehaviour on a predictable schedule, so tests exercise a connector's retry, back-off and state logic."""
 
 from __future__ import annotations
 
@@ -40,7 +37,6 @@ class Faults:
         return dataclasses.asdict(self)
 
     def updated(self, changes: Mapping[str, Any]) -> Faults:
-        """A copy with the given fields replaced; unknown fields are an error, not ignored."""
         unknown = set(changes) - {field.name for field in dataclasses.fields(self)}
         if unknown:
             raise ValueError(f"unknown fault fields: {', '.join(sorted(unknown))}")

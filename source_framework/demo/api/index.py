@@ -1,8 +1,6 @@
-"""Positional index over one ordered lane of demo records, without materialising them.
+"""Positional index over one ordered lane of demo records, so every request costs O(page), not O(records).
 
-Every request must cost O(page), not O(records). Untouched records are in id order, so their rank is arithmetic;
-moved records leave a hole and join an overlay which, as moves stamp ever-later times, is appended after the base.
-A lane is an arithmetic progression of ids: a whole stream, or one store's orders (``first=store_id, stride=stores``).
+Untouched records are in id order, so their rank is arithmetic; moved records join an overlay appended after the base.
 """
 
 from __future__ import annotations
@@ -30,7 +28,6 @@ class Lane:
         self._overlay_ids: set[int] = set()
 
     def __len__(self) -> int:
-        """Every member is either live in the base or in the overlay, so the size never changes."""
         return self.count
 
     def base_time(self, record_id: int) -> int:
@@ -63,7 +60,6 @@ class Lane:
         return base_before + bisect_left(self._overlay, (time, record_id))
 
     def ids(self, start: int, stop: int) -> list[int]:
-        """Ids at positions [start, stop) of the lane's (time, id) order."""
         start = max(start, 0)
         stop = min(stop, self.count)
         if start >= stop:
@@ -105,7 +101,6 @@ class Lane:
         return remainder == 0 and 0 <= index < self.count
 
     def _base_index(self, position: int) -> int:
-        """Progression index of the live base member at ``position`` (holes skipped)."""
         holes = self._holes
         low, high = position, min(self.count - 1, position + len(holes))
         while low < high:  # smallest index with at least position + 1 live members up to it
@@ -118,7 +113,6 @@ class Lane:
         return low
 
     def _base_ids(self, start: int, stop: int) -> list[int]:
-        """Live base ids at positions [start, stop): one search, then a walk skipping holes."""
         holes = self._holes
         index = self._base_index(start)
         record_id = self.first + index * self.stride

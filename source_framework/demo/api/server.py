@@ -1,8 +1,4 @@
-"""HTTP front of the demo API: a threaded loopback server, auth, fault injection, stats, admin.
-
-Keep-alive with Content-Length always sent so clients reuse connections; never writes to stdout, which carries a
-connector's protocol messages.
-"""
+"""HTTP front of the demo API; never writes to stdout, which carries a connector's protocol messages."""
 
 from __future__ import annotations
 
@@ -111,7 +107,6 @@ class DemoApi:
         return f"http://{self.host}:{self.port}"
 
     def touch(self, stream: str, count: int) -> list[int]:
-        """Update ``count`` records of users, orders or products; returns their ids."""
         ids = self.data.touch(stream, count)
         if self._pages is not None:
             self._pages.clear()
@@ -122,13 +117,11 @@ class DemoApi:
         return self._faults
 
     def set_faults(self, faults: Faults) -> None:
-        """Replace the fault schedule; "every Nth request" counts from now."""
         with self._lock:
             self._faults = faults
             self._fault_requests = 0
 
     def stats(self) -> dict[str, Any]:
-        """Counts of data requests: total, per path, per status, and the most answered at one time."""
         with self._lock:
             return {
                 "requests": self._requests,
@@ -145,7 +138,6 @@ class DemoApi:
             self._status_counts.clear()
 
     def respond(self, method: str, target: str, headers: Any, body: bytes) -> Response:
-        """Answer one request (called by the HTTP handler): (status, JSON payload, extra headers)."""
         parts = urlsplit(target)
         path = parts.path.rstrip("/") or "/"
         if path.startswith("/_admin/"):
@@ -242,7 +234,6 @@ class _Server(ThreadingHTTPServer):
                 self._connections.discard(connection)
 
     def close_connections(self) -> None:
-        """Unblock handler threads parked on idle keep-alive connections."""
         with self._connections_lock:
             connections, self._connections = self._connections, set()
         for connection in connections:
@@ -318,6 +309,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Silence per-request logging (it goes to stderr by default); opt in with verbose."""
         if self.server.api.verbose:
             sys.stderr.write(f"demo-api {self.address_string()} {format % args}\n")
