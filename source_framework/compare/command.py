@@ -1,7 +1,4 @@
-"""``python -m source_framework.compare``: the same streams under several checkpoint intervals, side by side.
-
-Exit codes: 0 done, 1 a sync failed, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM).
-"""
+"""``python -m source_framework.compare``: exits 0 done, 1 a sync failed, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM)."""
 
 from __future__ import annotations
 

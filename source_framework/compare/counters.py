@@ -1,7 +1,4 @@
-"""Per-stream "records read" counters in a memory-mapped file shared by a running ``read`` and its watcher.
-
-A file, because the watcher needs counts while the sync runs and after a SIGKILL: the page outlives the process.
-"""
+"""Per-stream record counters in a memory-mapped file: the watcher reads them while the sync runs and after a SIGKILL."""
 
 from __future__ import annotations
 

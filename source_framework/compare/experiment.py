@@ -1,7 +1,4 @@
-"""One comparison: per setting, a clean sync, a crash and resume, and airbyte-cdk's read for reference.
-
-Tables are checked with Spark only after all children are done, so no JVM of ours competes with the measured runs.
-"""
+"""Per setting: a clean sync, a crash and resume, and airbyte-cdk's read; Spark checks wait so no JVM competes with runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""What a crash could cost: records read but not yet covered by a STATE the orchestrator holds.
-
-The maximum is sampled just before each STATE arrives, since the count only grows between STATEs.
-"""
+"""Records read but not yet covered by a held STATE, sampled before each STATE arrives (the count only grows between them)."""
 
 from __future__ import annotations
 

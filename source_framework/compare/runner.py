@@ -101,7 +101,6 @@ class SyncRunner:
         return run
 
     def write_states(self, name: str, run: RunResult) -> str | None:
-        """The last STATE per stream of ``run`` as a ``--state`` file; None when it printed none."""
         if not run.last_states:
             return None
         path = os.path.join(self.workdir, f"{name}.state.json")

@@ -1,8 +1,4 @@
-"""Named pause points for fault tests: stop the process at an exact moment so a test can kill it.
-
-Timing alone rarely lands a kill between a commit and its STATE line. ``SOURCE_FRAMEWORK_PAUSE_AT=name:N`` pauses
-there; in-process tests (``crash_at``) raise ``SimulatedCrash``, a ``BaseException`` that escapes as a kill would.
-"""
+"""Named pause points (``SOURCE_FRAMEWORK_PAUSE_AT=name:N``) so fault tests can kill a process between a commit and its STATE."""
 
 from __future__ import annotations
 
@@ -69,10 +65,7 @@ def fault_point(name: str, before: Callable[[], None] | None = None) -> None:
 
 
 def reached_elsewhere(name: str) -> dict[str, str] | None:
-    """Fault point ``name`` reached in another process (the page converter), counted here: what that process must do, or None.
-
-    ``{"at", "how": "pause" | "linger" | "crash", "label"}``; after a crash this process calls :func:`crashed_elsewhere`.
-    """
+    """Fault point ``name`` reached in another process (the page converter), counted here: what it must do there, or None."""
     if _crash is not None:
         if _crashed.is_set():
             raise SimulatedCrash(f"simulated crash: {name} reached after the crash")

@@ -1,7 +1,4 @@
-"""Reading a response body once, and the records a page holds at a path.
-
-``page_json`` parses each page once for ``parse_response`` and ``next_page_token`` alike: read it, do not change it.
-"""
+"""``page_json`` parses each page once for ``parse_response`` and ``next_page_token`` alike; ``records_path`` finds records."""
 
 from __future__ import annotations
 
@@ -35,10 +32,7 @@ def page_json(response: requests.Response) -> Any:
 
 
 class RecordsAtPath(RetryAfterBackoff):
-    """``parse_response`` for streams whose records are a list in each page's JSON body: set ``records_path``.
-
-    A key, a dotted path (``"result.items"``), a list of keys, or ``""`` for a body that is the list.
-    """
+    """``parse_response`` for records listed in each page's JSON body: set ``records_path`` (a key, ``"a.b"``, a list, or ``""``)."""
 
     records_path: str | Sequence[str] | None = None
 

@@ -1,7 +1,4 @@
-"""Read ``acceptance-test-config.yml`` as Airbyte's connector acceptance tests (CAT) read it, both layouts.
-
-Anything CAT refuses is refused with the key named; keys neither suite checks are logged once per file.
-"""
+"""Read ``acceptance-test-config.yml`` as CAT reads it (both layouts), refusing what CAT refuses with the key named."""
 
 from __future__ import annotations
 
@@ -94,8 +91,6 @@ Entry = ReadEntry | IncrementalEntry
 
 @dataclass
 class AcceptanceConfig:
-    """The parsed file: its folder (``root``), strictness, and the sections this runner runs."""
-
     path: str
     root: str
     connector_image: str | None
@@ -363,7 +358,6 @@ def _shape_section_for_cdk(tests: dict[str, Any], section: str, base: str | None
 
 
 def cdk_rejected_keys(section: str) -> frozenset[str]:
-    """CAT's keys of a ``section`` entry that airbyte-cdk's standard suite refuses."""
     return frozenset(schema.ENTRY_MODELS[section].model_fields) - cdk_entry_keys(section)
 
 

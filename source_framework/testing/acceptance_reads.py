@@ -26,8 +26,6 @@ from source_framework.testing.connector_runs import ConnectorRunError, Connector
 
 
 class AcceptanceReads:
-    """Runs and remembers the reads of one connector's acceptance tests."""
-
     def __init__(self, runner: ConnectorRunner, config: AcceptanceConfig, spark_master: str | None = None) -> None:
         self.runner = runner
         self.config = config
@@ -141,8 +139,6 @@ class AcceptanceReads:
         return spark_destination(source, _load_json(entry.config_path), build_parser().parse_args(argv))
 
     def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
-        """The first sync into a fresh warehouse, and ``snapshot(destination)`` taken right after it."""
-
         def run() -> tuple[ReadOutput, Any]:
             output = self._spark_read("first sync into Spark", entry, None)
             with closing(self.spark_destination(entry)) as destination:
@@ -151,7 +147,6 @@ class AcceptanceReads:
         return self._once(("spark first", entry.id), run)
 
     def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
-        """A rerun from the first sync's final STATEs into the same warehouse, and its snapshot."""
         first, _ = self.spark_first(entry, snapshot)
 
         def run() -> tuple[ReadOutput, Any]:

@@ -1,7 +1,4 @@
-"""CAT's configuration schema as pydantic models: the keys ``acceptance-test-config.yml`` may set and their rules.
-
-A key marked ``Unchecked`` is accepted but acted on by neither suite; a user who sets one expects something, so it is noted.
-"""
+"""CAT's configuration schema as pydantic models: the keys ``acceptance-test-config.yml`` may set and their rules."""
 
 from __future__ import annotations
 
@@ -215,7 +212,6 @@ class _Entry(_Model):
         return f"bypassed: {self.bypass_reason}" if self.bypass_reason else None
 
     def problems_at_high(self, where: str) -> list[str]:
-        """What ``test_strictness_level: high`` asks of the entry that it lacks."""
         return []
 
 
@@ -391,7 +387,6 @@ ENTRY_MODELS: dict[str, type[_Model]] = {
 
 
 def notes(model: BaseModel, where: str = "") -> Iterator[str]:
-    """``where: not checked ...: why`` for each key set in ``model`` that neither suite checks."""
     for name, field in type(model).model_fields.items():
         value, path = getattr(model, name), f"{where}.{name}".lstrip(".")
         for mark in field.metadata:

@@ -15,8 +15,6 @@ FieldPath = tuple[str, ...]
 
 @dataclass(frozen=True)
 class StreamInfo:
-    """One configured stream, as the checks see it."""
-
     name: str
     namespace: str | None
     incremental: bool

@@ -33,7 +33,6 @@ class ReadOutput:
     label: str = ""
 
     def records(self, stream: str | None = None) -> list[dict[str, Any]]:
-        """``record.data`` of the RECORD messages (of one stream), in order."""
         return [
             m["record"]["data"]
             for m in self.messages
@@ -73,8 +72,6 @@ def stream_of_state(state: Mapping[str, Any]) -> str:
 
 @dataclass
 class ConnectorRunner:
-    """Runs one connector's commands in fresh processes; input files go to ``workdir``."""
-
     connector: ConnectorReference
     workdir: str
     env: Mapping[str, str] = field(default_factory=dict)

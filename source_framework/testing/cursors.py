@@ -68,8 +68,6 @@ class StateShapeError(AssertionError):
 
 @dataclass
 class StateBound:
-    """The lower bound a state sets for the records of one stream."""
-
     stream: StreamInfo
     cursor: Any = None
     partitions: list[tuple[dict[str, Any], Any]] = field(default_factory=list)

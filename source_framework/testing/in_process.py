@@ -1,7 +1,4 @@
-"""Run ``read`` in this process, as ``main.py read`` would, for tests that need no process of their own.
-
-A Spark session already running here is reused, so no JVM starts per run.
-"""
+"""Run ``read`` in this process, as ``main.py read`` would, reusing a running Spark session so no JVM starts per run."""
 
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ def _short(value: Any, limit: int = 200) -> str:
 
 
 def load_expected_records(path: str) -> dict[str, list[dict[str, Any]]]:
-    """``{stream: [data, ...]}`` from an Airbyte expected-records JSONL file."""
     expected: dict[str, list[dict[str, Any]]] = {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -162,7 +161,6 @@ def check_no_extra_columns(read: ReadOutput, streams: Mapping[str, StreamInfo]) 
 def check_identical_reads(
     first: ReadOutput, second: ReadOutput, streams: Sequence[str], ignored_fields: Mapping[str, Sequence[str]]
 ) -> None:
-    """Two full-refresh reads return the same records per stream (order aside)."""
     problems = []
     for name in streams:
         ignore = ignored_fields.get(name, ())

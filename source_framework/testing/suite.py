@@ -123,7 +123,6 @@ class AcceptanceSuite:
 
     @for_section("basic_read")
     def test_expected_records(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
-        """``expect_records``: a full-refresh read returns the expected records."""
         expect = entry.expect_records
         if expect is None:
             pytest.skip(f"{entry.id} has no expect_records")
@@ -150,7 +149,6 @@ class AcceptanceSuite:
 
     @for_section("full_refresh")
     def test_two_reads_are_identical(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
-        """Two full-refresh reads return the same records (``ignored_fields`` aside)."""
         catalog = acceptance_reads.full_refresh_catalog(entry)
         first = acceptance_reads.basic_read(entry)
         assert first.records(), f"{first.describe()} returned no records"
@@ -185,7 +183,6 @@ class AcceptanceSuite:
 
     @for_section("incremental")
     def test_future_state(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
-        """A state with cursors far in the future: no records, at least one STATE."""
         if entry.future_state_bypass_reason:
             pytest.skip(f"{entry.id}: future_state is bypassed: {entry.future_state_bypass_reason}")
         if entry.future_state_path is None:
@@ -201,7 +198,6 @@ class AcceptanceSuite:
     def test_spark_tables_equal_records(
         self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
     ) -> None:
-        """After a sync into Spark, each table holds exactly the records the source produced."""
         self._skip_unless_spark()
         streams = stream_infos(acceptance_reads.catalog(entry))
         snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
@@ -212,7 +208,6 @@ class AcceptanceSuite:
     def test_spark_rerun_adds_no_rows(
         self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
     ) -> None:
-        """A second sync from the first one's final STATEs adds no rows to any table."""
         self._skip_unless_spark()
         streams = stream_infos(acceptance_reads.catalog(entry))
         snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731

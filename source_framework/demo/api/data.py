@@ -1,15 +1,11 @@
-"""Deterministic data model behind the demo API (no HTTP here).
-
-Each record is computed from its id with a cheap hash, so millions of records are identical in every process with the
-same knobs; only touched records are stored, stamped after every base time so they sort last (see ``index.Lane``).
-"""
+"""Demo data computed from each id with a cheap hash, identical in every process with the same knobs; only touches are stored."""
 
 from __future__ import annotations
 
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from source_framework.demo.api.index import Lane
@@ -22,7 +18,6 @@ _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _NINETY_DAYS = 90 * 86_400
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_SECOND = timedelta(seconds=1)
 # Fixed per-stream salts (never hash(): string hashing is randomised per process).
 _SALTS = {"users": 0x5553455253, "orders": 0x4F52444552, "products": 0x50524F44, "stores": 0x53544F5245}
 
@@ -72,10 +67,7 @@ def format_timestamp(epoch_seconds: int) -> str:
 
 
 def parse_timestamp(text: str) -> int:
-    """ISO-8601 text -> epoch seconds, rounded up so ``since <= updatedAt`` stays exact for whole-second times.
-
-    A space is retried as '+' because an unescaped '+00:00' in a query string arrives as ' 00:00'.
-    """
+    """ISO-8601 text -> epoch seconds, rounded up; a space is retried as '+' (an unescaped '+00:00' in a query arrives as ' 00:00')."""
     candidates = [text.strip()]
     if " " in candidates[0]:
         candidates.append(candidates[0].replace(" ", "+"))

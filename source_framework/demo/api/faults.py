@@ -10,10 +10,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Faults:
-    """What to break, and how often (counted over data requests since the faults were set; 0 = never).
-
-    ``rate_limit_every``: 429 with ``Retry-After``; ``error_every``: 500 then 503; ``unsorted_pages``: /users pages reversed.
-    """
+    """What to break, and how often: every Nth data request since the faults were set (0 = never)."""
 
     rate_limit_every: int = 0
     retry_after: float = 1

@@ -1,7 +1,4 @@
-"""Positional index over one ordered lane of demo records, so every request costs O(page), not O(records).
-
-Untouched records are in id order, so their rank is arithmetic; moved records join an overlay appended after the base.
-"""
+"""Positional index over one ordered lane of demo records, so every request costs O(page), not O(records)."""
 
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ class Lane:
         # Sorted ids that no longer sit at their base position (a set alongside for O(1) lookups).
         self._holes: list[int] = []
         self._hole_set: set[int] = set()
-        # Sorted (time, id) of moved ids; always ordered after every live base record.
         self._overlay: list[tuple[int, int]] = []
         self._overlay_ids: set[int] = set()
 

@@ -27,11 +27,7 @@ class Rendered(bytes):
 
 
 class DemoApi:
-    """A deterministic SaaS-like API served on ``host:port`` from a background daemon thread.
-
-    ``records``, ``seed``, ``stores``, ``generation`` and ``touch_count`` fix the data; ``api_key`` requires a Bearer token
-    on data endpoints; ``port=0`` picks a free port.
-    """
+    """A deterministic SaaS-like API on ``host:port`` from a daemon thread; ``port=0`` picks a free port."""
 
     def __init__(
         self,
