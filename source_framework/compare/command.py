@@ -1,4 +1,4 @@
-"""``python -m source_framework.compare``: exits 0 done, 1 a sync failed, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM)."""
+"""``python -m source_framework.compare``: intervals side by side; exits 0 done, 1 a sync failed, 2 bad input, 130 interrupted."""
 
 from __future__ import annotations
 

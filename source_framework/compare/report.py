@@ -10,7 +10,7 @@ from source_framework.compare.experiment import SettingResult
 from source_framework.compare.runner import RunResult
 from source_framework.compare.settings import CONFIG_KEY
 
-# More checkpoints waiting than this means reading outran the commits.
+#: More checkpoints waiting than this means reading outran the commits.
 READ_AHEAD_CHECKPOINTS = 2
 
 RUN_COLUMNS = ["interval", "run", "STATEs", "repeated", "Spark commits", "data files", "wall s", "first STATE s",

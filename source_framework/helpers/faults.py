@@ -31,7 +31,7 @@ _crashed = threading.Event()
 class SimulatedCrash(BaseException):
     """Stands in for SIGKILL at a fault point, in tests that run ``read`` in their own process."""
 
-    # what the run printed before it (a ``ReadOutput``), where ``testing.read`` ran it
+    #: what the run printed before it (a ``ReadOutput``), where ``testing.read`` ran it
     output: Any = None
 
 

@@ -23,7 +23,7 @@ class RawPages:
     def __init__(self, path: Sequence[str], keep: int = 256, keep_bytes: int = 64 << 20) -> None:
         self.path = tuple(path)
         self.enabled = False
-        # pages added so far: a failed claim need not be retried until it grows
+        #: pages added so far: a failed claim need not be retried until it grows
         self.added = 0
         self._recent: deque[RawPage] = deque()
         self._bytes = 0

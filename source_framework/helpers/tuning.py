@@ -8,24 +8,24 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Tuning:
     concurrency: int = 4
-    # Items a worker hands over at once: one lock and one wake-up per chunk instead of per item.
+    #: Items a worker hands over at once: one lock and one wake-up per chunk instead of per item.
     chunk: int = 256
-    # Items a slice may hold ahead while the process waits for the API: many pages, so the loop rarely waits.
+    #: Items a slice may hold ahead while the process waits for the API: many pages, so the loop rarely waits.
     capacity: int = 20_000
-    # While a core is busy, workers parsing further ahead only take the interpreter from the loop.
+    #: While a core is busy, workers parsing further ahead only take the interpreter from the loop.
     busy_chunks: int = 4
-    # Share of a core above which the process counts as busy, below ``idle`` as waiting; between, no change, so it does not flap.
+    #: Share of a core above which the process counts as busy, below ``idle`` as waiting; between, no change, so it does not flap.
     saturated: float = 0.85
     idle: float = 0.7
     pace_window: float = 0.5
     first_window: float = 0.1
     stop_timeout: float = 30
 
-    # Checkpoints whose STATE is not printed yet before reading waits for the oldest; enough that queued ones share commits.
+    #: Checkpoints whose STATE is not printed yet before reading waits for the oldest; enough that queued ones share commits.
     max_in_flight: int = 128
 
     fast_ms: int = 20
-    # What a STATE may wait beyond its commit; not ``fast_ms`` because every commit costs about the same whatever its size.
+    #: What a STATE may wait beyond its commit; not ``fast_ms`` because every commit costs about the same whatever its size.
     group_ms: int = 100
 
     @property

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TEMPLATE = os.path.join(HERE, "template")
 DEMO_SCHEMAS = os.path.join(os.path.dirname(HERE), "demo", "schemas")
 STREAMS = ("products", "users")
-# lowercase words joined by single '-' or '_': a folder, a module and a Docker image name alike
+#: lowercase words joined by single '-' or '_': a folder, a module and a Docker image name alike
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 MAX_NAME_LENGTH = 64
 

@@ -39,8 +39,9 @@ class CursorFieldMissing(KeyError):
 class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
     """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen, updated before each record is handed on.
 
-    Set ``cursor_field``; override ``parse_response`` (or set ``records_path``) and the request methods as with any
-    ``HttpStream``. A missing ``cursor_field`` or a sorted cursor going backwards stops the stream rather than lose records.
+    Set ``cursor_field`` (optionally ``state_checkpoint_interval``, ``is_sorted``, ``json_schema``, ``concurrency_safe``);
+    override ``parse_response`` (or set ``records_path``) and the request methods as with any ``HttpStream``.
+    A missing ``cursor_field`` or a sorted cursor going backwards stops the stream rather than lose records.
     """
 
     cursor_field: str = ""
@@ -49,7 +50,7 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
     json_schema: Mapping[str, Any] | None = None
     concurrency_safe: bool = True
 
-    # Attributes the runtime and bases read; a new attribute close to one of these is taken for a misspelling.
+    #: Attributes the runtime and bases read; a new attribute close to one of these is taken for a misspelling.
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
         "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",

@@ -16,7 +16,7 @@ RETRY_AFTER_STATUSES = frozenset({429, 503})
 class RetryAfterBackoff:
     """A stream mixin: retries wait what ``Retry-After`` says, at most ``max_retry_after`` s; else airbyte-cdk's back-off."""
 
-    # airbyte-cdk's own limit on a request's retries: an API asking for a day is not waited for a day.
+    #: airbyte-cdk's own limit on a request's retries: an API asking for a day is not waited for a day.
     max_retry_after: float = 600.0
 
     def get_backoff_strategy(self) -> BackoffStrategy:

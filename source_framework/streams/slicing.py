@@ -69,11 +69,11 @@ class DateWindowStream(IncrementalHttpStream, ABC):
 class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     """An incremental stream read once per partition (usually per parent record), one cursor each.
 
-    Implement ``partitions()`` and call ``cursor_for(slice)`` from the request methods.
+    Implement ``partitions()`` and call ``cursor_for(slice)`` from the request methods; ``partitions_fail_alone`` lets one fail alone.
     """
 
     partitions_fail_alone: bool = True
-    # old name of ``partitions_fail_alone``: where set, it wins
+    #: old name of ``partitions_fail_alone``: where set, it wins
     partitions_fail_apart: bool | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -31,7 +31,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# CAT's default time limit per section; here it bounds each run of the connector.
+#: CAT's default time limit per section; here it bounds each run of the connector.
 DEFAULT_TIMEOUT_SECONDS: Mapping[str, int] = {"basic_read": 600, "full_refresh": 1200, "incremental": 1200}
 
 
@@ -100,7 +100,7 @@ class AcceptanceConfig:
     incremental: list[IncrementalEntry]
     raw: dict[str, Any]
     environment: dict[str, str] = field(default_factory=dict)
-    # How the file is read that a user should know: keys neither suite checks, and where this runner differs from CAT.
+    #: How the file is read that a user should know: keys neither suite checks, and where this runner differs from CAT.
     notes: tuple[str, ...] = ()
 
     @classmethod

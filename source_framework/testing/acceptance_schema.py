@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 RUNNER_SECTIONS: tuple[str, ...] = ("basic_read", "full_refresh", "incremental")
 CDK_SECTIONS: tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh")
-# The sections CAT fails without at ``test_strictness_level: high``.
+#: The sections CAT fails without at ``test_strictness_level: high``.
 MANDATORY_AT_HIGH: tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh", "incremental")
 DEFAULT_CONFIG_PATH = "secrets/config.json"
 
@@ -188,7 +188,7 @@ def _unexplained(items: list[Named] | None, what: str) -> list[str]:
 class _Entry(_Model):
     """An entry of a section CAT runs; with a ``bypass_reason`` it runs nothing, and says why."""
 
-    # Set on sections airbyte-cdk's suite collects: its keys are accepted here unchecked (the CDK checks them).
+    #: Set on sections airbyte-cdk's suite collects: its keys are accepted here unchecked (the CDK checks them).
     cdk_section: ClassVar[str | None] = None
 
     config_path: str | None = None

@@ -1,4 +1,4 @@
-"""airbyte-cdk's own standard source tests, pointed at a source_framework connector: it also proves it a plain Airbyte source."""
+"""airbyte-cdk's own standard source tests, pointed at a source_framework connector; passing them proves it a plain Airbyte source."""
 
 from __future__ import annotations
 
