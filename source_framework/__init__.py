@@ -1,5 +1,4 @@
-"""source_framework: HTTP API connectors as airbyte-cdk streams, landed in Spark tables
-with exactly-once checkpoints.
+"""source_framework: HTTP API connectors as airbyte-cdk streams, landed in Spark tables with exactly-once checkpoints.
 
 A whole connector, for the demo API's users (``python -m source_framework.demo.api --port 8000
 --api-key secret`` serves it), saved as ``users.py``::
@@ -57,9 +56,8 @@ A whole connector, for the demo API's users (``python -m source_framework.demo.a
     if __name__ == "__main__":
         launch(DemoUsers(), sys.argv[1:])
 
-Then ``python users.py read --config config.json --catalog catalog.json --state-file state.json``
-with ``{"api_key": "secret"}`` in ``config.json``; the table lands in
-``./warehouse/demo_users/users``. Any airbyte-cdk source runs the same way: hand it to ``launch``.
+Then ``python users.py read --config config.json --catalog catalog.json --state-file state.json`` with ``{"api_key": "secret"}`` in
+``config.json``; the table lands in ``./warehouse/demo_users/users``. Any airbyte-cdk source runs the same way: hand it to ``launch``.
 """
 
 from airbyte_cdk.sources.streams import Stream

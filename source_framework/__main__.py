@@ -4,22 +4,6 @@
 
     python -m source_framework manifest.yaml read --config config.json --catalog catalog.json --state state.json
     python -m source_framework source_github.source:SourceGithub read --config config.json --catalog catalog.json
-
-``python -m source_framework init NAME`` writes a new connector project instead (``scaffold``).
-
-The first argument names the connector: a declarative manifest (``.yaml``/``.yml``, built as
-airbyte-cdk's manifest-only connectors build it: ``YamlDeclarativeSource``), or a source class as
-``module:Class`` (importable from the current folder or the environment). The rest is the command
-line of ``main.py`` (``spec | check | discover | catalog | read | state | tables``, every flag included). A class
-whose constructor takes ``config``, ``catalog`` or ``state`` gets them as the ``run.py`` of
-published Airbyte connectors passes them (source-stripe's ``SourceStripe(catalog, config,
-state)``, which has no defaults): read from the files the command line names, None where it
-names none (``spec`` has no config, ``check`` and ``discover`` no catalog, a first ``read`` no state).
-
-In a connector's own entrypoint the same is one changed import::
-
-    from source_framework import launch      # was: from airbyte_cdk.entrypoint import launch
-    launch(SourceGithub(), sys.argv[1:])
 """
 
 from __future__ import annotations
@@ -61,8 +45,7 @@ def main(argv: list[str]) -> int:
 
 
 def build_source(reference: str, inputs: dict[str, Any]) -> Any:
-    """The source ``reference`` names, constructed with those of the ``inputs`` (``config``,
-    ``catalog``, ``state``; None when not given) its constructor takes."""
+    """The source ``reference`` names, constructed with the ``inputs`` its constructor takes (as published ``run.py`` files pass them)."""
     if reference.endswith((".yaml", ".yml")):
         if not os.path.isfile(reference):
             raise FileNotFoundError(f"manifest file '{reference}' does not exist")
@@ -80,8 +63,7 @@ def build_source(reference: str, inputs: dict[str, Any]) -> Any:
 
 
 def _inputs(parsed: Any) -> dict[str, Any]:
-    """``config``, ``catalog`` and ``state`` from the command line's files, in airbyte-cdk's types,
-    each None where the command line names no such file (as a connector's ``run.py`` does)."""
+    """``config``, ``catalog`` and ``state`` from the command line's files, each None where none is named."""
     config_path: str | None = getattr(parsed, "config", None)
     catalog_path: str | None = getattr(parsed, "catalog", None)
     state_path: str | None = getattr(parsed, "state", None) or getattr(parsed, "state_file", None)

@@ -1,15 +1,4 @@
-"""Run a connector script under airbyte-cdk's own entrypoint instead of ours.
-
-::
-
-    python -m source_framework.compare.cdk_read main.py read --config C --catalog K
-
-A connector script ends with ``launch(MySource(), sys.argv[1:])``, ``launch`` being
-``source_framework.launch``. Run through the entrypoint's ``run_script``, that call is handed to
-``airbyte_cdk.entrypoint.launch`` instead, so the same source objects are read by the CDK's own
-``read`` and print the CDK's own schedule of RECORD and STATE messages. The compare command uses
-it for its reference rows; nothing of our runtime (checkpoints, Spark) is involved.
-"""
+"""Run a connector script under airbyte-cdk's own entrypoint, for the compare command's reference rows."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""``python -m source_framework.compare``: the same streams under several checkpoint intervals, side by side.
-
-::
-
-    python -m source_framework.compare --connector main.py --config C --catalog K \\
-        --intervals none,10000,1000,100 [--concurrency 1,4] [--max-checkpoints-ahead 128,1] [--crash-at 0.5 | --no-crash] [--no-cdk] \\
-        [--workdir ./compare-checkpoints] [--markdown] [--json FILE] [--plot FILE] [--spark-master local[2]]
-
-For each interval: one uninterrupted ``read`` into a fresh warehouse, one killed with SIGKILL
-after ``--crash-at`` of the records were read and resumed from its last STATEs, and airbyte-cdk's
-own ``read`` of the same streams for reference (see ``experiment``). Prints a table on stdout
-(Markdown with ``--markdown``), writes JSON and a PNG chart (defaults in ``--workdir``).
-Progress goes to stderr. Exit codes: 0 done, 1 a sync failed, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM).
-
-The connector is its entry script (``main.py``, calling ``source_framework.launch``); every
-sync runs it again in a child process. It is a tool, not part of any connector's command line:
-it needs the ``compare`` extra (``pip install 'source_framework[compare]'``, for matplotlib).
-"""
+"""``python -m source_framework.compare``: intervals side by side; exits 0 done, 1 a sync failed, 2 bad input, 130 interrupted."""
 
 from __future__ import annotations
 
@@ -110,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as error:
         sys.stderr.write(f"error: {error}\n")
         return EXIT_FAILED
-    except KeyboardInterrupt:  # the running sync was stopped and the secret config copy removed
+    except KeyboardInterrupt:
         sys.stderr.write("interrupted: the comparison stopped; its results are incomplete and were not written\n")
         return EXIT_INTERRUPTED
     if crash_at is not None:
@@ -132,9 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's stop, ``kill``) ends the comparison as Ctrl-C does, so the running
-    child sync is stopped too and the config copy holding the secrets is removed; by default the
-    tool would die alone, leaving both behind."""
+    """SIGTERM ends the comparison as Ctrl-C does, so the child sync stops and the secret config copy is removed."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -149,7 +130,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def parse_fraction(text: str) -> float:
-    """``0.5`` or ``50%`` -> 0.5; strictly between 0 and 1."""
     value = text.strip()
     try:
         fraction = float(value[:-1]) / 100 if value.endswith("%") else float(value)
@@ -161,7 +141,6 @@ def parse_fraction(text: str) -> float:
 
 
 def connector_script(path: str) -> str:
-    """The connector's entry script (``main.py``): the children run it again with other arguments."""
     script = os.path.abspath(path)
     if not os.path.isfile(script):
         raise ValueError(f"--connector: no connector script at {script}")
@@ -169,7 +148,6 @@ def connector_script(path: str) -> str:
 
 
 def connector_source(script: str) -> Any:
-    """The source object the script hands to ``launch`` (through the entrypoint's ``run_script``)."""
     captured: list[Any] = []
     run_script(script, [], lambda source, args: captured.append(source))
     if not captured:
@@ -179,12 +157,7 @@ def connector_source(script: str) -> Any:
 
 def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, settings: Sequence[Setting],
                    parsed: argparse.Namespace) -> list[Any]:
-    """The configured streams' tables, after the checks ``read`` makes of its input, once per
-    setting's config: the children would each fail on them, after the runs before them.
-
-    Where a table is and its key come from the stream adapters ``read`` builds (``prepare_streams``),
-    so the comparison looks where the syncs write: a catalog namespace the source does not use
-    otherwise sends it to an empty place, which reads as a clean pass."""
+    """The streams' tables as ``read``'s own adapters place them, so the check looks where syncs write (an empty place would pass)."""
     from source_framework.compare.experiment import StreamTable
 
     read_args = build_read_parser().parse_args(["read", "--config", parsed.config, "--catalog", parsed.catalog])
@@ -203,8 +176,6 @@ def checked_tables(source: Any, config: Mapping[str, Any], catalog: Any, setting
                                  "checks the tables the syncs write, so it needs the Spark destination")
             adapters = prepare_streams(source, applied, catalog, {}, read_args, set())
             for name, adapter in adapters.items():
-                # What each stream's interval became under this setting: the report names the
-                # streams whose connector ignored the config key.
                 if hasattr(adapter, "checkpoint_interval"):
                     intervals.setdefault(name, {})[setting.label] = adapter.checkpoint_interval
     except SourceFailed as failure:
@@ -230,8 +201,7 @@ def writable_folder(path: str, flag: str) -> str:
 
 
 def writable_file(path: str, flag: str) -> str:
-    """``path``, once its folder exists and this user may write a file there (checked before the syncs,
-    not after them)."""
+    """``path``, once its folder exists and is writable (checked before the syncs, not after them)."""
     target = os.path.abspath(path)
     folder = os.path.dirname(target)
     if os.path.isdir(target):

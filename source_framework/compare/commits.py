@@ -1,14 +1,4 @@
-"""What a sync committed to a table, from the table's own checkpoint records (no Spark needed).
-
-::
-
-    stats = commit_stats(destination.committed_table(None, "users"))   # CommitStats(commits=12, files=12, rows=200000)
-
-A Parquet folder's records list each commit's files and rows. A Delta table's commits are counted
-from its Delta log instead: each of our commits there (the entries carrying our checkpoint record)
-has the files and rows it added in the transaction's metrics, as its writer (delta-rs or Spark's
-Delta writer) counted them, or, for files added as written, in our record (``delta_log``).
-"""
+"""What a sync committed to a table, from the table's own checkpoint records or Delta log (no Spark needed)."""
 
 from __future__ import annotations
 
@@ -58,7 +48,6 @@ def _delta_commit_stats(path: str) -> CommitStats:
 
 
 def _ours(info: Mapping[str, Any]) -> bool:
-    """The commit carries our checkpoint record (``delta_table``: in ``userMetadata``)."""
     try:
         content = json.loads(info.get("userMetadata") or "null")
     except ValueError:

@@ -1,31 +1,4 @@
-"""Per-stream "records read" counters shared between a running ``read`` and whoever watches it.
-
-Why a file: the watcher needs the count *while* the sync runs (to kill it at an exact point)
-and *after* a SIGKILL (to know what the dead process had read). A small memory-mapped file
-does both: the child bumps one 8-byte slot per record (a plain store, no system call) and the
-page survives the process, so the parent reads the last value the child wrote.
-
-Usage::
-
-    counters = ReadCounters.create("/tmp/run.counters", ["users", "orders"])   # parent
-    ...
-    child = ReadCounters.open("/tmp/run.counters", ["users", "orders"])        # child
-    slot = child.slot("orders")
-    child.add(slot)                                                           # once per record
-    child.mark_first_checkpoint(slot)                                         # at the first commit asked
-    counters.read("orders"), counters.total()                                  # parent, any time
-    counters.first_checkpoint_at(), counters.first_checkpoint_stream()         # time.time() of that, "orders"
-    child.add_checkpoint(slot)                                                # at every commit asked
-    counters.checkpoints_asked(), counters.first_record_at()                   # {"orders": 3}, time.time()
-
-Two slots past the streams' hold when the sync first asked for a checkpoint (microseconds since
-the epoch: the end of its first slice, with slice checkpoints) and of which stream. The parent
-compares that time with the moment that stream's first STATE reached it, which is what the
-sync's first commit costs (another stream's STATE may come first). The next slot holds when the
-first record was read (records per second count from there, not from the process's start), and
-one slot per stream after it the checkpoints that stream asked for: set against the STATEs
-received, how many checkpoints reading ran ahead of its last STATE.
-"""
+"""Per-stream record counters in a memory-mapped file: the watcher reads them while the sync runs and after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -47,17 +20,16 @@ class ReadCounters:
         self._map = handle
         self._view = memoryview(handle).cast("q")
         self._local = [0] * len(self.streams)  # the writer's own copies: no read-modify-write on the map
-        self._first_checkpoint = len(self.streams)  # the slot after the streams'
+        self._first_checkpoint = len(self.streams)
         self._first_checkpoint_slot = len(self.streams) + 1  # and its stream's slot + 1 (0: not counted)
         self._first_record = len(self.streams) + 2
-        self._asked = len(self.streams) + 3  # the first of the streams' checkpoint counters
+        self._asked = len(self.streams) + 3
         self._asked_local = [0] * len(self.streams)
         self._marked = False
         self._record_marked = False
 
     @classmethod
     def create(cls, path: str, streams: Sequence[str]) -> ReadCounters:
-        """A fresh file of zeroed counters (replacing any older one)."""
         with open(path, "wb") as handle:
             handle.write(b"\0" * (SLOT_BYTES * _slots(streams)))
         return cls.open(path, streams)
@@ -76,7 +48,6 @@ class ReadCounters:
         return self._slots.get(stream, -1)
 
     def add(self, slot: int, count: int = 1) -> None:
-        """Writer side: ``count`` more records of the stream in ``slot``."""
         if slot >= 0:
             value = self._local[slot] + count
             self._local[slot] = value
@@ -90,18 +61,15 @@ class ReadCounters:
             self._view[self._first_checkpoint] = int(time.time() * 1_000_000)
 
     def mark_first_record(self) -> None:
-        """Writer side: a record was read; the first time only, note when."""
         if not self._record_marked:
             self._record_marked = True
             self._view[self._first_record] = int(time.time() * 1_000_000)
 
     def first_record_at(self) -> float | None:
-        """When the sync read its first record (``time.time()``), or None if it read none."""
         value = int(self._view[self._first_record])
         return value / 1_000_000 if value else None
 
     def add_checkpoint(self, slot: int) -> None:
-        """Writer side: the stream in ``slot`` asked for one more checkpoint (a commit with a STATE)."""
         if slot >= 0:
             self._asked_local[slot] += 1
             self._view[self._asked + slot] = self._asked_local[slot]
@@ -110,12 +78,10 @@ class ReadCounters:
         return {name: int(self._view[self._asked + index]) for index, name in enumerate(self.streams)}
 
     def first_checkpoint_at(self) -> float | None:
-        """When the sync first asked for a checkpoint (``time.time()``), or None if it did not."""
         value = int(self._view[self._first_checkpoint])
         return value / 1_000_000 if value else None
 
     def first_checkpoint_stream(self) -> str | None:
-        """The stream of that first checkpoint; None when none was asked or its stream is not counted."""
         slot = int(self._view[self._first_checkpoint_slot]) - 1
         return self.streams[slot] if 0 <= slot < len(self.streams) else None
 
@@ -135,5 +101,4 @@ class ReadCounters:
 
 
 def _slots(streams: Sequence[str]) -> int:
-    # and the first checkpoint's time and stream, the first record's time, the checkpoints asked per stream
     return 2 * len(streams) + 3

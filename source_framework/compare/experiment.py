@@ -1,29 +1,4 @@
-"""One comparison: for each checkpoint setting, an uninterrupted sync, a crash and resume, and
-airbyte-cdk's own read of the same streams for reference.
-
-Per setting, in its own folder ``<workdir>/<setting>/``:
-
-1. ``clean``: ``main.py read`` into ``clean/`` (a fresh warehouse): STATEs, commits, files,
-   wall time, records per second, the most records ever at risk.
-2. ``crash``: the same into ``crash/``, killed with SIGKILL once ``crash_at`` of the records the
-   clean run read have been read; the last STATE per stream it printed is kept.
-3. ``resume``: ``main.py read --state <those STATEs>`` into ``crash/``, as an orchestrator would.
-   Records read again = read by the crashed run + read by the resume - read by the clean run.
-4. ``cdk``: the connector under airbyte-cdk's ``read`` with the same config: its STATEs (and
-   repeated ones) and its records at risk (RECORD lines since the stream's last STATE).
-
-Rows, duplicates and missing rows of ``crash/`` against ``clean/`` are checked afterwards with
-Spark (``table_diff``), once all children are done, so no JVM of ours competes with the
-measured runs. Where a stream's table is, the Spark destination says: the one the children's
-``read`` built from the same arguments (``runtime.destination_setup.spark_destination``).
-
-Usage::
-
-    experiment = Experiment(workdir, script="main.py", source=source, config=config, catalog_path=k,
-                            tables=[StreamTable("users", None, ["id"]), StreamTable("orders", None, ["id"])])
-    results = [experiment.run_setting(s, crash_at=0.5) for s in parse_intervals("none,1000")]
-    experiment.check_tables(results, spark)
-"""
+"""Per setting: a clean sync, a crash and resume, and airbyte-cdk's read; Spark checks wait so no JVM competes with runs."""
 
 from __future__ import annotations
 
@@ -53,7 +28,7 @@ class RunFailed(RuntimeError):
 
 @dataclass
 class CrashResult:
-    kill_after: int  # the record count that triggered the kill
+    kill_after: int
     crashed: RunResult
     resumed: RunResult
     read_again: int
@@ -69,8 +44,6 @@ class SettingResult:
     crash: CrashResult | None = None
     folder: str = ""
     per_stream_diff: dict[str, Diff] = field(default_factory=dict)
-    #: the state_checkpoint_interval each stream had under this setting's config, as ``read``
-    #: builds the streams (a connector that fixes it in its class ignores the setting)
     stream_intervals: dict[str, int | None] = field(default_factory=dict)
 
 
@@ -81,13 +54,10 @@ class StreamTable:
     name: str
     namespace: str | None  # the catalog's; None: the destination's default (the source's name)
     key: list[str]
-    #: setting label -> the stream's state_checkpoint_interval under that setting's config
     intervals: dict[str, int | None] = field(default_factory=dict, compare=False)
 
 
 class Experiment:
-    """Runs the children of one comparison and keeps their results."""
-
     def __init__(
         self,
         workdir: str,
@@ -104,8 +74,7 @@ class Experiment:
         self.source = source
         self.config = dict(config)
         if spark_master:
-            # In the config copy (owner-only), not on the children's command lines, where anyone
-            # on the machine sees a Spark Connect URL's token.
+            # In the owner-only config copy, not on command lines, where anyone sees a Spark Connect URL's token.
             self.config["destination"] = {**(self.config.get("destination") or {}), "spark_master": spark_master}
         self.catalog_path = os.path.abspath(catalog_path)
         self.tables = list(tables)
@@ -115,7 +84,7 @@ class Experiment:
     def run_setting(self, setting: Setting, crash_at: float | None) -> SettingResult:
         folder = os.path.join(self.workdir, setting.slug)
         for stale in ("clean", "crash"):
-            shutil.rmtree(os.path.join(folder, stale), ignore_errors=True)  # a warehouse from an earlier comparison
+            shutil.rmtree(os.path.join(folder, stale), ignore_errors=True)
         runner = SyncRunner(folder, self.script, [t.name for t in self.tables])
         config_path = self._write_config(folder, setting)
         try:
@@ -134,8 +103,7 @@ class Experiment:
         return result
 
     def _committed(self, setting: Setting, folder: str, clean: RunResult) -> CommitStats:
-        """What the clean run committed; a stream it read with no commit where its table should be
-        is an error, not a pass: every later figure and the row check would compare nothing."""
+        """What the clean run committed; a read stream with no commit is an error, else every later check compares nothing."""
         total = CommitStats()
         with closing(self.read_destination(setting, folder, "clean")) as destination:
             for table in self.tables:
@@ -165,7 +133,6 @@ class Experiment:
         return CrashResult(kill_after, crashed, resumed, read_again)
 
     def check_tables(self, results: Sequence[SettingResult], spark: Any) -> None:
-        """Rows, duplicates and missing rows of each crash-and-resume table against the clean one."""
         for result in results:
             if result.crash is None:
                 continue
@@ -178,8 +145,6 @@ class Experiment:
                         table.key,
                     )
             result.crash.diff = sum(result.per_stream_diff.values(), Diff(0, 0, 0, 0))
-
-    # --- helpers ------------------------------------------------------------------------------
 
     def _write_config(self, folder: str, setting: Setting) -> str:
         os.makedirs(folder, exist_ok=True)
@@ -194,8 +159,7 @@ class Experiment:
                 "--warehouse", os.path.join(folder, warehouse), "--quiet"]
 
     def read_destination(self, setting: Setting, folder: str, warehouse: str) -> Any:
-        """The Spark destination the children's ``read`` into ``<folder>/<warehouse>`` wrote to: built
-        by the same function from the same arguments, so it finds the tables where they are."""
+        """The Spark destination the children's ``read`` wrote to, built the same way so it finds the tables."""
         parsed = build_parser().parse_args(self._read_args(_config_path(folder), folder, warehouse))
         return spark_destination(self.source, setting.apply(self.config), parsed)
 

@@ -1,18 +1,4 @@
-"""A PNG a person can look at: throughput and records at risk against the checkpoint interval.
-
-Two panels over the intervals in the order compared (``none`` = slice checkpoints only): records
-per second, and the most records at risk (log scale: intervals span orders of magnitude), each
-for our runtime and, for reference, airbyte-cdk's own read; one line per concurrency level
-(``--concurrency 1,4``) and read-ahead bound (``--max-checkpoints-ahead 128,1``). Each of our
-points is marked with how many checkpoints reading ran ahead of its last STATE, and where a crash
-was injected, the records it cost (read again) are a line of their own. Below the panels, the
-report's warnings and read-ahead notes (``chart_notes``). matplotlib draws it with the Agg
-backend, so no display is needed.
-
-Usage::
-
-    plot_comparison(results, "compare.png", title="users, orders: 200,000 records")
-"""
+"""A PNG of throughput and records at risk (log scale: intervals span orders of magnitude) against the checkpoint interval."""
 
 from __future__ import annotations
 
@@ -26,8 +12,6 @@ from source_framework.compare.report import interval_warnings, read_ahead_notes
 
 @dataclass
 class Series:
-    """One line of both panels: ``xs`` index the interval labels."""
-
     name: str
     style: str
     xs: list[int]
@@ -38,8 +22,7 @@ class Series:
 
 
 def chart_series(results: Sequence[SettingResult]) -> tuple[list[str], list[Series]]:
-    """The interval labels along the x axis and the lines: ours and airbyte-cdk's per concurrency level
-    and read-ahead bound."""
+    """The x-axis interval labels and the lines: ours and airbyte-cdk's per concurrency level and read-ahead bound."""
     labels = list(dict.fromkeys(r.setting.interval_label for r in results))
     lines = []
     for axes in dict.fromkeys((r.setting.concurrency, r.setting.ahead) for r in results):
@@ -60,7 +43,6 @@ def chart_series(results: Sequence[SettingResult]) -> tuple[list[str], list[Seri
 
 
 def chart_notes(results: Sequence[SettingResult]) -> list[str]:
-    """What the chart says under its panels: the report's warnings, then the read-ahead per setting."""
     return ["WARNING: " + warning for warning in interval_warnings(results)] + read_ahead_notes(results)
 
 
@@ -93,7 +75,7 @@ def plot_comparison(results: Sequence[SettingResult], path: str, title: str | No
         risk.set_xticks(list(range(len(labels))), labels)
         for axes in (speed, risk):
             axes.grid(True, alpha=0.3)
-            axes.margins(x=0.12)  # keep the first and last points off the frame
+            axes.margins(x=0.12)
             axes.legend(loc="best", fontsize="small")
         figure.suptitle(title or "Checkpoint interval: throughput and records at risk")
         if notes:

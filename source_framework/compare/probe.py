@@ -1,19 +1,4 @@
-"""Run a connector's ``read`` with every record counted as it reaches the destination.
-
-::
-
-    python -m source_framework.compare.probe --counters run.counters --streams users,orders -- \\
-        main.py read --config C --catalog K --warehouse W
-
-The connector script runs in this process exactly as ``python main.py read ...`` would (same
-runtime, same Spark destination, same stdout), except that its ``launch`` call is handed to the
-runtime with the destination wrapped in ``CountingDestination`` (the entrypoint's ``run_script``
-and ``run_read(wrap_destination=...)``: no patching): each record handed to a stream's sink
-also bumps that stream's counter in the counters file (see ``counters``). The compare command
-reads those counters to kill a sync after an exact number of records, to measure how many
-records were read but not yet covered by a STATE, and how long the first checkpoint took from
-being asked to its STATE. The cost is one extra call per record.
-"""
+"""Run a connector's ``read`` in this process, unpatched, with every record counted as it reaches the destination."""
 
 from __future__ import annotations
 
@@ -29,15 +14,11 @@ from source_framework.runtime.entrypoint import run_script
 
 
 class CountingSink(StreamSink):
-    """Passes everything to ``inner``; counts the records written.
-
-    Calls other than ``write`` are forwarded with whatever arguments the runtime gives, so the
-    probe keeps working when the sink interface grows an optional argument.
-    """
+    """Passes everything to ``inner`` and counts the records; other calls are forwarded so the sink interface may grow."""
 
     def __init__(self, inner: StreamSink, counters: ReadCounters, slot: int) -> None:
         self._inner, self._counters, self._slot = inner, counters, slot
-        # (the base's default, which answers "nothing committed", would keep it from ``__getattr__``)
+        # The base's default ("nothing committed") would shadow ``__getattr__``.
         self.earlier_commits = inner.earlier_commits
         if slot < 0:  # a stream nobody counts (the benchmark watches commits only): no cost per record
             self.write = inner.write  # type: ignore[method-assign]
@@ -57,8 +38,7 @@ class CountingSink(StreamSink):
         self._counted_write(record)
 
     def commit(self, *args: Any, **kwargs: Any) -> Future[Any]:
-        # Each commit asked for prints one STATE once done (finish() may print none): counted to
-        # tell how many checkpoints reading ran ahead of the last STATE.
+        # Each commit asked prints one STATE once done: counted to tell how far reading ran ahead.
         self._counters.mark_first_checkpoint(self._slot)
         self._counters.add_checkpoint(self._slot)
         return self._inner.commit(*args, **kwargs)
@@ -78,8 +58,6 @@ class CountingSink(StreamSink):
 
 
 class CountingDestination(Destination):
-    """A destination decorator: the wrapped destination's sinks, counted."""
-
     def __init__(self, inner: Destination, counters: ReadCounters) -> None:
         self._inner, self._counters = inner, counters
 
@@ -96,12 +74,10 @@ class CountingDestination(Destination):
         return self._inner.describe()
 
     def __getattr__(self, name: str) -> Any:
-        # Anything else the runtime may ask of its destination (e.g. the Spark session).
         return getattr(self._inner, name)
 
 
 def counted_read(counters: ReadCounters) -> Any:
-    """A ``launch`` handler: the command line's ``read`` with every record counted."""
     from source_framework.runtime.entrypoint import build_parser, run_read
 
     def handle(source: Any, args: list[str]) -> None:

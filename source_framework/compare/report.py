@@ -1,16 +1,4 @@
-"""The comparison's results as a text table, a Markdown table, or JSON.
-
-Two tables: "Runs" (one row for our runtime and one for airbyte-cdk's read, per setting) and
-"Crash and resume" (per setting). Above them, warnings when the interval setting changed nothing
-for some streams (``interval_warnings``); below, per setting, how far reading ran ahead of its
-last STATE and what the crash cost (``read_ahead_notes``).
-
-Usage::
-
-    report = Report(results, streams=["users", "orders"], crash_at=0.5)
-    print(report.text())          # or report.markdown()
-    json.dump(report.to_json(), handle)
-"""
+"""The comparison's results as a text table, a Markdown table, or JSON, with warnings and read-ahead notes."""
 
 from __future__ import annotations
 
@@ -22,8 +10,7 @@ from source_framework.compare.experiment import SettingResult
 from source_framework.compare.runner import RunResult
 from source_framework.compare.settings import CONFIG_KEY
 
-#: More checkpoints than this waiting for their STATE means reading outran the commits: in step,
-#: a STATE arrives with at most the next checkpoint already asked.
+#: More checkpoints waiting than this means reading outran the commits.
 READ_AHEAD_CHECKPOINTS = 2
 
 RUN_COLUMNS = ["interval", "run", "STATEs", "repeated", "Spark commits", "data files", "wall s", "first STATE s",
@@ -56,8 +43,6 @@ class Report:
         self.streams = list(streams)
         self.crash_at = crash_at
 
-    # --- rows ---------------------------------------------------------------------------------
-
     def run_rows(self) -> list[list[str]]:
         rows = []
         for result in self.results:
@@ -89,8 +74,6 @@ class Report:
         if self.crash_at is not None:
             text += f"; crash injected after {self.crash_at:.0%} of the records were read"
         return text
-
-    # --- renderings ---------------------------------------------------------------------------
 
     def warnings(self) -> list[str]:
         return interval_warnings(self.results)
@@ -134,11 +117,9 @@ class Report:
 
 
 def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
-    """Streams for which settings of different intervals changed nothing: their interval did not
-    follow the setting, or (at the same concurrency and read-ahead bound) their STATE count was the
-    same at each."""
+    """Streams for which different intervals changed nothing: their interval ignored the setting, or their STATE count was equal."""
     warnings = []
-    ignored: dict[str, dict[str, int | None]] = {}  # stream -> setting label -> its own interval
+    ignored: dict[str, dict[str, int | None]] = {}
     for result in results:
         for stream, interval in result.stream_intervals.items():
             if interval != result.setting.interval:
@@ -151,7 +132,7 @@ def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
             f"the interval setting changed nothing for {named}: the connector sets the stream's "
             f"state_checkpoint_interval itself instead of reading the config key '{CONFIG_KEY}', where this tool "
             "writes each setting; the figures of those streams compare nothing.")
-    same: dict[str, tuple[int, list[str]]] = {}  # stream -> its STATE count, the settings
+    same: dict[str, tuple[int, list[str]]] = {}
     for axes in dict.fromkeys(r.setting.axes_label for r in results):
         group = [r for r in results if r.setting.axes_label == axes]
         intervals = {r.setting.interval for r in group}
@@ -161,8 +142,7 @@ def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
         for stream in dict.fromkeys(s for r in group for s in r.clean.states_by_stream):
             counts = {r.clean.states_by_stream.get(stream, 0) for r in group}
             read = max(r.clean.reads.get(stream, 0) for r in group)
-            # Slices (or streams) of no more records per STATE than the smallest interval give no
-            # interval a chance to add a STATE: equal counts say nothing then.
+            # Slices of no more records per STATE than the smallest interval leave equal counts meaningless.
             if len(counts) == 1 and stream not in ignored and read > min(numbers) * max(1, next(iter(counts))):
                 count, labels = same.get(stream, (counts.pop(), []))
                 same[stream] = (count, labels + [r.setting.label for r in group])
@@ -178,8 +158,7 @@ def interval_warnings(results: Sequence[SettingResult]) -> list[str]:
 
 
 def read_ahead_notes(results: Sequence[SettingResult]) -> list[str]:
-    """Per setting: how far reading ran ahead of its last STATE, what the crash cost, and when the
-    read-ahead, not the interval, bounds what a crash costs."""
+    """Per setting: how far reading ran ahead of its last STATE, what the crash cost, and when read-ahead bounds that cost."""
     notes = []
     for result in results:
         run = result.clean
@@ -191,8 +170,7 @@ def read_ahead_notes(results: Sequence[SettingResult]) -> list[str]:
         if result.crash is not None:
             note += f"; the crash cost {result.crash.read_again:,} records read again"
         bound = result.setting.ahead
-        # A bound this small keeps reading in step by itself; the count, taken as each STATE line
-        # arrives, may then exceed it by what was asked meanwhile.
+        # A bound this small keeps reading in step; the count may exceed it by what was asked meanwhile.
         if ahead > READ_AHEAD_CHECKPOINTS and (bound is None or bound > READ_AHEAD_CHECKPOINTS):
             note += ("; reading outran the commits (an API that answers at once), so this read-ahead, not the "
                      "interval, bounds what a crash costs (--max-checkpoints-ahead lowers it)")
@@ -272,7 +250,6 @@ def _text_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
 
     def line(cells: Sequence[str]) -> str:
-        # First two columns are names (left-aligned); the rest are numbers (right-aligned).
         return "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
 
     return "\n".join([line(columns), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])

@@ -1,33 +1,4 @@
-"""What a crash could cost: records read but not yet covered by a STATE the orchestrator holds.
-
-Whoever runs a connector saves the STATE lines it receives; after a crash it resumes from the
-last one. Every record read after the records that STATE covers is at risk: it must be read
-again (or, without a barrier, may be lost). ``ScheduleTracker`` follows a run's STATE lines and
-the running count of records read per stream, and keeps the largest number at risk, sampled
-just before each STATE arrives (the at-risk count only grows between STATEs).
-
-- For our runtime the read counts come from the probe's counters (``probe``), sampled when a
-  STATE line reaches the watcher, which is when an orchestrator could save it.
-- For airbyte-cdk's own ``read`` the RECORD lines are on stdout, before their STATE: the count
-  is the RECORD lines seen (``on_record``).
-
-How far reading ran ahead of its last STATE, in checkpoints, needs the checkpoints each stream
-asked for (``asked``, the probe's counters): when a STATE arrives, those asked and not yet
-answered by a STATE are what reading had gone on past. Against an API that answers at once this,
-not the interval, bounds the records at risk.
-
-A stream's COMPLETE status covers all its records too: full-refresh streams print no STATE and
-publish their data when the stream completes.
-
-Usage::
-
-    tracker = ScheduleTracker()
-    tracker.on_state("users", {"type": "STREAM", ...}, record_count=1000, reads={"users": 1040})
-    tracker.on_complete("users", reads={"users": 2000})
-    tracker.max_at_risk, tracker.states, tracker.repeated_states, tracker.last_states
-    tracker.on_state("users", {...}, record_count=100, reads={"users": 900}, asked={"users": 8})
-    tracker.max_checkpoints_ahead, tracker.states_by_stream
-"""
+"""Records read but not yet covered by a held STATE, sampled before each STATE arrives (the count only grows between them)."""
 
 from __future__ import annotations
 
@@ -44,21 +15,18 @@ class ScheduleTracker:
         self.states_by_stream: dict[str, int] = {}
         self.max_checkpoints_ahead: int | None = None  # None: the checkpoints asked are not known (CDK)
         self.first_record_wall: float | None = None  # time.time() of the first RECORD line (CDK)
-        self.repeated_states = 0  # a STATE equal to the same stream's previous one
+        self.repeated_states = 0
         self.max_at_risk = 0
         self.covered: dict[str, int] = {}
         self.record_lines: dict[str, int] = {}
-        self.last_states: dict[str, dict[str, Any]] = {}  # stream -> the STATE message's "state" object
+        self.last_states: dict[str, dict[str, Any]] = {}
         self._last_value: dict[str, Any] = {}
         self.first_state_at: float | None = None  # time.perf_counter() when the first STATE arrived
         self.first_state_wall: float | None = None  # time.time() then (compared with the child's clock)
-        self.first_state_walls: dict[str, float] = {}  # the same, per stream
-        self.errors: list[str] = []  # the messages of TRACE errors, in order
-
-    # --- events -------------------------------------------------------------------------------
+        self.first_state_walls: dict[str, float] = {}
+        self.errors: list[str] = []
 
     def on_record(self, stream: str) -> None:
-        """A RECORD line (airbyte-cdk's read): one more record read of ``stream``."""
         if self.first_record_wall is None:
             self.first_record_wall = time.time()
         self.record_lines[stream] = self.record_lines.get(stream, 0) + 1
@@ -71,8 +39,7 @@ class ScheduleTracker:
         reads: Mapping[str, int] | None = None,
         asked: Mapping[str, int] | None = None,
     ) -> None:
-        """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen);
-        ``asked``: checkpoints asked per stream now (None: not known)."""
+        """A STATE line arrived; ``reads``: records read per stream now (default: RECORD lines seen); ``asked``: checkpoints asked."""
         self.sample(reads)
         self.states_by_stream[stream] = self.states_by_stream.get(stream, 0) + 1
         if asked is not None:
@@ -91,15 +58,11 @@ class ScheduleTracker:
         self.covered[stream] = self.covered.get(stream, 0) + int(record_count or 0)
 
     def on_complete(self, stream: str, reads: Mapping[str, int] | None = None) -> None:
-        """The stream's COMPLETE status: everything it read is published."""
         reads = self._reads(reads)
         self.sample(reads)
         self.covered[stream] = max(self.covered.get(stream, 0), reads.get(stream, 0))
 
-    # --- measures -----------------------------------------------------------------------------
-
     def at_risk(self, reads: Mapping[str, int] | None = None) -> int:
-        """Records read now but not covered by a received STATE (or COMPLETE)."""
         reads = self._reads(reads)
         return sum(max(0, count - self.covered.get(stream, 0)) for stream, count in reads.items())
 

@@ -1,23 +1,4 @@
-"""Run one sync in a child process, follow its stdout, and optionally kill it mid-way.
-
-Two kinds of child:
-
-- ``run_ours``: ``main.py read`` through the probe (``probe``), so the records read per stream
-  are known at every moment, also after the child is killed with SIGKILL;
-- ``run_cdk``: the same script under airbyte-cdk's own entrypoint (``cdk_read``); its RECORD
-  lines are counted from stdout.
-
-Each STATE line is handed to a ``ScheduleTracker`` as it arrives (at-risk records, repeated
-STATEs, the last STATE per stream, to resume from). stderr goes to ``<workdir>/<name>.stderr.log``.
-
-Usage::
-
-    runner = SyncRunner(workdir, script="main.py", streams=["users", "orders"])
-    clean = runner.run_ours("clean", ["read", "--config", c, "--catalog", k, "--warehouse", w])
-    crashed = runner.run_ours("crash", [...], kill_after=clean.records // 2)
-    resumed = runner.run_ours("resume", [..., "--state", runner.write_states("resume", crashed)])
-    reference = runner.run_cdk("cdk", ["read", "--config", c, "--catalog", k])
-"""
+"""Run one sync in a child process, follow its stdout, and optionally kill it mid-way."""
 
 from __future__ import annotations
 
@@ -44,36 +25,30 @@ _RECORD_PREFIX = b'{"type":"RECORD","record":{"stream":"'
 
 @dataclass
 class RunResult:
-    """How one child run went, and what its stdout and counters showed."""
-
     name: str
     argv: list[str]
-    returncode: int | None  # None when we killed it
+    returncode: int | None
     killed: bool
     seconds: float
-    records: int  # records read: handed to the destination (ours) or RECORD lines (CDK)
+    records: int
     states: int
     repeated_states: int
     max_at_risk: int
     at_risk_at_end: int  # read but not covered by a received STATE when the run ended (or was killed)
-    covered: int  # records covered by the STATEs (and COMPLETEs) received
+    covered: int
     last_states: dict[str, dict[str, Any]] = field(default_factory=dict)
-    reads: dict[str, int] = field(default_factory=dict)  # records per stream
-    errors: list[str] = field(default_factory=list)  # the TRACE error messages on its stdout
+    reads: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
     stderr_path: str = ""
     first_state_seconds: float | None = None  # from the process's start to its first STATE line
-    #: from the moment the sync first asked for a checkpoint (its first slice's end, at slice
-    #: checkpoints) to that STATE line: what the first commit costs (ours only)
     first_commit_seconds: float | None = None
     first_state_wall: float | None = None  # time.time() when the first STATE line arrived
-    first_state_walls: dict[str, float] = field(default_factory=dict)  # the same, per stream
+    first_state_walls: dict[str, float] = field(default_factory=dict)
     states_by_stream: dict[str, int] = field(default_factory=dict)
-    #: the most checkpoints asked and not yet answered by a STATE when a STATE arrived (ours only)
     max_checkpoints_ahead: int | None = None
-    #: from the first record read to the run's end; None when no record was read or it is not known
     reading_seconds: float | None = None
     first_record_wall: float | None = None  # time.time() of the first RECORD line (CDK's read)
-    ended_wall: float | None = None  # time.time() when the process ended
+    ended_wall: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -94,8 +69,6 @@ class RunResult:
 
 
 class SyncRunner:
-    """Starts the children of one comparison; all files go under ``workdir``."""
-
     def __init__(self, workdir: str, script: str, streams: Sequence[str], python: str = sys.executable) -> None:
         self.workdir = workdir
         self.script = os.path.abspath(script)
@@ -122,22 +95,18 @@ class SyncRunner:
             counters.close()
 
     def run_cdk(self, name: str, read_args: Sequence[str]) -> RunResult:
-        """The same script and arguments under airbyte-cdk's own ``read``."""
         argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
         run = self._run(name, argv, None, None, None)
         run.reading_seconds = _reading_seconds(run.first_record_wall, run)
         return run
 
     def write_states(self, name: str, run: RunResult) -> str | None:
-        """The last STATE per stream of ``run`` as a ``--state`` file; None when it printed none."""
         if not run.last_states:
             return None
         path = os.path.join(self.workdir, f"{name}.state.json")
         with open(path, "w", encoding="utf-8") as handle:
             json.dump(list(run.last_states.values()), handle)
         return path
-
-    # --- one child ----------------------------------------------------------------------------
 
     def _run(
         self,
@@ -200,15 +169,13 @@ class SyncRunner:
 
 
 def first_commit_seconds(counters: ReadCounters, run: RunResult) -> float | None:
-    """From the sync's first checkpoint asked to its STATE line: that stream's first STATE, as
-    another stream's may come earlier."""
+    """From the sync's first checkpoint asked to that stream's first STATE line (another stream's may come earlier)."""
     asked, stream = counters.first_checkpoint_at(), counters.first_checkpoint_stream()
     state_at = run.first_state_walls.get(stream) if stream is not None else run.first_state_wall
     return None if asked is None or state_at is None else max(0.0, state_at - asked)
 
 
 def _reading_seconds(first_record: float | None, run: RunResult) -> float | None:
-    """From the first record read to the process's end; None when either is not known."""
     if first_record is None or run.ended_wall is None:
         return None
     return max(0.0, run.ended_wall - first_record)
@@ -220,17 +187,15 @@ def _follow(
     reads: Callable[[], dict[str, int]] | None,
     asked: Callable[[], dict[str, int]] | None = None,
 ) -> None:
-    """The reader thread: feed every protocol line to the tracker as it arrives."""
     for line in stdout:
         if line.startswith(_RECORD_PREFIX):
-            # The hot path for the CDK's RECORD lines: the stream name, no full parse.
             end = line.find(b'"', len(_RECORD_PREFIX))
             tracker.on_record(line[len(_RECORD_PREFIX):end].decode())
             continue
         try:
             message = orjson.loads(line)
         except orjson.JSONDecodeError:
-            continue  # not a protocol line; the runtime keeps stdout clean, so this is rare
+            continue
         if not isinstance(message, dict):
             continue
         _handle(message, tracker, reads, asked)
@@ -253,7 +218,7 @@ def _handle(
     elif kind == "TRACE":
         trace = message.get("trace") or {}
         if trace.get("type") == "ERROR":
-            # airbyte-cdk reports a failure on stdout, not stderr: this is the reason a run failed.
+            # airbyte-cdk reports failures on stdout, not stderr.
             tracker.errors.append(str((trace.get("error") or {}).get("message", "")))
         status = trace.get("stream_status") or {}
         if trace.get("type") == "STREAM_STATUS" and status.get("status") == "COMPLETE":
@@ -275,7 +240,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     env.pop("SOURCE_FRAMEWORK_PAUSE_AT", None)  # a fault point left in the environment would hang a run
-    # The children import source_framework as this process does, wherever it was started from.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     return env

@@ -1,21 +1,4 @@
-"""The checkpoint settings a comparison runs: ``--intervals none,10000,1000,100``, each at
-every ``--concurrency`` level given (``--concurrency 1,4``: interval x concurrency), and each of
-those at every ``--max-checkpoints-ahead`` bound given (``128,1``).
-
-``none`` checkpoints only when a slice (and the stream) completes; a number N also checkpoints
-every N records inside a slice. A setting is applied by writing the config's
-``state_checkpoint_interval`` key, the key the demo connector (and any connector built the same
-way) reads its streams' interval from, and ``concurrency_level`` and ``max_checkpoints_ahead``,
-which the runtime reads.
-
-Usage::
-
-    settings = parse_intervals("none,1000,100")
-    settings[1].label, settings[1].interval        # ("1000", 1000)
-    config = settings[1].apply(base_config)         # a copy with state_checkpoint_interval = 1000
-    with_concurrency(settings, "1,4")[1].label      # "none c4"
-    with_read_ahead(settings, "128,1")[1].label     # "none a1"
-"""
+"""The checkpoint settings a comparison runs: each interval at every concurrency level and read-ahead bound given."""
 
 from __future__ import annotations
 
@@ -35,9 +18,7 @@ class Setting:
     """One checkpoint interval to compare (``None``: slice-level checkpoints only)."""
 
     interval: int | None
-    #: slices read at once (None: what the config says)
     concurrency: int | None = None
-    #: checkpoints reading may run ahead of its last STATE (None: what the config says)
     ahead: int | None = None
 
     @property
@@ -46,7 +27,6 @@ class Setting:
 
     @property
     def axes_label(self) -> str:
-        """What the setting sets besides the interval, e.g. ``" c4 a1"`` ("" if nothing)."""
         concurrency = "" if self.concurrency is None else f" c{self.concurrency}"
         return concurrency + ("" if self.ahead is None else f" a{self.ahead}")
 
@@ -56,7 +36,6 @@ class Setting:
 
     @property
     def slug(self) -> str:
-        """A file-name-safe name, for the setting's working folder."""
         slug = "interval-none" if self.interval is None else f"interval-{self.interval}"
         return slug + self.axes_label.replace(" ", "-")
 
@@ -71,7 +50,6 @@ class Setting:
 
 
 def parse_intervals(text: str) -> list[Setting]:
-    """``"none,10000,1000,100"`` -> settings in the order given; ValueError on anything else."""
     settings: list[Setting] = []
     for part in (piece.strip() for piece in text.split(",")):
         if not part:
@@ -95,8 +73,7 @@ def parse_intervals(text: str) -> list[Setting]:
 
 
 def with_concurrency(settings: list[Setting], text: str | None) -> list[Setting]:
-    """Each setting at each concurrency level of ``"1,4"`` (interval-major); ``settings`` as they
-    are when ``text`` is None or empty. ValueError on anything but positive whole numbers."""
+    """Each setting at each concurrency level of ``"1,4"`` (interval-major); unchanged when ``text`` is empty."""
     if not text or not text.strip():
         return settings
     levels = _whole_numbers(text, "--concurrency", "1,4")
@@ -104,8 +81,7 @@ def with_concurrency(settings: list[Setting], text: str | None) -> list[Setting]
 
 
 def with_read_ahead(settings: list[Setting], text: str | None) -> list[Setting]:
-    """Each setting at each ``max_checkpoints_ahead`` bound of ``"128,1"`` (the bound varying
-    fastest); ``settings`` as they are when ``text`` is None or empty. ValueError as ``with_concurrency``."""
+    """Each setting at each ``max_checkpoints_ahead`` bound of ``"128,1"`` (varying fastest); unchanged when ``text`` is empty."""
     if not text or not text.strip():
         return settings
     bounds = _whole_numbers(text, "--max-checkpoints-ahead", "128,1")
@@ -113,7 +89,6 @@ def with_read_ahead(settings: list[Setting], text: str | None) -> list[Setting]:
 
 
 def _whole_numbers(text: str, flag: str, example: str) -> list[int]:
-    """Distinct positive whole numbers of a comma-separated list; ValueError naming ``flag`` otherwise."""
     numbers: list[int] = []
     for part in (piece.strip() for piece in text.split(",") if piece.strip()):
         try:

@@ -1,16 +1,4 @@
-"""Rows of a table after a crash and a resume, against the same table written without a crash.
-
-Read as any reader of the table's format sees it (``CommittedTable.read``: Spark with Delta for a
-Delta table, Spark's file-sink reader for a ``parquet`` one): rows, duplicate rows (a key more often
-than in the reference) and missing rows (less often). The key is the stream's primary key, or every
-data column when it has none.
-
-::
-
-    diff = diff_tables(clean.committed_table(None, "users", spark),
-                       crashed.committed_table(None, "users", spark), key=["id"])
-    diff.rows, diff.duplicates, diff.missing
-"""
+"""Rows, duplicates and missing rows of a crashed-and-resumed table against the same table written without a crash."""
 
 from __future__ import annotations
 
@@ -36,12 +24,10 @@ class Diff:
 
 
 def diff_tables(reference_table: CommittedTable, final_table: CommittedTable, key: Sequence[str] | None = None) -> Diff:
-    """Rows, duplicates and missing rows of ``final_table`` against ``reference_table``."""
     from pyspark.sql import functions as F
 
     reference, final = _committed_rows(reference_table), _committed_rows(final_table)
     if reference is None or final is None:
-        # A table that was never committed: every row of the other side is extra or missing.
         reference_rows = reference.count() if reference is not None else 0
         rows = final.count() if final is not None else 0
         return Diff(rows, reference_rows, duplicates=rows, missing=reference_rows)

@@ -1,16 +1,4 @@
-"""The demo connector: five streams over the bundled demo API, built only from the public surface.
-
-It shows one of each kind of stream the framework supports:
-
-- ``users``: incremental, cursor pagination, one slice, checkpoints every N records;
-- ``orders``: incremental, monthly date windows, page-number pagination;
-- ``stores``: full refresh, one page;
-- ``store_orders``: incremental substream, one cursor per store (partitioned state);
-- ``products``: full refresh, offset pagination.
-
-With ``"api_url": "embedded"`` in the config, the source starts the demo API itself on a free
-loopback port (the README's main job needs no other set-up).
-"""
+"""The demo connector: five streams over the bundled demo API, one of each kind the framework supports."""
 
 from __future__ import annotations
 
@@ -43,7 +31,7 @@ _embedded_apis: dict = {}
 
 
 def api_url(config: Mapping[str, Any]) -> str:
-    """The API's base URL; starts the embedded demo API once per process when asked to."""
+    """The API's base URL; ``"embedded"`` starts the demo API once per process, so the README's job needs no set-up."""
     url = config.get("api_url", "embedded")
     if url != "embedded":
         return url.rstrip("/") + "/"
@@ -58,8 +46,7 @@ def api_url(config: Mapping[str, Any]) -> str:
 
 
 class DemoStream(RecordsAtPath, HttpStream):
-    """Shared plumbing: base URL, page size, JSON schemas from ``demo/schemas``; every page's
-    records are its ``data`` list."""
+    """Shared plumbing: base URL, page size, JSON schemas from ``demo/schemas``; records are each page's ``data`` list."""
 
     primary_key = "id"
     records_path = "data"
@@ -68,18 +55,15 @@ class DemoStream(RecordsAtPath, HttpStream):
         super().__init__(authenticator=TokenAuthenticator(token=config.get("api_key", "")), **kwargs)
         self._config = config
         self.page_size = int(config.get("page_size", 500))
-        # The demo API sorts by updatedAt unless its unsorted_pages fault is on; say which.
         self.is_sorted = bool(config.get("assume_sorted", True))
 
     def backoff_time(self, response_or_exception: Any) -> float | None:
-        """Wait what a 429's or 503's Retry-After asks (the framework's bases read it, seconds or a
-        date); retry other 5xx and connection errors after 0.5 s."""
+        """Wait what Retry-After asks on 429/503; retry other 5xx and connection errors after 0.5 s."""
         return self.retry_after_wait(response_or_exception) or 0.5
 
     @property
     def url_base(self) -> str:
-        # Asked for on the first request, not when the stream is built: commands that only look
-        # at the streams (discover, state) do not start the embedded API.
+        # Asked on the first request, so commands that only look at streams (discover, state) do not start the API.
         return api_url(self._config)
 
     def get_json_schema(self) -> Mapping[str, Any]:
@@ -101,7 +85,6 @@ class Users(DemoStream, IncrementalHttpStream):
         return "users"
 
     def request_params(self, stream_state=None, stream_slice=None, next_page_token=None) -> MutableMapping[str, Any]:
-        # stream_state is the state when the stream started: fixed while pages are followed.
         params = {"since": (stream_state or {}).get(self.cursor_field) or self.start, "limit": self.page_size}
         if next_page_token:
             params["cursor"] = next_page_token["cursor"]
@@ -113,8 +96,7 @@ class Users(DemoStream, IncrementalHttpStream):
 
 
 class Orders(DemoStream, DateWindowStream):
-    """``GET /orders?start=&end=&page=&per_page=``: monthly windows, page-number pagination (the
-    pages of a window fetched at once when the runtime reads concurrently)."""
+    """``GET /orders?start=&end=&page=&per_page=``: monthly windows, page-number pagination."""
 
     cursor_field = "updatedAt"
     window_step = dt.timedelta(days=30)
@@ -135,7 +117,6 @@ class Orders(DemoStream, DateWindowStream):
         return {"page": body["page"] + 1} if body["page"] < body["total_pages"] else None
 
     def page_tokens(self, response: requests.Response) -> list[Mapping[str, Any]]:
-        # The first page says how many there are: the runtime may fetch the others at once.
         body = page_json(response)
         return [{"page": page} for page in range(body["page"] + 1, body["total_pages"] + 1)]
 
@@ -194,8 +175,6 @@ class Products(DemoStream):
 
 
 class DemoSource(Source):
-    """The bundled demo connector."""
-
     source_name = "demo"
 
     def check_connection(self, logger: logging.Logger, config: Mapping[str, Any]) -> tuple[bool, Any | None]:

@@ -28,7 +28,6 @@ from source_framework.runtime.summary import state_as_words
 
 
 def configured_catalog() -> dict[str, Any]:
-    """Every demo stream: incremental ones append, full-refresh ones overwrite."""
     import logging
 
     catalog = DemoSource().discover(logging.getLogger("walkthrough"), {"api_key": "-", "api_url": "http://127.0.0.1:1"})
@@ -82,8 +81,7 @@ def _main_py() -> str:
 
 
 def read_destination(config_path: str, catalog_path: str) -> Any:
-    """The Spark destination ``main.py read --config <config_path> --catalog <catalog_path>`` writes
-    with, built by ``read``'s own function. Close it after use."""
+    """The Spark destination ``main.py read`` writes with, built by ``read``'s own function. Close it after use."""
     from source_framework.runtime.destination_setup import spark_destination
     from source_framework.runtime.entrypoint import build_parser
 
@@ -93,16 +91,14 @@ def read_destination(config_path: str, catalog_path: str) -> Any:
 
 
 def delete_tables(destination: Any, streams: list[str]) -> None:
-    """A demo starts from nothing: each stream's table deleted as ``state reset --tables`` deletes it,
-    under the table's lock (a sync still writing it stops this) and the log first."""
+    """Delete each stream's table as ``state reset --tables`` does, under its lock (a sync still writing stops this)."""
     for name in streams:
         destination.lock(None, name, purpose="demo walkthrough")
         destination.delete_table(None, name)
 
 
 def table_summary(destination: Any, streams: list[str]) -> list[dict[str, Any]]:
-    """Each stream's table as other tools read it through its Delta log: rows by ``deltalake`` and
-    distinct ids by Polars (neither starts a JVM), and rows again by a Spark application with Delta."""
+    """Each table as other tools read it: rows by deltalake, distinct ids by Polars, rows again by Spark with Delta."""
     import polars as pl
     from deltalake import DeltaTable
 
@@ -118,8 +114,7 @@ def table_summary(destination: Any, streams: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-# A Spark application of its own with Delta's jars (the session the runtime would start), in a child
-# process: its start-up banner and logs stay out of the walkthrough unless it fails.
+# A Spark application of its own in a child process: its banner and logs stay out of the walkthrough unless it fails.
 SPARK_COUNTS = """
 import json, sys
 from source_framework.destinations.spark.session import get_spark

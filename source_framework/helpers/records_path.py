@@ -1,9 +1,4 @@
-"""Where a page's records are in its JSON body (``records_path``), read the same way by the stream
-and by the process that converts its pages (``destinations/spark/page_conversion.py``), which
-loads this file alone::
-
-    records_at({"data": [{"id": 1}]}, records_path_keys("data"))    # [{"id": 1}]
-"""
+"""Where a page's records are in its JSON body, read the same way by the stream and the page converter (which loads this file alone)."""
 
 from __future__ import annotations
 
@@ -12,8 +7,7 @@ from typing import Any
 
 
 def records_path_keys(path: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """``records_path`` as a tuple of keys (``"a.b"`` -> ``("a", "b")``, ``""`` -> ``()``: the body
-    itself); None where no path is set."""
+    """``records_path`` as a tuple of keys (``"a.b"`` -> ``("a", "b")``, ``""`` -> ``()``); None where no path is set."""
     if path is None:
         return None
     if isinstance(path, str):
@@ -22,10 +16,7 @@ def records_path_keys(path: str | Sequence[str] | None) -> tuple[str, ...] | Non
 
 
 def records_at(body: Any, path: Sequence[str]) -> list[Any]:
-    """The records at ``path`` (keys of nested objects) in a parsed body, as airbyte-cdk's
-    ``DpathExtractor`` finds them: the list there (that very list), one record where an object is
-    there, none where a key is missing or null. A ``TypeError`` names the path where the body is
-    not shaped that way."""
+    """The records at ``path`` in a parsed body, as airbyte-cdk's ``DpathExtractor`` finds them; a ``TypeError`` if misshaped."""
     value = body
     for depth, key in enumerate(path):
         if not isinstance(value, Mapping):

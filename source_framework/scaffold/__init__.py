@@ -1,23 +1,4 @@
-"""``python -m source_framework init NAME``: a new connector project in the folder ``NAME``.
-
-::
-
-    python -m source_framework init my-api
-    cd my-api && python -m source_framework.testing
-
-It writes ``main.py``, the source module (``source_my_api.py``: one full-refresh and one
-incremental stream of a small paginated API, the demo API's until you change them), ``spec.json``,
-``schemas/``, ``integration_tests/`` (a config, a config the API refuses, expected records, a
-future state, a test module) with the configured catalog made by the project's own ``main.py
-catalog``, ``acceptance-test-config.yml`` and the ``pytest.ini`` its tests run with; its
-``README.md`` says how to run, test and change it.
-
-The files come from ``template/`` (``{{name}}``, ``{{module}}``, ``{{source_class}}`` and
-``{{source_name}}`` replaced; ``.tmpl`` keeps linters and pytest off the Python templates) and the
-schemas from the demo connector's. Everything is made in a hidden folder beside ``NAME`` and
-renamed into place at the end, so a failure leaves nothing half-made; an existing ``NAME`` is used
-only when it is an empty folder.
-"""
+"""``python -m source_framework init NAME``: a connector project, made in a hidden folder and renamed so failures leave nothing."""
 
 from __future__ import annotations
 
@@ -53,8 +34,6 @@ class ScaffoldError(Exception):
 
 @dataclass(frozen=True)
 class Names:
-    """The names a connector's files and code use, all made from the one the user gave."""
-
     name: str  # the folder and the Docker image: my-api
     module: str  # the source module: source_my_api
     source_class: str  # SourceMyApi
@@ -67,7 +46,6 @@ class Names:
 
 
 def names_for(name: str) -> Names:
-    """``Names`` for ``name``, or ``ScaffoldError`` saying what a valid name looks like."""
     if not NAME_PATTERN.fullmatch(name) or len(name) > MAX_NAME_LENGTH:
         raise ScaffoldError(
             f"invalid connector name {name!r}: use lowercase letters and digits, starting with a letter, words "
@@ -107,7 +85,6 @@ def main(argv: list[str]) -> int:
 
 
 def init(name: str, parent: str) -> str:
-    """Write the connector ``name`` into ``parent/name``; return that folder."""
     names = names_for(name)
     if importlib.util.find_spec(names.module) is not None:
         raise ScaffoldError(
@@ -165,7 +142,7 @@ def _target_name(file: str, names: Names) -> str:
 
 
 def _write_catalog(root: str) -> None:
-    """The configured catalog, as a user makes it: the new ``main.py catalog``, in a process of its own."""
+    """The configured catalog, made as a user makes it: the new ``main.py catalog``, in a process of its own."""
     try:
         process = subprocess.run(
             [sys.executable, "main.py", "catalog", "--config", os.path.join("integration_tests", "config.json"),

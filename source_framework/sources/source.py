@@ -1,21 +1,4 @@
-"""The source base: an airbyte-cdk ``AbstractSource``, so Airbyte's own tools run it unchanged.
-
-::
-
-    class MySource(Source):
-        source_name = "my_api"            # the table folder when streams have no namespace
-        spec_file = "spec.json"            # beside this file (or spec.yaml; or set ``spec_json``)
-
-        def check_connection(self, logger, config):
-            ...
-            return True, None
-
-        def streams(self, config):
-            return [Users(config), Orders(config)]
-
-    if __name__ == "__main__":
-        launch(MySource(), sys.argv[1:])
-"""
+"""The source base: an airbyte-cdk ``AbstractSource``, so Airbyte's own tools run it unchanged."""
 
 from __future__ import annotations
 
@@ -37,11 +20,7 @@ from source_framework.helpers.defining_file import defining_folder, top_package_
 class Source(AbstractSource, ABC):
     """Base class for a connector: implement ``check_connection`` and ``streams``.
 
-    ``spec()`` reads ``spec_json`` if set, else the file ``spec_file`` (by default ``spec.json``
-    or ``spec.yaml``, as airbyte-cdk reads, never both) beside the file that defines the subclass
-    (a script run as ``__main__`` by a tool too), then in its top-level package's folder, where
-    airbyte-cdk looks; then the same for each base class up to this one (a subclass of a
-    connector in another folder keeps its spec).
+    ``spec()`` reads ``spec_json``, else ``spec_file`` beside the defining file or its package, then each base class's.
     """
 
     source_name: str = ""

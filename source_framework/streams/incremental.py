@@ -1,29 +1,4 @@
-"""The incremental stream base: a cursor the framework keeps for you.
-
-Declare ``cursor_field`` and the stream's ``state`` is ``{cursor_field: <highest value seen>}``,
-updated *before* each record is handed on, so whatever checkpoint the runtime takes after a
-record already covers it::
-
-    class Users(IncrementalHttpStream):
-        url_base = "https://api.example.com/"
-        cursor_field = "updatedAt"
-        primary_key = "id"
-
-        def path(self, **kwargs):
-            return "users"
-
-        def request_params(self, stream_state=None, stream_slice=None, next_page_token=None):
-            # stream_state: the state when the stream started, fixed while pages are followed
-            since = (stream_state or {}).get("updatedAt", "2025-01-01T00:00:00Z")
-            return {"since": since, **(next_page_token or {})}
-
-        def parse_response(self, response, **kwargs):
-            yield from response.json()["data"]
-
-The ``state`` getter and setter follow airbyte-cdk's ``CheckpointMixin``, so the same class runs
-under the CDK's own ``read`` and under ours. Authors who need another state shape override
-``state`` (both halves) as they would with the CDK.
-"""
+"""The incremental stream base: a cursor the framework keeps, updated before each record is handed on."""
 
 from __future__ import annotations
 
@@ -62,39 +37,11 @@ class CursorFieldMissing(KeyError):
 
 
 class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
-    """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen.
+    """An ``HttpStream`` whose state is the highest ``cursor_field`` value seen, updated before each record is handed on.
 
-    Class attributes users override:
-
-    - ``cursor_field``: the record field that orders the stream (required).
-    - ``state_checkpoint_interval``: checkpoint every N records within a slice (``None``: only
-      after each slice).
-    - ``is_sorted``: records of a slice arrive in ascending cursor order (default). A record whose
-      cursor goes backwards then stops the stream with ``CursorWentBackwards``: a checkpoint
-      already past it would lose it on resume. ``False``: the runtime checkpoints only when a
-      slice (or the stream) completes and ignores ``state_checkpoint_interval``.
-    - ``json_schema``: the stream's JSON schema (its table's columns). Without it, the schema is
-      read from ``schemas/<stream name>.json`` beside the module that defines the class (a
-      script's folder too), else from the package, as airbyte-cdk does.
-    - ``records_path``: where the records are in each page's JSON body (``"data"``, ``"result.items"``),
-      as the API sent them; the stream then needs no ``parse_response`` (``RecordsAtPath``), and
-      the Spark destination converts its records from the pages' bytes in a process of its own.
-    - ``concurrency_safe``: the runtime may fetch several slices at once, in worker threads
-      (``--concurrency``); the records still reach the table, and the cursor moves, in slice
-      order. Set ``False`` if the request or parse methods keep per-slice data on ``self``.
-
-    A method users may override: ``page_tokens(response)``, every page token after a slice's first
-    page when that page tells them all (``streams.pages``): the runtime then fetches those pages
-    at once; the default (None) follows ``next_page_token`` one page at a time.
-
-    A record without the ``cursor_field`` key stops the stream with ``CursorFieldMissing`` (a
-    misspelled field would otherwise leave the state where it was forever); a record whose
-    cursor value is null is written and does not move the state.
-
-    ``read_records`` is the framework's (``@final``): it keeps the cursor. Set ``records_path`` or
-    override ``parse_response``, and override the request methods, as with any ``HttpStream``. A class attribute
-    that looks like a misspelling of one the runtime reads (``state_checkpoint_intervals``)
-    stops the class definition with a ``TypeError`` naming the right one.
+    Set ``cursor_field`` (optionally ``state_checkpoint_interval``, ``is_sorted``, ``json_schema``, ``concurrency_safe``);
+    override ``parse_response`` (or set ``records_path``) and the request methods as with any ``HttpStream``.
+    A missing ``cursor_field`` or a sorted cursor going backwards stops the stream rather than lose records.
     """
 
     cursor_field: str = ""
@@ -103,9 +50,7 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
     json_schema: Mapping[str, Any] | None = None
     concurrency_safe: bool = True
 
-    #: What the runtime and these bases read from a stream class, and airbyte-cdk's ``HttpStream``
-    #: declares for it (``page_size``, ``url_base``); a new attribute close to one of these is taken
-    #: for a misspelling.
+    #: Attributes the runtime and bases read; a new attribute close to one of these is taken for a misspelling.
     FRAMEWORK_ATTRIBUTES = (
         "cursor_field", "is_sorted", "state_checkpoint_interval", "json_schema", "primary_key",
         "window_step", "lookback", "url_base", "page_size", "namespace", "transformer", "concurrency_safe",
@@ -116,7 +61,7 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
         super().__init_subclass__(**kwargs)
         for name in vars(cls):
             if name.startswith("_") or name in cls.FRAMEWORK_ATTRIBUTES or any(name in vars(b) for b in cls.__mro__[1:]):
-                continue  # private, one the framework reads, or one a base already has
+                continue
             close = difflib.get_close_matches(name, cls.FRAMEWORK_ATTRIBUTES, n=1, cutoff=0.85)
             if close:
                 raise TypeError(
@@ -129,8 +74,6 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
         self._cursor_value: Any = None
         self._cursor_key: Any = None
         self._schema_from_file: Mapping[str, Any] | None = None
-
-    # -- state, IncrementalMixin style -----------------------------------------------------------
 
     @property
     def cursor_value(self) -> Any:
@@ -182,8 +125,6 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
             self._schema_from_file = schema
         return schema
 
-    # -- reading ---------------------------------------------------------------------------------
-
     @final
     def read_records(
         self,
@@ -192,8 +133,7 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
         stream_slice: Mapping[str, Any] | None = None,
         stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[StreamData]:
-        """The framework's: reads the slice's pages (``HttpStream``) and moves the cursor before
-        each record is handed on. Do not override it; override ``parse_response``."""
+        """The framework's: moves the cursor before each record is handed on. Override ``parse_response`` instead."""
         observe = self.record_observer(stream_slice)
         for record in self.fetch_records(sync_mode, cursor_field, stream_slice, stream_state):
             observe(record)
@@ -208,26 +148,18 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
         stream_state: Mapping[str, Any] | None = None,
         pages: PageFetches | None = None,
     ) -> Iterable[StreamData]:
-        """The slice's records, cursor untouched. The runtime reads several slices at once this
-        way, in worker threads, and moves the cursor with ``record_observer`` in slice order;
-        ``pages`` lets a stream that overrides ``page_tokens`` fetch a slice's pages at once."""
+        """The slice's records, cursor untouched: worker threads fetch this way and the runtime moves the cursor in slice order."""
         if pages is None or type(self).page_tokens is IncrementalHttpStream.page_tokens:
             return HttpStream.read_records(self, sync_mode, cursor_field, stream_slice, stream_state)
         return self._read_pages_at_once(stream_slice, stream_state or {}, pages)
 
     def page_tokens(self, response: requests.Response) -> Iterable[Mapping[str, Any]] | None:
-        """Every page token after ``response``, a slice's first page, when that page tells them
-        all (page numbers with a total, offsets with a total count); None when it does not: the
-        pages are then followed with ``next_page_token``. Each token is handed to the request
-        methods as ``next_page_token`` would be, and pages must not depend on one another."""
+        """Every page token after a slice's first page when it tells them all (fetched at once); None: follow ``next_page_token``."""
         return None
 
     def _read_pages_at_once(
         self, stream_slice: Mapping[str, Any] | None, stream_state: Mapping[str, Any], pages: PageFetches
     ) -> Iterator[StreamData]:
-        """airbyte-cdk's page loop (``HttpStream._read_pages``), with the pages after the first
-        fetched through ``pages`` when the first one names them."""
-
         def page(token: Mapping[str, Any] | None) -> list[StreamData]:
             _, response = self._fetch_next_page(stream_slice, stream_state, token)
             return list(self.parse_response(response, stream_slice=stream_slice, stream_state=stream_state))
@@ -247,12 +179,10 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
 
     @final
     def record_observer(self, stream_slice: Mapping[str, Any] | None) -> Callable[[Any], None]:
-        """A callable that checks each record of ``stream_slice`` and moves the cursor past it.
-
-        One per slice: it remembers the slice's previous record to check the sort order."""
+        """A callable that checks each record of ``stream_slice`` and moves the cursor; one per slice to check sort order."""
         field, check_order, name = self.cursor_field, self.is_sorted, self.name
         advance = self._advancer(stream_slice)
-        previous: Any = None  # sort key of the slice's previous record
+        previous: Any = None
 
         def observe(record: Any) -> None:
             nonlocal previous
@@ -283,8 +213,6 @@ class IncrementalHttpStream(RecordsAtPath, HttpStream, ABC):
         return observe
 
     def _advancer(self, stream_slice: Mapping[str, Any] | None) -> Callable[[Any, Any], None]:
-        """What moves the cursor for a record of ``stream_slice`` (partitioned streams: the
-        slice's partition's cursor)."""
         return self._advance
 
     def _advance(self, value: Any, key: Any) -> None:

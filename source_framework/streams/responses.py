@@ -1,33 +1,4 @@
-"""Reading a response body once, and the records a page holds at a path.
-
-An ``HttpStream`` looks at each page twice: ``parse_response`` for the records and
-``next_page_token`` for the next page. ``response.json()`` parses the body anew each time with
-the standard library's decoder, which on a 1,000-record page costs more than everything else
-the read loop does with those records. ``page_json`` parses it once, with orjson, and hands
-both callers the same object::
-
-    from source_framework import page_json
-
-    def parse_response(self, response, **kwargs):
-        yield from page_json(response)["data"]
-
-    def next_page_token(self, response):
-        return page_json(response).get("next_cursor")
-
-The object is shared: read it, do not change it (a ``parse_response`` that pops ``"data"``
-would hide it from ``next_page_token``).
-
-Where the records are a list in the body, as the API sent them, ``records_path`` says where,
-and the stream writes no ``parse_response`` at all (``RecordsAtPath``, which the framework's
-bases include)::
-
-    class Orders(DateWindowStream):
-        records_path = "data"              # {"data": [...], "next_cursor": ...}
-
-The destination then knows each record is an item of a page it can see whole (``RawPages``):
-the Spark destination converts those records from the page's bytes in a process of its own,
-leaving the reading thread free (``destinations/spark/page_conversion.py``).
-"""
+"""``page_json`` parses each page once for ``parse_response`` and ``next_page_token`` alike; ``records_path`` finds records."""
 
 from __future__ import annotations
 
@@ -42,15 +13,11 @@ from source_framework.helpers.records_path import records_at, records_path_keys
 from source_framework.streams.retry import RetryAfterBackoff
 
 _PARSED = "_source_framework_json"
-_BODY = "_source_framework_body"  # the bytes orjson parsed; absent where another parser was needed
+_BODY = "_source_framework_body"
 
 
 def page_json(response: requests.Response) -> Any:
-    """The response's JSON body, parsed on the first call and kept on the response.
-
-    A body orjson refuses is handed to ``response.json()``, so the error is the one
-    ``requests`` raises (and a body only the standard library accepts, such as ``NaN``, parses).
-    """
+    """The response's JSON body, parsed once and kept on the response; a body orjson refuses goes to ``response.json()`` for its error."""
     parsed = getattr(response, _PARSED, _PARSED)
     if parsed is _PARSED:
         content = response.content
@@ -65,21 +32,7 @@ def page_json(response: requests.Response) -> Any:
 
 
 class RecordsAtPath(RetryAfterBackoff):
-    """``parse_response`` for streams whose records are a list in each page's JSON body, as the
-    API sent them: set ``records_path`` (a key, a dotted path ``"result.items"``, or a list of
-    keys; ``""`` for a body that is the list itself). Mixed into ``HttpStream`` subclasses (the
-    framework's bases include it)::
-
-        class Products(RecordsAtPath, HttpStream):
-            records_path = "data"
-
-    The framework's bases get their ``Retry-After`` handling from here too (``RetryAfterBackoff``):
-    a 429 or 503 waits what the API asks.
-
-    A stream that changes its records overrides ``parse_response`` instead (and then its records
-    are converted in the reading process, as any stream's; so are those of a stream with a
-    ``read_records`` or page loop of its own).
-    """
+    """``parse_response`` for records listed in each page's JSON body: set ``records_path`` (a key, ``"a.b"``, a list, or ``""``)."""
 
     records_path: str | Sequence[str] | None = None
 
@@ -92,15 +45,13 @@ class RecordsAtPath(RetryAfterBackoff):
         pages = self.__dict__.get("_raw_pages")
         if pages is not None and pages.enabled:
             raw = getattr(response, _BODY, None)
-            if raw is not None:  # parsed by orjson: the same bytes give the same records again
+            if raw is not None:
                 pages.add(raw, items)
         yield from items
 
     @property
     def raw_pages(self) -> RawPages | None:
-        """The pages this stream parsed, where its records are their items unchanged: its
-        ``records_path`` is set, ``parse_response`` is this one, and no method between it and the
-        reader is the connector's own (``read_records``, airbyte-cdk's page loops). None otherwise."""
+        """The parsed pages when records are their items unchanged (no connector method between parser and reader); else None."""
         path = records_path_keys(self.records_path)
         if path is None or not _records_unchanged(type(self)):
             return None
@@ -110,15 +61,11 @@ class RecordsAtPath(RetryAfterBackoff):
         return pages
 
 
-#: The methods a record passes through from ``parse_response`` to the reader of the stream.
 RECORD_PATH_METHODS = ("read_records", "fetch_records", "_read_pages", "_read_single_page")
-#: Where the versions of them that hand records on as they are come from.
 FRAMEWORK_MODULES = ("airbyte_cdk.", "source_framework.streams.")
 
 
 def _records_unchanged(cls: type) -> bool:
-    """Whether ``cls`` yields its pages' items as ``RecordsAtPath.parse_response`` gives them: no
-    method on their way is the connector's own (one that may change a record where it lies)."""
     if cls.parse_response is not RecordsAtPath.parse_response:  # type: ignore[attr-defined]
         return False
     for name in RECORD_PATH_METHODS:

@@ -1,31 +1,4 @@
-"""Slice helpers: date windows and per-parent substreams with partitioned state.
-
-Date windows::
-
-    class Orders(DateWindowStream):
-        cursor_field = "updatedAt"
-        window_step = datetime.timedelta(days=30)
-        lookback = datetime.timedelta(hours=1)   # re-read the last hour on each sync
-
-        def request_params(self, stream_slice=None, **kwargs):
-            return {"start": stream_slice["start"], "end": stream_slice["end"]}
-
-Each slice is ``{"start": iso, "end": iso}``, half-open, from the state's cursor (less the
-lookback) or ``start_date`` up to now. The runtime checkpoints after every slice.
-
-Substreams with one cursor per parent::
-
-    class StoreOrders(PartitionedIncrementalStream):
-        cursor_field = "updatedAt"
-
-        def partitions(self):
-            for store in self.parent.read_only_records():
-                yield {"store_id": store["id"]}
-
-The state looks like airbyte-cdk's per-partition state::
-
-    {"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "2025-03-01T00:00:00Z"}}]}
-"""
+"""Slice helpers: date windows, and per-parent substreams with airbyte-cdk-shaped partitioned state."""
 
 from __future__ import annotations
 
@@ -56,11 +29,7 @@ def date_windows(
     end: dt.datetime,
     step: dt.timedelta,
 ) -> Iterator[dict[str, str]]:
-    """Yield half-open windows ``{"start", "end"}`` covering ``[start, end)`` in ``step`` pieces.
-
-    >>> list(date_windows(parse_datetime("2025-01-01"), parse_datetime("2025-01-03"), dt.timedelta(days=1)))
-    [{'start': '2025-01-01T00:00:00Z', 'end': '2025-01-02T00:00:00Z'}, {'start': '2025-01-02T00:00:00Z', 'end': '2025-01-03T00:00:00Z'}]
-    """
+    """Yield half-open windows ``{"start", "end"}`` covering ``[start, end)`` in ``step`` pieces."""
     if step <= dt.timedelta(0):
         raise ValueError(f"window step must be positive, got {step}")
     cursor = start
@@ -71,11 +40,7 @@ def date_windows(
 
 
 class DateWindowStream(IncrementalHttpStream, ABC):
-    """An incremental stream sliced into date windows from its cursor (or ``start_date``) to now.
-
-    Override ``window_step`` and ``lookback``; pass ``start_date`` (ISO 8601) to the constructor.
-    ``end_date`` defaults to the moment slicing starts.
-    """
+    """An incremental stream in date windows from its cursor (or ``start_date``) to now: set ``window_step`` and ``lookback``."""
 
     window_step: dt.timedelta = dt.timedelta(days=30)
     lookback: dt.timedelta = dt.timedelta(0)
@@ -93,10 +58,7 @@ class DateWindowStream(IncrementalHttpStream, ABC):
         cursor_field: list[str] | None = None,
         stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[Mapping[str, Any] | None]:
-        """A list, not a generator: windows cost no I/O, and a list tells the runtime how many
-        slices to expect (the progress display shows "slice 3/12"). The framework's (``@final``):
-        the windows start from the committed cursor, which is what makes a resume exact; set
-        ``window_step``, ``lookback`` and ``start_date`` instead of overriding it."""
+        """A list (tells the runtime the slice count); windows start from the committed cursor, which makes a resume exact."""
         start = self.start_date
         if sync_mode == SyncMode.incremental and self.cursor_value is not None:
             start = max(start, parse_datetime(str(self.cursor_value)) - self.lookback)
@@ -107,25 +69,16 @@ class DateWindowStream(IncrementalHttpStream, ABC):
 class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
     """An incremental stream read once per partition (usually per parent record), one cursor each.
 
-    Implement ``partitions()``; each slice is ``{"partition": {...}, "cursor_start": value}`` and
-    ``cursor_for(slice)`` gives the value the partition's requests start from.
-
-    ``partitions_fail_alone`` (default True; ``partitions_fail_apart``, its old name, is still
-    honoured): a partition whose reading fails (a parent the API
-    answers 404 for) is reported with a TRACE error and the other partitions are read; the
-    failed one's cursor stays at the last record it yielded, which is committed with it, and the
-    stream ends INCOMPLETE. Only for a sorted stream (``is_sorted``): an unsorted partition's
-    cursor may have passed records it had not read yet, so there a failure stops the stream.
-    False: any failure stops the stream where it happened, as airbyte-cdk's ``HttpSubStream`` does.
+    Implement ``partitions()`` and call ``cursor_for(slice)`` from the request methods; ``partitions_fail_alone`` lets one fail alone.
     """
 
     partitions_fail_alone: bool = True
-    #: the old name of ``partitions_fail_alone``, still honoured: where set, it wins
+    #: old name of ``partitions_fail_alone``: where set, it wins
     partitions_fail_apart: bool | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._cursors: dict[str, dict[str, Any]] = {}  # partition key -> {"partition", "value", "key"}
+        self._cursors: dict[str, dict[str, Any]] = {}
 
     @abstractmethod
     def partitions(self) -> Iterable[Mapping[str, Any]]:
@@ -139,14 +92,7 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
         cursor_field: list[str] | None = None,
         stream_state: Mapping[str, Any] | None = None,
     ) -> Iterable[Mapping[str, Any] | None]:
-        """One slice per partition, carrying the partition and where its cursor stands. The
-        framework's (``@final``): the runtime keys each checkpoint's boundary by the slice's
-        ``partition``; implement ``partitions()`` instead.
-
-        A partition listed again (a parent's pages that overlap) is read once: its second slice
-        would start from where the cursor stood when it was made, which, with slices made ahead
-        of their reading (``--concurrency``), is before the first slice moved it, and every
-        record of the partition would be written twice."""
+        """One slice per partition; one listed again is read once (made ahead of reading, it would duplicate records)."""
         listed: set[str] = set()
         for partition in self.partitions():
             identity = partition_identity(partition)
@@ -158,22 +104,14 @@ class PartitionedIncrementalStream(IncrementalHttpStream, ABC):
 
     @final
     def cursor_for(self, stream_slice: Mapping[str, Any] | None) -> Any:
-        """Where the slice's partition starts: its cursor when the slice began (``None`` if none).
-
-        Fixed for the whole slice, so offset or page-number pagination stays consistent while
-        the partition's cursor moves on with the records read. The framework's (``@final``):
-        call it from the request methods; do not override it.
-        """
+        """The slice's partition's cursor when the slice began, fixed so pagination stays consistent while it moves."""
         return (stream_slice or {}).get("cursor_start")
 
-    # mypy takes a final property for a read-only one and so objects to it over the base's
-    # writable ``state``; it still refuses a subclass's override of the pair, which is the point.
+    # mypy sees a final property as read-only against the base's writable ``state``.
     @property  # type: ignore[misc]
     @final
     def state(self) -> MutableMapping[str, Any]:
-        """``{"states": [{"partition", "cursor"}]}``, airbyte-cdk's per-partition shape. The
-        framework's (``@final``, the setter with it): the runtime's state commands and resume
-        read and write this shape."""
+        """``{"states": [{"partition", "cursor"}]}``, airbyte-cdk's per-partition shape, which resume reads."""
         if not self._cursors:
             return {}
         return {

@@ -59,15 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     if options.only:
         target += "::" + ("TestAcceptance" if options.only == "acceptance" else "TestStandardSuite")
     folder = os.path.dirname(config)
-    # pytest would take its settings from the folders above ``target``: this package's, e.g. the
-    # framework's own pytest.ini in an editable install. The connector's folder decides instead.
+    # Otherwise pytest takes settings from the folders above (the framework's pytest.ini in an editable install).
     args = ["-p", "no:cacheprovider", f"--rootdir={folder}", "-c", pytest_settings(folder), target, *pytest_args]
     return int(pytest.main(args))
 
 
 def default_yaml(connector: str) -> str:
-    """``acceptance-test-config.yml`` here, else the one beside the connector script the user
-    named from another folder, else (to be reported missing) the one here."""
     if not os.path.isfile(ACCEPTANCE_YAML) and connector.endswith(".py") and os.path.isfile(connector):
         beside = os.path.join(os.path.dirname(connector), ACCEPTANCE_YAML)
         if os.path.isfile(beside):
@@ -76,8 +73,7 @@ def default_yaml(connector: str) -> str:
 
 
 def connector_from(connector: str, yaml_folder: str) -> str:
-    """``connector`` as the suites take it (relative to the YAML's folder): a script path that is
-    not there but is relative to the current folder, as a shell's paths are, made absolute."""
+    """A script path relative to the current folder (as a shell's are) made absolute; else ``connector`` as given."""
     is_path = connector.endswith(".py") or "/" in connector or os.sep in connector
     if is_path and not os.path.isabs(connector) and not os.path.isfile(os.path.join(yaml_folder, connector)):
         if os.path.isfile(connector):
@@ -86,8 +82,6 @@ def connector_from(connector: str, yaml_folder: str) -> str:
 
 
 def pytest_settings(folder: str) -> str:
-    """The pytest settings file pytest would use for tests in ``folder`` (searched upwards, as
-    pytest does), or an empty one."""
     sections = {"pytest.ini": None, ".pytest.ini": None, "pyproject.toml": "[tool.pytest.ini_options]",
                 "tox.ini": "[pytest]", "setup.cfg": "[tool:pytest]"}
     current = os.path.abspath(folder)

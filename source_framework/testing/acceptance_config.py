@@ -1,25 +1,4 @@
-"""Read ``acceptance-test-config.yml`` as Airbyte's connector acceptance tests (CAT) read it.
-
-One file, two readers. airbyte-cdk's standard suite runs ``spec``, ``connection``,
-``discovery`` and a plain full-refresh read for the configs of ``basic_read`` and
-``full_refresh``; this package's runner runs the rest of ``basic_read`` and ``full_refresh``
-and the whole ``incremental`` section. This module is the runner's reader, and it also hands
-the CDK's suite its copy of the file (``load_for_standard_suite``).
-
-::
-
-    config = AcceptanceConfig.load("acceptance-test-config.yml")
-    for entry in config.incremental:
-        entry.config_path, entry.configured_catalog_path, entry.future_state_path
-    config.why_no_tests("incremental")     # a section's bypass_reason, or why it runs nothing
-
-What is accepted, and the rules of ``test_strictness_level: high``, are CAT's, written as pydantic
-models in ``acceptance_schema``; anything else is refused, with the file and the key named. Both
-of CAT's layouts are read: ``acceptance_tests:`` and the legacy top-level ``tests:``, which CAT
-still migrates. Keys accepted but checked by neither suite are logged once per file as "not
-checked by this runner" (``AcceptanceConfig.notes``). Paths are relative to the file's folder, or
-to ``base_path`` when the file sets one, as in CAT.
-"""
+"""Read ``acceptance-test-config.yml`` as CAT reads it (both layouts), refusing what CAT refuses with the key named."""
 
 from __future__ import annotations
 
@@ -52,16 +31,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: CAT's default time limit per section (``default_timeout`` of its test classes), used when a
-#: test sets no ``timeout_seconds`` (or 0). Here it bounds each run of the connector.
+#: CAT's default time limit per section; here it bounds each run of the connector.
 DEFAULT_TIMEOUT_SECONDS: Mapping[str, int] = {"basic_read": 600, "full_refresh": 1200, "incremental": 1200}
 
 
 class AcceptanceConfigError(ValueError):
     """The YAML file is missing, malformed, or misses what its strictness level requires."""
 
-
-# --- what the runner reads --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -77,8 +53,6 @@ class ExpectRecords:
 
 @dataclass(frozen=True)
 class ReadEntry:
-    """One ``basic_read`` or ``full_refresh`` test."""
-
     section: str
     config_path: str
     configured_catalog_path: str | None
@@ -87,7 +61,7 @@ class ReadEntry:
     ignored_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     fail_on_extra_columns: bool = True
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS["basic_read"]
-    skip_reason: str | None = None  # why this runner runs nothing for it (its bypass_reason, ...)
+    skip_reason: str | None = None
 
     @property
     def id(self) -> str:
@@ -96,15 +70,13 @@ class ReadEntry:
 
 @dataclass(frozen=True)
 class IncrementalEntry:
-    """One ``incremental`` test."""
-
     config_path: str
     configured_catalog_path: str | None
     future_state_path: str | None
     missing_streams: tuple[str, ...] = ()
     skip_comprehensive_incremental_tests: bool = False
-    threshold_days: int = 0  # how far before its state's cursor a record read back may be
-    cursor_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # where each stream's cursor is in its state
+    threshold_days: int = 0
+    cursor_paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS["incremental"]
     future_state_bypass_reason: str | None = None
     skip_reason: str | None = None
@@ -119,8 +91,6 @@ Entry = ReadEntry | IncrementalEntry
 
 @dataclass
 class AcceptanceConfig:
-    """The parsed file: its folder (``root``), strictness, and the sections this runner runs."""
-
     path: str
     root: str
     connector_image: str | None
@@ -129,10 +99,8 @@ class AcceptanceConfig:
     full_refresh: list[ReadEntry]
     incremental: list[IncrementalEntry]
     raw: dict[str, Any]
-    #: ``custom_environment_variables``: set for every run of the connector, as CAT does.
     environment: dict[str, str] = field(default_factory=dict)
-    #: What a user should know about how the file is read: the keys it sets that neither suite
-    #: checks, and where this runner reads it differently from CAT (logged once per file).
+    #: How the file is read that a user should know: keys neither suite checks, and where this runner differs from CAT.
     notes: tuple[str, ...] = ()
 
     @classmethod
@@ -172,7 +140,6 @@ class AcceptanceConfig:
         return list(getattr(self, section))
 
     def why_no_tests(self, section: str) -> str | None:
-        """Why ``section`` runs nothing here (its bypass_reason, absence, no tests), or None."""
         body = self.raw["acceptance_tests"].get(section)
         if body is None:
             return f"no '{section}' section in {self.path}"
@@ -231,8 +198,6 @@ def _incremental_entry(item: schema.IncrementalTest, base: str) -> IncrementalEn
     )
 
 
-# --- what pydantic refuses, as lines that name the key ------------------------------------------------
-
 
 def _problems(error: ValidationError) -> list[str]:
     """One line per refusal, each naming where in the file it is (``acceptance_tests.spec.tests[0]``)."""
@@ -243,7 +208,6 @@ def _problems(error: ValidationError) -> list[str]:
     return lines
 
 
-#: pydantic's error types (by prefix), said in the file's terms: YAML values, not Python types' names.
 _MESSAGES = (
     ("missing", "is required"),
     ("bool", "should be true or false, not {value!r}"),
@@ -265,7 +229,7 @@ def _what(detail: Any) -> str:
         return str(detail["ctx"]["error"])
     if kind == "model_type" and value is None:
         return "is empty"
-    if kind == "literal_error":  # pydantic gives the choices as "'a', 'b' or 'c'"
+    if kind == "literal_error":
         choices = ", ".join(re.findall(r"'([^']*)'", detail["ctx"]["expected"]))
         return f"should be one of {choices}, not {value!r}"
     for prefix, message in _MESSAGES:
@@ -279,22 +243,18 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 
 def _model_in(annotation: Any) -> Any:
-    """The model an annotation holds (``Section[X] | None`` → ``Section[X]``), or None."""
     if get_origin(annotation) is None and isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return next(filter(None, map(_model_in, get_args(annotation))), None)
 
 
 def _model_at(loc: tuple[Any, ...]) -> Any:
-    """The model of the object at ``loc`` (list indexes and stream names stay on the same model)."""
     model: Any = schema.AcceptanceTestConfig
     for part in loc:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         model = (_model_in(field.annotation) if field else None) or model
     return model
 
-
-# --- notes: accepted, not checked ----------------------------------------------------------------
 
 
 def _notes(model: schema.AcceptanceTestConfig) -> tuple[str, ...]:
@@ -315,7 +275,6 @@ _reported: set[str] = set()
 
 
 def _log_notes_once(path: str, notes: Sequence[str]) -> None:
-    """Log a file's notes once per process, whichever suite reads the file first."""
     if not notes or path in _reported:
         return
     _reported.add(path)
@@ -325,8 +284,6 @@ def _log_notes_once(path: str, notes: Sequence[str]) -> None:
 def _bullets(lines: Sequence[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
-
-# --- the file, in the current layout ------------------------------------------------------------
 
 
 def _read_yaml(path: str) -> Any:
@@ -340,7 +297,6 @@ def _read_yaml(path: str) -> Any:
 
 
 def _read_current_layout(path: str) -> dict[str, Any]:
-    """The file's content with ``acceptance_tests:``, migrating CAT's legacy ``tests:`` layout."""
     raw = _read_yaml(path)
     if not isinstance(raw, dict) or not ("acceptance_tests" in raw or "tests" in raw):
         raise AcceptanceConfigError(f"'{path}' has no 'acceptance_tests' section")
@@ -358,10 +314,7 @@ def _read_current_layout(path: str) -> dict[str, Any]:
 
 
 def migrate_legacy_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """CAT's migration of the layout before its v0.2.12: ``tests: {section: [test, ...]}`` becomes
-    ``acceptance_tests: {section: {tests: [test, ...]}}``, and an incremental test's flat
-    ``future_state_path`` moves into ``future_state``. (Plain ``empty_streams`` and
-    ``ignored_fields`` names, which CAT also migrates, are read as they are.)"""
+    """CAT's pre-v0.2.12 migration: ``tests: {section: [...]}`` becomes ``acceptance_tests: {section: {tests: [...]}}``."""
     migrated = {key: copy.deepcopy(value) for key, value in raw.items() if key != "tests"}
     migrated["acceptance_tests"] = {name: {"tests": copy.deepcopy(tests)} for name, tests in raw["tests"].items()}
     for test in migrated["acceptance_tests"].get("incremental", {}).get("tests") or []:
@@ -370,22 +323,12 @@ def migrate_legacy_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
     return migrated
 
 
-# --- airbyte-cdk's standard suite's copy -----------------------------------------------------------
-
 
 def load_for_standard_suite(path: str) -> dict[str, Any]:
-    """The file's content for airbyte-cdk's standard suite, in the shape it reads.
-
-    The CAT keys the CDK refuses (``expect_records``, ``timeout_seconds``, ...) are removed from
-    its entries: this runner reads them. Any key CAT does not know stays, and fails the CDK's
-    collection as it should. The copy is in the CDK's layout: legacy ``tests:`` migrated, plain
-    ``empty_streams`` names as ``{name: ...}``, paths made absolute when ``base_path`` is set,
-    sections without entries left without a ``tests`` list, and bypassed entries left out (the
-    CDK would still run their config).
-    """
+    """The file for airbyte-cdk's suite: CAT keys it refuses removed (we read them), bypassed entries left out."""
     path = os.path.abspath(path)
     raw = _read_current_layout(path)
-    try:  # the notes only: a file CAT refuses is refused by AcceptanceConfig.load, and by the CDK
+    try:  # notes only: a file CAT refuses is refused by AcceptanceConfig.load
         _log_notes_once(path, _notes(schema.AcceptanceTestConfig.model_validate(raw)))
     except ValidationError:
         pass
@@ -401,13 +344,13 @@ def load_for_standard_suite(path: str) -> dict[str, Any]:
 def _shape_section_for_cdk(tests: dict[str, Any], section: str, base: str | None) -> None:
     body = tests.get(section)
     if not isinstance(body, dict):
-        tests.pop(section, None)  # null: nothing to collect (the CDK cannot read a null section)
+        tests.pop(section, None)  # the CDK cannot read a null section
         return
     if body.get("tests") is None:
-        body.pop("tests", None)  # bypassed: nothing to collect
+        body.pop("tests", None)
         return
     if not isinstance(body["tests"], list):
-        return  # not CAT's shape: the CDK says so
+        return
     body["tests"] = [item for item in body["tests"] if not (isinstance(item, dict) and item.get("bypass_reason"))]
     for item in body["tests"]:
         if isinstance(item, dict):
@@ -415,7 +358,6 @@ def _shape_section_for_cdk(tests: dict[str, Any], section: str, base: str | None
 
 
 def cdk_rejected_keys(section: str) -> frozenset[str]:
-    """CAT's keys of a ``section`` entry that airbyte-cdk's standard suite refuses."""
     return frozenset(schema.ENTRY_MODELS[section].model_fields) - cdk_entry_keys(section)
 
 

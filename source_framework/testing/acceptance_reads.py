@@ -1,18 +1,4 @@
-"""The reads the acceptance checks need, each run once and shared by the checks that use it.
-
-::
-
-    reads = AcceptanceReads(runner, config)           # one per test class
-    reads.basic_read(entry)                           # full-refresh read of a basic_read entry
-    reads.incremental_first(entry), reads.incremental_second(entry)
-    reads.from_state(entry, state_list), reads.future_state(entry)
-    reads.spark_first(entry, snapshot), reads.spark_rerun(entry, snapshot)  # (ReadOutput, snapshot)
-    reads.spark_destination(entry)       # the destination those two wrote with: where each table is
-
-Reads with ``--destination stdout`` answer questions about records and states; the two Spark
-reads (a first sync into a fresh warehouse, then a rerun from its final STATE) are the only
-ones that start Spark, because each starts its own JVM.
-"""
+"""The reads the acceptance checks need, each run once; only the two Spark reads start Spark (each its own JVM)."""
 
 from __future__ import annotations
 
@@ -40,8 +26,6 @@ from source_framework.testing.connector_runs import ConnectorRunError, Connector
 
 
 class AcceptanceReads:
-    """Runs and remembers the reads of one connector's acceptance tests."""
-
     def __init__(self, runner: ConnectorRunner, config: AcceptanceConfig, spark_master: str | None = None) -> None:
         self.runner = runner
         self.config = config
@@ -52,22 +36,15 @@ class AcceptanceReads:
         if key not in self._cache:
             try:
                 self._cache[key] = make()
-            except AssertionError as error:  # remember failures too: one failed run, one message
+            except AssertionError as error:
                 self._cache[key] = error
         value = self._cache[key]
         if isinstance(value, AssertionError):
             raise value
         return value
 
-    # --- catalogs ---------------------------------------------------------------------------
-
     def catalog(self, entry: Any) -> dict[str, Any]:
-        """The entry's configured catalog or, without one, CAT's default: the discovered streams.
-
-        For a read test, every discovered stream but its ``empty_streams``, in full refresh. For
-        an incremental test, every discovered stream, those that support it in incremental mode
-        with their default cursor (CAT's incremental tests then read those).
-        """
+        """The entry's configured catalog or, without one, CAT's default built from the discovered streams."""
         if entry.configured_catalog_path:
             return load_catalog(entry.configured_catalog_path)
         discovered = self._once(
@@ -85,8 +62,6 @@ class AcceptanceReads:
 
     def incremental_streams(self, entry: IncrementalEntry) -> dict[str, StreamInfo]:
         return stream_infos(self.incremental_catalog(entry))
-
-    # --- stdout reads -----------------------------------------------------------------------
 
     def _read(self, tag: str, entry: Any, catalog: Mapping[str, Any], state: Sequence[Any] | None = None) -> ReadOutput:
         key = (tag, entry.config_path, json.dumps(catalog, sort_keys=True), json.dumps(state, sort_keys=True))
@@ -117,20 +92,14 @@ class AcceptanceReads:
         return self._read("read from the future state", entry, self.incremental_catalog(entry), state)
 
     def reference_read(self, entry: IncrementalEntry) -> ReadOutput:
-        """The whole catalog to stdout: the records the Spark tables must hold."""
         return self._read("reference read to stdout", entry, self.catalog(entry))
 
-    # --- Spark reads ------------------------------------------------------------------------
-
     def _spark_flags(self, entry: IncrementalEntry) -> list[str]:
-        """What the Spark reads of ``entry`` add to ``read``: the destination and where its tables go."""
         extra = ["--spark-master", self.spark_master] if self.spark_master else []
         return ["--destination", "spark", "--warehouse", self.spark_warehouse(entry), *extra]
 
     def _spark_read(self, tag: str, entry: IncrementalEntry, state: list[Any] | None) -> ReadOutput:
-        """A sync into Spark tables. In this process when a Spark session already runs here (the
-        suite's ``spark`` fixture) and the connector needs no environment of its own: the same
-        command line and runtime, without starting a JVM per sync; else as a subprocess."""
+        """A sync into Spark tables: in this process when a Spark session already runs here (no JVM per sync), else a subprocess."""
         catalog = self.catalog(entry)
         if _spark_runs_here() and not self.runner.env:
             return self._spark_read_in_process(tag, entry, catalog, state)
@@ -160,9 +129,7 @@ class AcceptanceReads:
         return os.path.join(self.runner.workdir, "warehouse-" + entry.id.replace(":", "-").replace(".", "-"))
 
     def spark_destination(self, entry: IncrementalEntry) -> Any:
-        """The Spark destination the Spark reads of ``entry`` write with, built by ``read``'s own
-        function (``runtime.destination_setup.spark_destination``) from the same config and flags: it alone
-        says where a stream's table is. Close it after use."""
+        """The Spark destination the Spark reads write with, built by ``read``'s own code: it alone says where a table is."""
         from source_framework.runtime.destination_setup import spark_destination
         from source_framework.runtime.entrypoint import build_parser
 
@@ -172,8 +139,6 @@ class AcceptanceReads:
         return spark_destination(source, _load_json(entry.config_path), build_parser().parse_args(argv))
 
     def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
-        """The first sync into a fresh warehouse, and ``snapshot(destination)`` taken right after it."""
-
         def run() -> tuple[ReadOutput, Any]:
             output = self._spark_read("first sync into Spark", entry, None)
             with closing(self.spark_destination(entry)) as destination:
@@ -182,7 +147,6 @@ class AcceptanceReads:
         return self._once(("spark first", entry.id), run)
 
     def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
-        """A rerun from the first sync's final STATEs into the same warehouse, and its snapshot."""
         first, _ = self.spark_first(entry, snapshot)
 
         def run() -> tuple[ReadOutput, Any]:
@@ -193,7 +157,6 @@ class AcceptanceReads:
         return self._once(("spark rerun", entry.id), run)
 
     def cached(self, key: tuple[Any, ...], make: Any) -> Any:
-        """Remember any other value (e.g. table snapshots) for the test class."""
         return self._once(key, make)
 
 
@@ -203,7 +166,6 @@ def _load_json(path: str) -> Any:
 
 
 def _spark_runs_here() -> bool:
-    """A classic Spark session is running in this process (a test suite's)."""
     try:
         from pyspark import SparkContext
     except ImportError:
@@ -212,8 +174,7 @@ def _spark_runs_here() -> bool:
 
 
 def incremental_where_supported(catalog: Mapping[str, Any]) -> dict[str, Any]:
-    """``catalog`` with each stream that supports incremental sync read incrementally, from its
-    default cursor and appended: CAT's catalog for an incremental test without a configured one."""
+    """``catalog`` with incremental-capable streams read incrementally: CAT's default catalog for an incremental test."""
     streams = []
     for configured in catalog["streams"]:
         stream = configured["stream"]

@@ -1,16 +1,4 @@
-"""CAT's configuration schema as pydantic models: the keys ``acceptance-test-config.yml`` may set,
-their types, and the rules between them.
-
-What is accepted is what Airbyte's connector acceptance tests (CAT) accept, over their releases
-(CAT's own models are ``connector_acceptance_test/config.py`` in airbytehq/airbyte). Unknown keys
-are refused, as CAT refuses them, except the keys airbyte-cdk's standard suite reads in the
-sections it collects: those are left to it. ``null`` means "not set" everywhere, as for CAT's
-optional fields. A key marked ``Unchecked`` is accepted but acted on by neither this package's
-runner nor the CDK's suite; a user who sets one expects something to happen, so it is noted.
-
-``acceptance_config`` reads the file with these models, and says what they refuse; ``notes`` lists
-what is accepted but not checked.
-"""
+"""CAT's configuration schema as pydantic models: the keys ``acceptance-test-config.yml`` may set and their rules."""
 
 from __future__ import annotations
 
@@ -21,29 +9,19 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-#: The sections of CAT's test suite this runner runs tests for.
 RUNNER_SECTIONS: tuple[str, ...] = ("basic_read", "full_refresh", "incremental")
-#: The sections airbyte-cdk's standard suite collects configs from.
 CDK_SECTIONS: tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh")
-#: The sections CAT fails without at ``test_strictness_level: high`` (its other sections,
-#: ``connector_attributes`` and ``connector_documentation``, are optional at every level).
+#: The sections CAT fails without at ``test_strictness_level: high``.
 MANDATORY_AT_HIGH: tuple[str, ...] = ("spec", "connection", "discovery", "basic_read", "full_refresh", "incremental")
-#: CAT's default ``config_path`` of every test.
 DEFAULT_CONFIG_PATH = "secrets/config.json"
 
 CDK_SUITE = "airbyte-cdk's standard suite"
-#: How a key that nothing here acts on is reported.
 NOT_CHECKED = f"not checked by this runner (nor by {CDK_SUITE})"
 
 
 @functools.cache
 def cdk_entry_keys(section: str) -> frozenset[str]:
-    """The keys airbyte-cdk's standard suite accepts in an entry of ``section``.
-
-    Read from the installed CDK (its scenario model, less the fields it fills in itself, plus the
-    CAT keys it still accepts in that section), so a CDK upgrade moves this with it. Empty for a
-    section the CDK does not collect.
-    """
+    """The keys airbyte-cdk's standard suite accepts in an entry of ``section``, read from the installed CDK so upgrades follow."""
     if section not in CDK_SECTIONS:
         return frozenset()
     from airbyte_cdk.test.models import scenario
@@ -56,8 +34,7 @@ def cdk_entry_keys(section: str) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Unchecked:
-    """Marks a key neither suite acts on: ``why`` is noted when the key is set (and, for a flag
-    that asks for a check only one way, when it is set to ``only``)."""
+    """Marks a key neither suite acts on: ``why`` is noted when the key is set (or, with ``only``, set that way)."""
 
     why: str
     only: bool | None = None
@@ -74,8 +51,7 @@ class _Model(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_is_unset(cls, data: Any) -> Any:
-        """``key: null`` is the key left out, so that defaults and "is required" apply to it (an
-        unknown key is refused all the same)."""
+        """``key: null`` is the key left out, so defaults and "is required" apply to it."""
         if isinstance(data, dict):
             return {key: value for key, value in data.items() if value is not None or key not in cls.model_fields}
         return data
@@ -86,7 +62,6 @@ class _Model(BaseModel):
 
 
 def _refuse(model: Any, problems: list[str]) -> Any:
-    """A rule's end: the model, or every problem found (one per line)."""
     if problems:
         raise ValueError("\n".join(problems))
     return model
@@ -206,18 +181,14 @@ class FutureState(_Model):
 
 
 def _unexplained(items: list[Named] | None, what: str) -> list[str]:
-    """Items of ``empty_streams``-like lists without a bypass_reason (each needs one at high)."""
     return [f"{what} item '{item.name}' has no bypass_reason" for item in items or () if not item.bypass_reason]
 
-
-# --- one test (an entry) of each section -----------------------------------------------------------
 
 
 class _Entry(_Model):
     """An entry of a section CAT runs; with a ``bypass_reason`` it runs nothing, and says why."""
 
-    #: Set on the entries of a section airbyte-cdk's standard suite collects: its keys are
-    #: accepted there without a check here (the CDK checks them).
+    #: Set on sections airbyte-cdk's suite collects: its keys are accepted here unchecked (the CDK checks them).
     cdk_section: ClassVar[str | None] = None
 
     config_path: str | None = None
@@ -238,11 +209,9 @@ class _Entry(_Model):
         return super().accepted_keys() | (cdk_entry_keys(cls.cdk_section) if cls.cdk_section else frozenset())
 
     def why_not_run(self) -> str | None:
-        """Why this runner runs nothing for the entry (its ``bypass_reason``), or None."""
         return f"bypassed: {self.bypass_reason}" if self.bypass_reason else None
 
     def problems_at_high(self, where: str) -> list[str]:
-        """What ``test_strictness_level: high`` asks of the entry that it lacks."""
         return []
 
 
@@ -276,8 +245,7 @@ class _ReadTest(_Entry):
 
 
 class _CdkReadTest(_ReadTest):
-    # Two of airbyte-cdk's keys, read here to leave alone an entry that expects a failed read or
-    # has no config file (``why_not_run``); the CDK checks their values.
+    # Read here only to leave alone an entry expecting a failed read or without config; the CDK checks them.
     status: Any = None
     config_dict: Any = None
     ignored_fields: dict[str, list[NameOrNamed] | None] | None = None
@@ -353,8 +321,6 @@ class DocumentationTest(_Model):
     timeout_seconds: Count | None = None
 
 
-# --- sections, and the file ------------------------------------------------------------------------
-
 E = TypeVar("E")
 
 
@@ -413,18 +379,14 @@ class AcceptanceTestConfig(_Model):
         return problems
 
 
-#: The model of one test of each section.
 ENTRY_MODELS: dict[str, type[_Model]] = {
     "spec": SpecTest, "connection": ConnectionTest, "discovery": DiscoveryTest, "basic_read": BasicReadTest,
     "full_refresh": FullRefreshTest, "incremental": IncrementalTest,
 }
 
 
-# --- the keys nothing here checks ----------------------------------------------------------------
-
 
 def notes(model: BaseModel, where: str = "") -> Iterator[str]:
-    """``where: not checked ...: why`` for each key set in ``model`` that neither suite checks."""
     for name, field in type(model).model_fields.items():
         value, path = getattr(model, name), f"{where}.{name}".lstrip(".")
         for mark in field.metadata:

@@ -1,12 +1,4 @@
-"""Configured catalogs for the acceptance reads, and what the checks need to know per stream.
-
-::
-
-    catalog = load_catalog("integration_tests/configured_catalog.json")
-    incremental_only(catalog)        # the streams read with sync_mode incremental (CAT's incremental catalog)
-    as_full_refresh(catalog)         # every stream in full_refresh / overwrite (CAT's read tests)
-    streams = stream_infos(catalog)  # {name: StreamInfo(cursor_path, primary_key, json_schema, ...)}
-"""
+"""Configured catalogs for the acceptance reads, and what the checks need to know per stream."""
 
 from __future__ import annotations
 
@@ -23,8 +15,6 @@ FieldPath = tuple[str, ...]
 
 @dataclass(frozen=True)
 class StreamInfo:
-    """One configured stream, as the checks see it."""
-
     name: str
     namespace: str | None
     incremental: bool
@@ -43,8 +33,7 @@ class StreamInfo:
 
 
 def load_catalog(path: str) -> dict[str, Any]:
-    """The configured catalog a test names (``configured_catalog_path``); a missing or unreadable
-    file is a ValueError naming it."""
+    """The configured catalog a test names; a missing or unreadable file is a ValueError naming it."""
     catalog = load_json(path, "configured_catalog_path")
     if not isinstance(catalog, dict) or not isinstance(catalog.get("streams"), list):
         raise ValueError(f"'{path}' is not a configured catalog (no 'streams' list)")
@@ -52,7 +41,6 @@ def load_catalog(path: str) -> dict[str, Any]:
 
 
 def load_json(path: str, key: str) -> Any:
-    """A JSON file an acceptance test config names under ``key``."""
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
@@ -77,7 +65,6 @@ def as_full_refresh(catalog: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def from_discovered(discovered: Mapping[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A configured catalog of every discovered stream (minus ``without``), full refresh."""
     streams = []
     for stream in discovered.get("streams", []):
         if stream["name"] in without:

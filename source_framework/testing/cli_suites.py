@@ -1,9 +1,4 @@
-"""The test classes ``python -m source_framework.testing`` runs (not collected otherwise).
-
-``__main__`` sets ``SOURCE_FRAMEWORK_ACCEPTANCE_CONNECTOR`` and
-``SOURCE_FRAMEWORK_ACCEPTANCE_CONFIG`` (an absolute YAML path) and hands this file to pytest.
-Without them the module defines no tests.
-"""
+"""The test classes ``python -m source_framework.testing`` runs; without its environment the module defines none."""
 
 import os
 

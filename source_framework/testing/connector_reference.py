@@ -1,23 +1,4 @@
-"""Point the acceptance tests at a connector: an entrypoint script or a ``module:Class``.
-
-A connector is named the way its author runs it:
-
-- a path to a script that calls ``source_framework.launch(source, sys.argv[1:])``, e.g.
-  ``main.py`` (run as ``python main.py read ...``);
-- ``package.module:ClassName``, a ``source_framework.Source`` subclass (run as
-  ``python -m source_framework.testing.connector_reference package.module:ClassName read ...``
-  in ``base_dir``, which is also put first on ``PYTHONPATH``).
-
-::
-
-    connector = ConnectorReference.parse("main.py", base_dir="/path/to/repo")
-    connector.command("read", "--config", "config.json", ...)  # argv for subprocess
-    source = connector.load_source()                            # in-process, for airbyte-cdk's suite
-
-``load_source()`` of a script runs the script as ``__main__`` through the entrypoint's
-``run_script``, which hands the script's ``launch(source, argv)`` call to a function that keeps
-the source, so the script's ``if __name__ == "__main__"`` block does nothing else.
-"""
+"""Point the acceptance tests at a connector: an entrypoint script or a ``module:Class``."""
 
 from __future__ import annotations
 
@@ -36,7 +17,7 @@ class ConnectorReference:
 
     script: str | None = None
     target: str | None = None
-    base_dir: str | None = None  # for ``module:Class``: put on the import path, and the cwd
+    base_dir: str | None = None
 
     @classmethod
     def parse(cls, reference: str, base_dir: str | None = None) -> ConnectorReference:
@@ -57,7 +38,6 @@ class ConnectorReference:
         return self.script or self.target or "?"
 
     def command(self, *args: str) -> list[str]:
-        """The argv that runs the connector with ``args`` in a new Python process."""
         if self.script:
             return [sys.executable, self.script, *args]
         return [sys.executable, "-m", "source_framework.testing.connector_reference", str(self.target), *args]
@@ -68,13 +48,11 @@ class ConnectorReference:
         return os.path.dirname(self.script) if self.script else self.base_dir
 
     def environment(self) -> dict[str, str]:
-        """Extra environment for the subprocess: ``base_dir`` first on ``PYTHONPATH``."""
         if not self.base_dir:
             return {}
         return {"PYTHONPATH": os.pathsep.join(p for p in (self.base_dir, os.environ.get("PYTHONPATH")) if p)}
 
     def load_source(self) -> Any:
-        """A fresh source instance, in this process."""
         if self.target:
             if self.base_dir and self.base_dir not in sys.path:
                 sys.path.insert(0, self.base_dir)
@@ -92,7 +70,6 @@ def _load_class(target: str) -> Any:
 
 
 def _capture_source_from_script(script: str) -> Any:
-    """The source the script hands to ``launch`` (the entrypoint's ``run_script`` seam)."""
     from source_framework.runtime.entrypoint import run_script
 
     captured: list[Any] = []

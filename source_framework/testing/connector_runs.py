@@ -1,17 +1,4 @@
-"""Run a connector's ``read`` as a subprocess and keep what it printed, in order.
-
-::
-
-    runner = ConnectorRunner(ConnectorReference.parse("main.py"), workdir="/tmp/acceptance")
-    first = runner.read(config, catalog)                              # --destination stdout
-    again = runner.read(config, catalog, state=first.final_state_list())
-    tables = runner.read(config, catalog, destination="spark", warehouse="/tmp/wh")
-
-``read`` runs ``<connector> read --config C --catalog K [--state S] --destination D
-[--warehouse W]`` exactly as a user would: through the connector's own entrypoint, the
-source_framework runtime and, for ``spark``, the Spark table writer. A run that exits non-zero
-raises ``ConnectorRunError`` with the tail of its stderr.
-"""
+"""Run a connector's ``read`` as a subprocess, exactly as a user would, and keep what it printed, in order."""
 
 from __future__ import annotations
 
@@ -46,7 +33,6 @@ class ReadOutput:
     label: str = ""
 
     def records(self, stream: str | None = None) -> list[dict[str, Any]]:
-        """``record.data`` of the RECORD messages (of one stream), in order."""
         return [
             m["record"]["data"]
             for m in self.messages
@@ -57,11 +43,9 @@ class ReadOutput:
         return [m["record"] for m in self.messages if m.get("type") == "RECORD"]
 
     def states(self) -> list[dict[str, Any]]:
-        """The ``state`` objects of the STATE messages, in order."""
         return [m["state"] for m in self.messages if m.get("type") == "STATE"]
 
     def final_states(self) -> dict[str, dict[str, Any]]:
-        """The last STATE of each stream: ``{stream: state object}``."""
         latest: dict[str, dict[str, Any]] = {}
         for state in self.states():
             latest[stream_of_state(state)] = state
@@ -72,7 +56,6 @@ class ReadOutput:
         return list(self.final_states().values())
 
     def state_positions(self) -> list[int]:
-        """Indexes in ``messages`` of the STATE messages."""
         return [i for i, m in enumerate(self.messages) if m.get("type") == "STATE"]
 
     def describe(self) -> str:
@@ -84,14 +67,11 @@ class ReadOutput:
 
 
 def stream_of_state(state: Mapping[str, Any]) -> str:
-    """The stream name of a per-stream ``state`` object."""
     return state["stream"]["stream_descriptor"]["name"]
 
 
 @dataclass
 class ConnectorRunner:
-    """Runs one connector's commands in fresh processes; input files go to ``workdir``."""
-
     connector: ConnectorReference
     workdir: str
     env: Mapping[str, str] = field(default_factory=dict)
@@ -105,7 +85,6 @@ class ConnectorRunner:
         return path
 
     def run(self, args: Sequence[str], timeout: float, label: str = "") -> ReadOutput:
-        """Run ``<connector> args...``; parse stdout; raise on a non-zero exit."""
         command = self.connector.command(*args)
         started = time.monotonic()
         try:
@@ -158,7 +137,6 @@ class ConnectorRunner:
         timeout: float = 600,
         label: str = "read",
     ) -> ReadOutput:
-        """``read`` with a catalog (written to a file) and an optional per-stream state list."""
         args = ["read", "--config", config_path, "--catalog", self.write_json("catalog", catalog)]
         if state is not None:
             args += ["--state", self.write_json("state", list(state))]
@@ -168,7 +146,6 @@ class ConnectorRunner:
         return self.run(args, timeout=timeout, label=label)
 
     def discover(self, config_path: str, timeout: float = 600) -> dict[str, Any]:
-        """The catalog ``discover`` prints."""
         output = self.run(["discover", "--config", config_path], timeout=timeout, label="discover")
         for message in output.messages:
             if message.get("type") == "CATALOG":

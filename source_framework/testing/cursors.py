@@ -1,24 +1,4 @@
-"""Cursor values: compare them, find them in a STATE, and tell a record's lower bound.
-
-::
-
-    compare_cursors("2025-01-02T00:00:00Z", "2025-01-01T23:00:00+00:00")   # 1
-    bound = StateBound.from_state(stream_info, {"updatedAt": "2025-06-01T00:00:00Z"})
-    bound.lower_bound(record)   # the cursor no record may be older than, or None
-
-Values compare as numbers when both are numbers, as instants when both parse as ISO 8601
-date-times (a value without a zone is UTC), and as strings otherwise.
-
-The state shapes understood (the cursor is the last element of the stream's cursor field):
-
-- a cursor per stream: ``{"updatedAt": "2025-06-01T00:00:00Z"}``;
-- a cursor per partition, as airbyte-cdk and ``PartitionedIncrementalStream`` write it:
-  ``{"states": [{"partition": {"store_id": 1}, "cursor": {"updatedAt": "..."}}, ...]}``.
-  A record belongs to a partition when each partition key names one of the record's fields,
-  compared without case, ``_`` or ``-`` (``store_id`` matches ``storeId``), with an equal value.
-  Keys holding objects (airbyte-cdk's ``parent_slice``) are not matched. Records of
-  partitions that are not in the state have no lower bound.
-"""
+"""Cursor values: compare them (numbers, else instants, else strings), find them in a STATE, and bound records."""
 
 from __future__ import annotations
 
@@ -88,8 +68,6 @@ class StateShapeError(AssertionError):
 
 @dataclass
 class StateBound:
-    """The lower bound a state sets for the records of one stream."""
-
     stream: StreamInfo
     cursor: Any = None
     partitions: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
@@ -97,8 +75,7 @@ class StateBound:
 
     @classmethod
     def from_state(cls, stream: StreamInfo, stream_state: Mapping[str, Any], cursor_path: Sequence[str] | None = None) -> StateBound:
-        """The bound ``stream_state`` sets; ``cursor_path`` (the YAML's ``cursor_paths``) says where
-        in the state the cursor is, when not under the cursor field's name."""
+        """The bound ``stream_state`` sets; ``cursor_path`` (the YAML's ``cursor_paths``) says where the cursor is."""
         if not stream.cursor_path:
             raise StateShapeError(f"stream '{stream.name}' has no cursor field in the configured catalog")
         if cursor_path:
@@ -126,7 +103,6 @@ class StateBound:
         )
 
     def lower_bound(self, record: Mapping[str, Any]) -> Any:
-        """The cursor ``record`` may not be older than (None: no bound applies)."""
         if not self.partitioned:
             return self.cursor
         for partition, cursor in self.partitions:
@@ -135,7 +111,6 @@ class StateBound:
         return None
 
     def partition_fields_in(self, records: Sequence[Mapping[str, Any]]) -> bool:
-        """Whether some record has fields named like the (scalar) keys of some partition."""
         for partition, _ in self.partitions:
             keys = {_normalized(str(k)) for k, v in partition.items() if not isinstance(v, (Mapping, list))}
             if keys and any(keys <= {_normalized(name) for name in record} for record in records):
@@ -143,8 +118,7 @@ class StateBound:
         return False
 
     def older_records(self, records: Sequence[Mapping[str, Any]], threshold_days: int = 0) -> list[tuple[Any, Any, Mapping[str, Any]]]:
-        """``(cursor, bound, record)`` for each record older than its bound, less ``threshold_days``
-        (the YAML's ``threshold_days``: a connector that reads back a lookback window)."""
+        """``(cursor, bound, record)`` for each record older than its bound less ``threshold_days`` (a lookback window)."""
         found = []
         for record in records:
             bound = self.lower_bound(record)
@@ -156,8 +130,7 @@ class StateBound:
         return found
 
     def newer_records(self, records: Sequence[Mapping[str, Any]]) -> list[tuple[Any, Any, Mapping[str, Any]]]:
-        """``(cursor, bound, record)`` for each record newer than the state: a state that does not
-        cover the records read before it."""
+        """``(cursor, bound, record)`` for each record newer than the state: a state not covering the records before it."""
         found = []
         for record in records:
             bound = self.lower_bound(record)
@@ -173,8 +146,7 @@ class StateBound:
 
 
 def _days_before(bound: Any, days: int) -> Any:
-    """``bound`` moved back ``days`` days: an instant, or a number read as epoch milliseconds (as
-    Airbyte's acceptance tests read it)."""
+    """``bound`` moved back ``days`` days: an instant, or a number as epoch milliseconds (as Airbyte's tests read it)."""
     if not days:
         return bound
     number = _as_number(bound)
@@ -187,7 +159,7 @@ def _days_before(bound: Any, days: int) -> Any:
 
 
 def _same_value(left: Any, right: Any) -> bool:
-    """Equal, or the same id written once as a number and once as text (``3`` and ``"3"``)."""
+    """Equal, or the same id once as a number and once as text (``3`` and ``"3"``)."""
     if left == right:
         return True
     kinds = {type(left), type(right)}
@@ -197,7 +169,7 @@ def _same_value(left: Any, right: Any) -> bool:
 def _belongs_to(record: Mapping[str, Any], partition: Mapping[str, Any]) -> bool:
     fields = {_normalized(name): value for name, value in record.items()}
     scalar = {key: value for key, value in partition.items() if not isinstance(value, (Mapping, list))}
-    if not scalar:  # e.g. only airbyte-cdk's {"parent_slice": {...}}: nothing to match on
+    if not scalar:
         return False
     for key, value in scalar.items():
         normalized = _normalized(str(key))

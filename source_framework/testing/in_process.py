@@ -1,27 +1,4 @@
-"""Run ``read`` in this process and keep what it printed: for tests that need no process of their own.
-
-The same path as ``main.py read`` (input files, checks, runtime, destination), minus the process:
-protocol lines go to a buffer instead of stdout, logging and descriptor 1 are left alone, and a
-Spark session already running in the process (a test suite's) is the one the tables are written
-with, so no JVM starts per run. As airbyte-cdk's ``entrypoint_wrapper.read``::
-
-    from source_framework.testing import read
-
-    output = read(MySource(), config, catalog, state=previous.final_state_list())
-    output.returncode, output.records("users"), output.final_states()
-
-``config`` and ``catalog`` are dicts (a catalog may also be airbyte-cdk's
-``ConfiguredAirbyteCatalog``, e.g. from ``CatalogBuilder().build()``); ``state`` is any form
-``--state`` takes. ``args`` adds command-line flags (``["--destination", "stdout"]``).
-
-A ``SimulatedCrash`` (``helpers.faults.crash_at``) escapes as a kill would, carrying what the run
-printed before it as its ``output`` (``returncode`` -9, a SIGKILLed process's): the lines an
-orchestrator would hold, to resume from::
-
-    with crash_at("commit.done", 3), pytest.raises(SimulatedCrash) as killed:
-        read(MySource(), config, catalog)
-    read(MySource(), config, catalog, state=killed.value.output.states())
-"""
+"""Run ``read`` in this process, as ``main.py read`` would, reusing a running Spark session so no JVM starts per run."""
 
 from __future__ import annotations
 
@@ -75,8 +52,7 @@ def _output(argv: list[str], returncode: int, buffer: io.BytesIO, started: float
 
 
 def _message(line: bytes) -> Any:
-    """One protocol line. orjson refuses a lone surrogate escape (``"\\ud800"``, valid JSON that
-    a state may carry); the standard library reads it."""
+    """One protocol line; the standard library reads the lone surrogate escapes orjson refuses."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError:

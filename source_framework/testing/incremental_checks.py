@@ -1,28 +1,4 @@
-"""The incremental checks of Airbyte's connector acceptance tests, on parsed ``read`` outputs.
-
-Each function raises ``AssertionError`` with what went wrong; they know nothing of pytest or
-subprocesses, so they can be used on any ``ReadOutput``::
-
-    check_two_sequential_reads(first, second, streams)
-    for checkpoint in pick_checkpoints(first, streams, how_many=3):
-        check_read_from_checkpoint(checkpoint, read_from(checkpoint.state), streams)
-    check_future_state_covers_streams(future_state, streams, missing_streams)
-    check_future_state_read(read_from(future_state), future_state, streams)
-
-What they check (``streams`` are the incremental streams of the configured catalog):
-
-1. two sequential reads: the first read returns records and STATEs, and its final STATE of each
-   stream covers its records (none is newer than the state's cursor); the second, started from
-   those STATEs, returns no record older than their cursors (less the YAML's ``threshold_days``);
-2. reads from intermediate STATEs: for a STATE in the middle of the first read, a read started
-   from it (with the latest STATE of each stream up to that point) returns at least every record
-   the first read returned after it, and no record older than its cursor;
-3. a future state (cursors far in the future) yields no records and at least one STATE.
-
-A state whose cursor the checks cannot find (not under the cursor field's name, and no
-``cursor_paths`` entry says where) is not checked, with an ``UncheckedStateWarning``, as
-Airbyte's acceptance tests skip it.
-"""
+"""The incremental checks of Airbyte's acceptance tests on parsed ``read`` outputs, free of pytest and subprocesses."""
 
 from __future__ import annotations
 
@@ -49,8 +25,7 @@ def _short(record: Mapping[str, Any], limit: int = 160) -> str:
 
 
 class UncheckedStateWarning(UserWarning):
-    """A stream's state holds no cursor the checks can find, so its records were not checked
-    against it (as Airbyte's acceptance tests skip it); ``cursor_paths`` says where it is."""
+    """A stream's state holds no cursor the checks can find, so its records were not checked; ``cursor_paths`` says where."""
 
 
 def _bound(stream: StreamInfo, state: Mapping[str, Any], cursor_paths: Mapping[str, Sequence[str]] | None) -> StateBound | None:
@@ -71,8 +46,6 @@ def _state_problems(
     cursor_paths: Mapping[str, Sequence[str]] | None = None,
     newer: bool = False,
 ) -> list[str]:
-    """Records of ``output`` older than the ``states`` (less ``threshold_days``), or, with
-    ``newer``, records newer than them (a final state that does not cover the read before it)."""
     problems = []
     for name, state in states.items():
         if name not in streams:
@@ -108,8 +81,7 @@ def check_two_sequential_reads(
     threshold_days: int = 0,
     cursor_paths: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
-    """The first read's final STATEs cover its records, and the second read (from them) returns
-    no record older than them, less ``threshold_days``."""
+    """The first read's final STATEs cover its records; the second read returns none older than them (less ``threshold_days``)."""
     assert any(first.records(name) for name in streams), (
         f"the first incremental read returned no records for {sorted(streams)}: nothing to test "
         f"({first.describe()})"
@@ -128,7 +100,7 @@ def check_two_sequential_reads(
 class Checkpoint:
     """A STATE message of a read, and what a read started from it must return."""
 
-    position: int  # index of the STATE message in the read's messages
+    position: int
     stream: str
     state: list[dict[str, Any]]  # the latest STATE of each stream up to here: the --state to use
     records_after: dict[str, list[dict[str, Any]]]  # per stream: records after its latest STATE
@@ -156,10 +128,7 @@ def checkpoint_at(read: ReadOutput, position: int, streams: Mapping[str, StreamI
 
 
 def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_many: int) -> list[Checkpoint]:
-    """Up to ``how_many`` intermediate STATEs (not a stream's last), spread over the streams.
-
-    One from the middle of each stream's intermediate STATEs first, then evenly spaced others.
-    """
+    """Up to ``how_many`` intermediate STATEs (not a stream's last), spread over the streams."""
     final_positions: set[int] = set()
     last: dict[str, int] = {}
     for position in read.state_positions():
@@ -199,7 +168,6 @@ def check_read_from_checkpoint(
     threshold_days: int = 0,
     cursor_paths: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
-    """The read from ``checkpoint.state`` has every record after it, and none before its cursor."""
     problems = []
     for name, expected in checkpoint.records_after.items():
         got = {streams[name].identity(record) for record in output.records(name)}
@@ -223,8 +191,7 @@ def check_future_state_covers_streams(
     *,
     high_strictness: bool = True,
 ) -> None:
-    """Every incremental stream has a future state, unless listed in ``missing_streams``; as in
-    Airbyte's acceptance tests, only at ``test_strictness_level: high``."""
+    """Every incremental stream has a future state unless in ``missing_streams`` (only at ``high``, as in Airbyte)."""
     if not high_strictness:
         return
     covered = {_state_stream(state) for state in future_state}
@@ -238,7 +205,6 @@ def check_future_state_covers_streams(
 def check_future_state_read(
     output: ReadOutput, future_state: Sequence[Mapping[str, Any]], streams: Mapping[str, StreamInfo]
 ) -> None:
-    """A read from cursors in the future returns no records and at least one STATE."""
     covered = {_state_stream(state) for state in future_state}
     problems = []
     for name in sorted(covered & set(streams)):
@@ -254,17 +220,13 @@ def check_future_state_read(
 
 
 def _state_stream(state: Mapping[str, Any]) -> str:
-    if state.get("type") == "STATE" and "state" in state:  # a whole protocol line
+    if state.get("type") == "STATE" and "state" in state:
         state = state["state"]
     return stream_of_state(state)
 
 
 def per_stream_states(raw: Any) -> list[dict[str, Any]]:
-    """A state file's content as per-stream ``state`` objects (what ``--state`` takes).
-
-    Accepts Airbyte's per-stream list (``state`` objects or whole STATE lines) and the legacy
-    ``{"stream": {...}}`` dict that older ``abnormal_state.json`` files use.
-    """
+    """A state file as per-stream ``state`` objects: Airbyte's list, or the legacy ``{"stream": {...}}`` dict."""
     if isinstance(raw, dict) and not {"type", "stream"} & set(raw):
         return [
             {"type": "STREAM", "stream": {"stream_descriptor": {"name": name}, "stream_state": value}}

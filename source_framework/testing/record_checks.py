@@ -1,22 +1,4 @@
-"""Record checks of Airbyte's ``basic_read`` and ``full_refresh`` tests that airbyte-cdk's
-standard suite no longer runs: expected records, extra columns, two identical reads.
-
-::
-
-    expected = load_expected_records("integration_tests/expected_records.jsonl")
-    check_expected_records(read, expected, options, streams=["users", ...], ignored_fields={...})
-    check_no_extra_columns(read, stream_infos)
-    check_identical_reads(first, second, ignored_fields={...})
-
-Expected records use Airbyte's JSONL format, one record per line:
-``{"stream": "users", "data": {...}, "emitted_at": 1700000000000}`` (a whole
-``{"type": "RECORD", "record": {...}}`` line is accepted too). ``emitted_at`` is not compared.
-Options, as in Airbyte's ``expect_records``: ``exact_order`` (the stream's first records are the
-expected ones, in order), ``extra_fields`` (a read record may have fields the expected one has
-not), ``extra_records`` (the read may return records that are not expected; default true).
-``ignored_fields`` (``{stream: ["a", "b/c"]}``, ``/`` for nested fields) are removed from both
-sides before comparing.
-"""
+"""Record checks of Airbyte's ``basic_read`` and ``full_refresh`` tests that airbyte-cdk's suite no longer runs."""
 
 from __future__ import annotations
 
@@ -40,7 +22,6 @@ def _short(value: Any, limit: int = 200) -> str:
 
 
 def load_expected_records(path: str) -> dict[str, list[dict[str, Any]]]:
-    """``{stream: [data, ...]}`` from an Airbyte expected-records JSONL file."""
     expected: dict[str, list[dict[str, Any]]] = {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
@@ -59,9 +40,7 @@ def load_expected_records(path: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def without_fields(record: Mapping[str, Any], paths: Iterable[str]) -> dict[str, Any]:
-    """A copy of ``record`` without the ``/``-separated field paths; a part may be a glob, as in
-    Airbyte's acceptance tests (``steps/*/started_at``, ``properties_hs_time_*``), and a list's
-    items are matched by their index."""
+    """A copy of ``record`` without the ``/``-separated field paths; parts may be globs, list items match by index."""
     result = copy.deepcopy(dict(record))
     for path in paths:
         parts = [p for p in path.split("/") if p]
@@ -163,13 +142,7 @@ def _compare_stream(name: str, want: list[dict[str, Any]], got: list[dict[str, A
 
 
 def check_no_extra_columns(read: ReadOutput, streams: Mapping[str, StreamInfo]) -> None:
-    """Records carry no top-level field their stream's schema does not declare
-    (``fail_on_extra_columns``; a schema without ``properties`` declares none). As in Airbyte's
-    acceptance tests, only the top level counts: an object column holds whatever JSON its value has.
-
-    For source_framework this matters more than for Airbyte: the Spark table has one column per
-    declared property, so an undeclared field would not land (the row's ``_sf_meta`` names it).
-    """
+    """No record has a top-level field its schema does not declare: the Spark table has no column for it."""
     problems = []
     for name, info in streams.items():
         properties = info.json_schema.get("properties")
@@ -188,7 +161,6 @@ def check_no_extra_columns(read: ReadOutput, streams: Mapping[str, StreamInfo]) 
 def check_identical_reads(
     first: ReadOutput, second: ReadOutput, streams: Sequence[str], ignored_fields: Mapping[str, Sequence[str]]
 ) -> None:
-    """Two full-refresh reads return the same records per stream (order aside)."""
     problems = []
     for name in streams:
         ignore = ignored_fields.get(name, ())

@@ -1,37 +1,4 @@
-"""airbyte-cdk's own standard source tests, pointed at a source_framework connector.
-
-airbyte-cdk 7 ships the suite Airbyte runs on every Python source
-(``airbyte_cdk.test.standard_tests.SourceTestSuiteBase``): ``spec`` lint, ``check`` against the
-declared status (and no secret in its output), ``discover`` catalog checks, full-refresh
-``read`` with schema validation, a bad catalog. It runs the connector in-process through the
-CDK's own entrypoint, so it also proves the connector is a plain Airbyte source. Scenarios come
-from ``acceptance-test-config.yml``.
-
-Use it from any test module, no conftest or plugin needed::
-
-    from source_framework.testing import StandardSourceSuite
-
-    class TestStandardSuite(StandardSourceSuite):
-        connector = "main.py"    # or MySource, or "my_pkg.source:MySource"; relative to the YAML's folder
-        acceptance_test_config_path = "../acceptance-test-config.yml"   # relative to this file
-
-What this class adds to the CDK's base class, and why:
-
-- ``connector`` may be a script path or ``module:Class`` (relative to the YAML's folder) as well
-  as a class or factory;
-- ``acceptance_test_config_path`` names the YAML (default: the CDK's own search upwards from the
-  test file); its folder is the connector root the YAML's paths are relative to;
-- the suite is given the YAML in the shape it reads (``acceptance_config.load_for_standard_suite``):
-  without the CAT keys it refuses because it no longer acts on them (``expect_records``,
-  ``timeout_seconds``, ``validate_data_points``, ...; this package's runner reads those from the
-  file itself), with CAT's legacy ``tests:`` layout migrated and ``base_path`` applied;
-- the scenario parametrization and the command-line fixtures the suite needs come with the
-  class (the CDK normally adds them with ``-p airbyte_cdk.test.standard_tests.pytest_hooks``);
-- the Docker image tests (marked ``image_tests``; ``airbyte-cdk image test`` runs them) are
-  skipped, with the reason, when they cannot run: they need the connector's ``metadata.yaml``
-  and a Docker daemon that answers (the CDK itself only skips them when there is no ``docker``
-  command at all).
-"""
+"""airbyte-cdk's own standard source tests, pointed at a source_framework connector; passing them proves it a plain Airbyte source."""
 
 from __future__ import annotations
 
@@ -57,13 +24,15 @@ _CDK_HOOKS_PLUGIN = "airbyte_cdk.test.standard_tests.pytest_hooks"
 
 
 class StandardSourceSuite(SourceTestSuiteBase):
-    """airbyte-cdk's ``SourceTestSuiteBase`` for a source_framework connector and its YAML."""
+    """airbyte-cdk's ``SourceTestSuiteBase`` for a source_framework connector and its YAML.
+
+    Subclass it and set ``connector`` (a class, a script path or ``module:Class``, relative to the YAML's folder) and
+    optionally ``acceptance_test_config_path`` (relative to the test file).
+    """
 
     # a "module:Class" path too, which the CDK base does not type
     connector: str | Callable[[], Any] | None = None  # type: ignore[assignment]
     acceptance_test_config_path: ClassVar[str | None] = None
-
-    # --- where things are -------------------------------------------------------------------
 
     @classmethod
     def _test_file_dir(cls) -> Path:
@@ -71,7 +40,6 @@ class StandardSourceSuite(SourceTestSuiteBase):
 
     @classmethod
     def get_connector_root_dir(cls) -> Path:
-        """The folder holding the YAML (the CDK searches upwards from the test file if unset)."""
         if cls.acceptance_test_config_path:
             path = Path(cls.acceptance_test_config_path)
             if not path.is_absolute():
@@ -96,11 +64,8 @@ class StandardSourceSuite(SourceTestSuiteBase):
             return cls.get_connector_root_dir() / Path(cls.acceptance_test_config_path).name
         return cls.get_connector_root_dir() / ACCEPTANCE_TEST_CONFIG
 
-    # --- the connector ----------------------------------------------------------------------
-
     @classmethod
     def create_connector(cls, scenario: Any) -> Any:
-        """A fresh source: from a class or factory, a script path or ``module:Class``."""
         connector = cls.connector
         if isinstance(connector, str):
             return ConnectorReference.parse(connector, base_dir=str(cls.get_connector_root_dir())).load_source()
@@ -108,19 +73,9 @@ class StandardSourceSuite(SourceTestSuiteBase):
             raise NotImplementedError(f"{cls.__name__}.connector is not set (a Source class, factory, script or module:Class)")
         return connector()
 
-    # --- one fix to the CDK's suite ---------------------------------------------------------
-
     def test_config_matches_spec(self, scenario: Any) -> None:
-        """The CDK's test, run without the scenario's configured catalog.
-
-        airbyte-cdk 7.x's ``run_test_job`` adds ``--catalog <configured_catalog_path>`` to every
-        verb but ``check``/``discover``, ``spec`` included, and ``spec`` rejects the argument; so a
-        config listed under ``spec`` and under a read section with a catalog fails there.
-        ``spec`` takes no catalog; everything else about the test is unchanged.
-        """
+        """The CDK's test without the catalog: airbyte-cdk 7 passes ``--catalog`` to ``spec``, which rejects it."""
         super().test_config_matches_spec(scenario.model_copy(update={"configured_catalog_path": None}))
-
-    # --- what the CDK's pytest plugin would otherwise provide -------------------------------
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """One test per config of the YAML, as the CDK's ``pytest_hooks`` plugin does."""
@@ -153,7 +108,6 @@ class StandardSourceSuite(SourceTestSuiteBase):
 
     @pytest.fixture(autouse=True)
     def _image_tests_need_an_image(self, request: pytest.FixtureRequest) -> None:
-        """Skip the Docker image tests when there is no image to test (reason in the skip)."""
         if request.node.get_closest_marker("image_tests") is None:
             return
         reason = self.why_no_image()
@@ -162,11 +116,7 @@ class StandardSourceSuite(SourceTestSuiteBase):
 
     @classmethod
     def why_no_image(cls) -> str | None:
-        """Why the image tests cannot run here, or None when they can.
-
-        They read ``metadata.yaml`` (to build the image, or for its version and streams) even
-        when ``--connector-image`` names one, and they need a Docker daemon.
-        """
+        """Why the image tests cannot run here (no ``metadata.yaml`` or no Docker daemon), or None when they can."""
         if not (cls.get_connector_root_dir() / METADATA_YAML).exists():
             return (
                 f"image test: no {METADATA_YAML} in {cls.get_connector_root_dir()}, which the CDK's image "

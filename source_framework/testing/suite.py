@@ -1,38 +1,4 @@
-"""``AcceptanceSuite``: the source_framework acceptance runner as a pytest base class.
-
-Subclass it in any test module (no conftest, no plugin, no command-line option needed)::
-
-    from source_framework.testing import AcceptanceSuite
-
-    class TestMyConnectorAcceptance(AcceptanceSuite):
-        connector = "main.py"                    # or "my_connector.source:MySource"
-        acceptance_test_config_path = "../acceptance-test-config.yml"   # relative to this file
-
-``connector`` is relative to the YAML's folder (default ``main.py`` there); without
-``acceptance_test_config_path`` the YAML is searched upwards from the test file, as airbyte-cdk
-does. Every test is parametrized with the YAML's entries of its section, and each runs the
-connector's ``read`` as a subprocess through the source_framework runtime, with the file's
-``custom_environment_variables`` set. What the file bypasses is reported as skipped, with its
-``bypass_reason``: a section, an entry, an entry's ``expect_records`` or ``future_state``.
-
-=============================================  ==============================================
-test                                           what it checks
-=============================================  ==============================================
-basic_read: test_expected_records              ``expect_records`` are read (Airbyte's options)
-basic_read: test_no_undeclared_fields          ``fail_on_extra_columns``: every field is in the schema
-full_refresh: test_two_reads_are_identical     two full-refresh reads return the same records
-incremental: test_two_sequential_reads         the read from the final STATE has nothing older
-incremental: test_read_from_intermediate_state  from a mid-read STATE: all later records, none older
-incremental: test_future_state                 cursors in the future: no records, a STATE
-incremental: test_spark_tables_equal_records   the tables hold exactly the records the source produced
-incremental: test_spark_rerun_adds_no_rows     a rerun from the final STATE adds no rows
-=============================================  ==============================================
-
-Class attributes to tune: ``intermediate_states`` (how many mid-read STATEs to read from, 3),
-``check_spark_tables`` (True), ``spark_master`` (passed as ``--spark-master``; default: the
-config's). The Spark tests read the tables with the session from a ``spark`` fixture if the
-project has one, else start a local one.
-"""
+"""``AcceptanceSuite``: the source_framework acceptance runner as a pytest base class."""
 
 from __future__ import annotations
 
@@ -90,15 +56,17 @@ def for_section(section: str, **extra: Any) -> Callable[[Callable[..., Any]], Ca
 
 
 class AcceptanceSuite:
-    """Airbyte's read, full-refresh and incremental acceptance checks, plus the Spark tables."""
+    """Airbyte's read, full-refresh and incremental acceptance checks, plus the Spark tables.
+
+    Subclass it and set ``connector`` (default ``main.py`` beside the YAML) and optionally ``acceptance_test_config_path``,
+    ``intermediate_states``, ``check_spark_tables``, ``spark_master``.
+    """
 
     connector: ClassVar[str | None] = None
     acceptance_test_config_path: ClassVar[str | None] = None
     intermediate_states: ClassVar[int] = 3
     check_spark_tables: ClassVar[bool] = True
     spark_master: ClassVar[str | None] = None
-
-    # --- configuration ----------------------------------------------------------------------
 
     @classmethod
     def acceptance_config_file(cls) -> Path:
@@ -129,8 +97,6 @@ class AcceptanceSuite:
             values = values(type(self)) if callable(values) else values
             metafunc.parametrize(name, values, ids=[f"{name}{value}" for value in values])
 
-    # --- fixtures ---------------------------------------------------------------------------
-
     # Class methods: a class-scoped fixture runs once for all the class's test instances.
     @pytest.fixture(scope="class")
     @classmethod
@@ -155,11 +121,8 @@ class AcceptanceSuite:
         yield session
         session.stop()
 
-    # --- basic_read -------------------------------------------------------------------------
-
     @for_section("basic_read")
     def test_expected_records(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
-        """``expect_records``: a full-refresh read returns the expected records."""
         expect = entry.expect_records
         if expect is None:
             pytest.skip(f"{entry.id} has no expect_records")
@@ -184,17 +147,12 @@ class AcceptanceSuite:
         streams = stream_infos(acceptance_reads.full_refresh_catalog(entry))
         check_no_extra_columns(acceptance_reads.basic_read(entry), streams)
 
-    # --- full_refresh -----------------------------------------------------------------------
-
     @for_section("full_refresh")
     def test_two_reads_are_identical(self, entry: ReadEntry, acceptance_reads: AcceptanceReads) -> None:
-        """Two full-refresh reads return the same records (``ignored_fields`` aside)."""
         catalog = acceptance_reads.full_refresh_catalog(entry)
         first = acceptance_reads.basic_read(entry)
         assert first.records(), f"{first.describe()} returned no records"
         check_identical_reads(first, acceptance_reads.second_full_refresh_read(entry), stream_names(catalog), entry.ignored_fields)
-
-    # --- incremental ------------------------------------------------------------------------
 
     @for_section("incremental")
     def test_two_sequential_reads(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
@@ -225,7 +183,6 @@ class AcceptanceSuite:
 
     @for_section("incremental")
     def test_future_state(self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads) -> None:
-        """A state with cursors far in the future: no records, at least one STATE."""
         if entry.future_state_bypass_reason:
             pytest.skip(f"{entry.id}: future_state is bypassed: {entry.future_state_bypass_reason}")
         if entry.future_state_path is None:
@@ -241,7 +198,6 @@ class AcceptanceSuite:
     def test_spark_tables_equal_records(
         self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
     ) -> None:
-        """After a sync into Spark, each table holds exactly the records the source produced."""
         self._skip_unless_spark()
         streams = stream_infos(acceptance_reads.catalog(entry))
         snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
@@ -252,15 +208,12 @@ class AcceptanceSuite:
     def test_spark_rerun_adds_no_rows(
         self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
     ) -> None:
-        """A second sync from the first one's final STATEs adds no rows to any table."""
         self._skip_unless_spark()
         streams = stream_infos(acceptance_reads.catalog(entry))
         snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
         _, before = acceptance_reads.spark_first(entry, snapshot)
         _, after = acceptance_reads.spark_rerun(entry, snapshot)
         check_rerun_adds_no_rows(before, after)
-
-    # --- helpers ----------------------------------------------------------------------------
 
     def _incremental_streams(self, entry: IncrementalEntry, reads: AcceptanceReads) -> dict[str, Any]:
         streams = reads.incremental_streams(entry)
@@ -274,12 +227,7 @@ class AcceptanceSuite:
 
 
 def _entry_params(config: AcceptanceConfig, section: str) -> list[Any]:
-    """One param per entry of ``section``; what runs nothing is a param skipped with the reason.
-
-    A bypassed entry, and a section without entries (bypassed, absent or empty), are reported
-    as skipped tests that say why, as Airbyte's acceptance tests report them, rather than
-    vanishing from the run.
-    """
+    """One param per entry of ``section``; what runs nothing is a skipped param that says why, rather than vanishing."""
     entries = config.entries(section)
     if not entries:
         reason = config.why_no_tests(section) or f"'{section}' has no tests"

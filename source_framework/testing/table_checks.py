@@ -1,26 +1,4 @@
-"""source_framework's own promises about the Spark tables, checked with plain ``spark.read``.
-
-::
-
-    tables = read_tables(spark, destination, streams)        # {stream: Counter of rows}
-    check_tables_equal_records(tables, reference_read, streams)
-    check_rerun_adds_no_rows(tables_before, tables_after)
-
-1. After a ``read`` into Spark, each stream's table holds exactly the records the source
-   produced (the same read with ``--destination stdout``), no more, no fewer, as a multiset.
-2. A second ``read`` from the first one's final STATE adds no rows: every table holds the same
-   rows as before (full-refresh tables are replaced by the same rows).
-
-Rows and records are compared by value through the stream's JSON schema, the way the README
-says a record becomes a row: ``date-time`` strings are instants (a string without a zone is
-UTC), ``date`` strings are dates, integers and numbers are numbers, objects and arrays are JSON
-(stored as JSON text), fields outside the schema are not in the table, and a value that does not
-fit its column is null. The ``_sf_*`` metadata columns are not compared.
-
-Where a stream's table is, only the Spark destination says (``destination`` is the one the read
-wrote with, e.g. ``AcceptanceReads.spark_destination``): a stream without a namespace lands in
-the source's folder, not in whichever folder holds a table of that name.
-"""
+"""Each Spark table holds exactly the records the source produced, and a rerun adds no rows, compared via the JSON schema."""
 
 from __future__ import annotations
 
@@ -40,8 +18,6 @@ _MICROSECOND = dt.timedelta(microseconds=1)
 
 Row = tuple[tuple[str, Any], ...]
 
-
-# --- one comparable value per column ----------------------------------------------------------
 
 
 def _column_kind(spec: Mapping[str, Any]) -> str:
@@ -79,7 +55,6 @@ def _instant_micros(value: Any) -> int | None:
 
 
 def _record_value(kind: str, value: Any) -> Any:
-    """What the table should hold for the record value ``value`` in a column of ``kind``."""
     if value is None:
         return None
     if kind == "timestamp":
@@ -117,11 +92,10 @@ def _record_value(kind: str, value: Any) -> Any:
         return value if isinstance(value, str) else _canonical_json(value)
     if kind == "json":
         return _canonical_json(value)
-    return value if isinstance(value, str) else _canonical_json(value)  # "text"
+    return value if isinstance(value, str) else _canonical_json(value)
 
 
 def _table_value(kind: str, value: Any) -> Any:
-    """The comparable form of a table cell of ``kind``."""
     if value is None:
         return None
     if kind == "timestamp":
@@ -140,7 +114,6 @@ def _table_value(kind: str, value: Any) -> Any:
 
 
 def _string_from_record(kind: str, value: Any) -> Any:
-    """For text columns, the record side compared the way ``_table_value`` reads the cell."""
     converted = _record_value(kind, value)
     if kind in ("string", "text") and isinstance(converted, str):
         try:
@@ -165,12 +138,9 @@ def record_rows(records: Sequence[Mapping[str, Any]], stream: StreamInfo) -> Cou
     return Counter(_row(columns, record.get, _string_from_record) for record in records)
 
 
-# --- reading the tables -----------------------------------------------------------------------
-
 
 def read_tables(spark: Any, destination: Any, streams: Mapping[str, StreamInfo]) -> dict[str, Counter | None]:
-    """Each stream's table, read with ``spark``, as a multiset of comparable rows (None when the
-    ``destination``, a ``SparkDestination``, has no commit in that stream's table)."""
+    """Each stream's table as a multiset of comparable rows (None when the stream's table has no commit)."""
     tables: dict[str, Counter | None] = {}
     for name, stream in streams.items():
         table = destination.committed_table(stream.namespace, stream.name, spark)
@@ -197,7 +167,6 @@ def _examples(rows: Counter) -> str:
 def check_tables_equal_records(
     tables: Mapping[str, Counter | None], reference: ReadOutput, streams: Mapping[str, StreamInfo]
 ) -> None:
-    """Each table holds exactly the records ``reference`` (the same read, to stdout) returned."""
     problems = []
     for name, stream in streams.items():
         expected = record_rows(reference.records(name), stream)
@@ -218,7 +187,6 @@ def check_tables_equal_records(
 
 
 def check_rerun_adds_no_rows(before: Mapping[str, Counter | None], after: Mapping[str, Counter | None]) -> None:
-    """Every table holds the same rows after the rerun as before it."""
     problems = []
     for name in before:
         old, new = before[name] or Counter(), after.get(name) or Counter()

@@ -1,26 +1,11 @@
-"""Deterministic data model behind the demo API (no HTTP here).
-
-Why: connector tests need a source whose contents are known exactly and are identical in
-every process started with the same knobs (seed, records, stores, generation, touch count),
-yet which can hold millions of records. So nothing is stored per record: each record is
-computed on demand from its id with a cheap 64-bit hash picking from small word lists, and
-the only mutable state is the small set of records "touched" (updated) since start-up.
-
-Streams:
-- users, orders: ``records`` each; base ``updatedAt = T0 + (id - 1) * step`` (so id order);
-- stores: ``stores`` small static records; per-store orders are orders with that storeId;
-- products: ``min(1000, max(50, records // 10))``, served in id order.
-
-Touching re-stamps records with a model clock that starts after every base timestamp, so
-touched records move to the end of the (updatedAt, id) order; see ``index.Lane``.
-"""
+"""Demo data computed from each id with a cheap hash, identical in every process with the same knobs; only touches are stored."""
 
 from __future__ import annotations
 
 import random
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from source_framework.demo.api.index import Lane
@@ -33,7 +18,6 @@ _MASK = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _NINETY_DAYS = 90 * 86_400
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_SECOND = timedelta(seconds=1)
 # Fixed per-stream salts (never hash(): string hashing is randomised per process).
 _SALTS = {"users": 0x5553455253, "orders": 0x4F52444552, "products": 0x50524F44, "stores": 0x53544F5245}
 
@@ -79,17 +63,11 @@ def _mix(value: int) -> int:
 
 
 def format_timestamp(epoch_seconds: int) -> str:
-    """Epoch seconds -> ``2025-03-04T05:06:07Z``, the only timestamp format the API emits."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_seconds))
 
 
 def parse_timestamp(text: str) -> int:
-    """ISO-8601 text -> epoch seconds, rounded up to a whole second.
-
-    Rounding up keeps ``since <= updatedAt`` and ``updatedAt < until`` exact for
-    whole-second record times. Naive times are UTC. A space is retried as '+' because an
-    unescaped '+00:00' offset in a query string arrives as ' 00:00'.
-    """
+    """ISO-8601 text -> epoch seconds, rounded up; a space is retried as '+' (an unescaped '+00:00' in a query arrives as ' 00:00')."""
     candidates = [text.strip()]
     if " " in candidates[0]:
         candidates.append(candidates[0].replace(" ", "+"))
@@ -110,11 +88,7 @@ def parse_timestamp(text: str) -> int:
 
 
 class DemoData:
-    """All streams of the demo API for one set of knobs; thread-safe.
-
-    Query methods take and return epoch seconds for times and build record dicts only for
-    the page asked for.
-    """
+    """All streams of the demo API for one set of knobs; thread-safe."""
 
     def __init__(
         self,
@@ -137,7 +111,6 @@ class DemoData:
         seed_key = _mix(seed & _MASK)
         self._salt = {stream: _mix(seed_key ^ salt) for stream, salt in _SALTS.items()}
         self._lock = threading.Lock()
-        # The touch clock starts after every base timestamp so moved records always sort last.
         self._clock = max(T0 + SPAN_SECONDS, T0 + records * self.step)
         self._rounds = dict.fromkeys(TOUCHABLE_STREAMS, 0)
         self._touched: dict[str, dict[int, tuple[int, int]]] = {s: {} for s in TOUCHABLE_STREAMS}
@@ -151,10 +124,7 @@ class DemoData:
             for stream in TOUCHABLE_STREAMS:
                 self.touch(stream, self.touch_count)
 
-    # ----------------------------------------------------------------- updates
-
     def population(self, stream: str) -> int:
-        """Number of records in a touchable stream."""
         if stream == "products":
             return self.products_count
         if stream in ("users", "orders"):
@@ -162,12 +132,7 @@ class DemoData:
         raise ValueError(f"unknown stream {stream!r}; touchable streams: {', '.join(TOUCHABLE_STREAMS)}")
 
     def touch(self, stream: str, count: int) -> list[int]:
-        """Update ``count`` distinct records of ``stream``; return their ids in update order.
-
-        The ids come from an RNG seeded with (seed, stream, round), so the N-th touch of a
-        stream picks the same ids in every process. Each touched record gets the next clock
-        second as updatedAt and a new version (which changes job / status / price).
-        """
+        """Update ``count`` distinct records of ``stream``; ids come from an RNG seeded per round, so every process picks the same."""
         population = self.population(stream)
         if count < 0:
             raise ValueError("count must be >= 0")
@@ -197,8 +162,6 @@ class DemoData:
                     self._store_orders[store_id].move(store_moves)
             return ids
 
-    # ----------------------------------------------------------------- queries
-
     def users_page(
         self,
         since: int | None,
@@ -206,11 +169,7 @@ class DemoData:
         after: tuple[int, int] | None,
         limit: int,
     ) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
-        """Users with since <= updatedAt < until and key > ``after``, in (updatedAt, id) order.
-
-        Returns the page and, when more records match after it, the (updatedAt, id) key of
-        its last record (what a cursor must resume from); otherwise None.
-        """
+        """Users with since <= updatedAt < until after key ``after``, and the last record's key when more match (else None)."""
         with self._lock:
             lane = self._users
             start = lane.rank(since, 0) if since is not None else 0
@@ -227,7 +186,6 @@ class DemoData:
     def orders_page(
         self, start: int | None, end: int | None, page: int, per_page: int
     ) -> tuple[list[dict[str, Any]], int]:
-        """Page ``page`` (from 1) of orders with start <= updatedAt < end, plus the match count."""
         with self._lock:
             lane = self._orders
             first = lane.rank(start, 0) if start is not None else 0
@@ -240,10 +198,7 @@ class DemoData:
     def store_orders(
         self, store_id: int, since: int | None, offset: int, limit: int
     ) -> tuple[list[dict[str, Any]], bool]:
-        """One store's orders with updatedAt >= since from ``offset``; True when more follow.
-
-        Raises KeyError for an unknown store.
-        """
+        """One store's orders with updatedAt >= since from ``offset``; True when more follow. KeyError for an unknown store."""
         lane = self._store_orders[store_id]
         with self._lock:
             first = (lane.rank(since, 0) if since is not None else 0) + offset
@@ -252,16 +207,12 @@ class DemoData:
             return page, end < len(lane)
 
     def products_page(self, offset: int, limit: int) -> list[dict[str, Any]]:
-        """Products in id order from ``offset``."""
         with self._lock:
             last = min(self.products_count, offset + limit)
             return [self._product(record_id) for record_id in range(offset + 1, last + 1)]
 
     def stores(self) -> list[dict[str, Any]]:
-        """All stores; they never change."""
         return [self._store(store_id) for store_id in range(1, self.stores_count + 1)]
-
-    # ----------------------------------------------------------------- records
 
     def _updated_at(self, stream: str, record_id: int) -> int:
         state = self._touched[stream].get(record_id)
@@ -333,7 +284,6 @@ class DemoData:
         }
 
     def _price_cents(self, product_id: int, version: int) -> int:
-        """A product's price for a given version; orders use the version-0 (list) price."""
         return 199 + _mix(_mix(self._salt["products"] ^ product_id) ^ (version * _GOLDEN & _MASK)) % 99_800
 
     def _product(self, record_id: int) -> dict[str, Any]:

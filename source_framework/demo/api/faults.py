@@ -1,9 +1,4 @@
-"""Injected misbehaviour for the demo API: rate limits, server errors, latency, page disorder.
-
-Why: a connector's retry, back-off and state logic only gets exercised when the source
-misbehaves, and tests need it to misbehave on a predictable schedule. Faults are counted
-over data requests only (never /_admin), starting from the moment they were set.
-"""
+"""Injected misbehaviour on a predictable schedule, so tests exercise a connector's retry, back-off and state logic."""
 
 from __future__ import annotations
 
@@ -15,14 +10,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Faults:
-    """What to break, and how often.
-
-    rate_limit_every: every Nth data request answers 429 with ``Retry-After`` (0 = never).
-    retry_after: seconds advertised in ``Retry-After``.
-    error_every: every Nth data request answers 500, then 503, alternating (0 = never).
-    delay_ms: sleep this long before answering each data request.
-    unsorted_pages: /users pages list their records in reverse order (cursors are unaffected).
-    """
+    """What to break, and how often: every Nth data request since the faults were set (0 = never)."""
 
     rate_limit_every: int = 0
     retry_after: float = 1
@@ -46,7 +34,6 @@ class Faults:
         return dataclasses.asdict(self)
 
     def updated(self, changes: Mapping[str, Any]) -> Faults:
-        """A copy with the given fields replaced; unknown fields are an error, not ignored."""
         unknown = set(changes) - {field.name for field in dataclasses.fields(self)}
         if unknown:
             raise ValueError(f"unknown fault fields: {', '.join(sorted(unknown))}")
@@ -59,11 +46,7 @@ class Faults:
         return str(int(seconds)) if seconds.is_integer() else repr(seconds)
 
     def fault_for(self, request_number: int) -> tuple[int, dict[str, Any], dict[str, str]] | None:
-        """The (status, body, headers) that data request number ``request_number`` (from 1)
-        must answer with instead of its data, or None to serve it normally.
-
-        A rate limit wins when both schedules hit the same request.
-        """
+        """The (status, body, headers) data request ``request_number`` answers instead of its data, or None; a rate limit wins ties."""
         if self.rate_limit_every and request_number % self.rate_limit_every == 0:
             return 429, {"error": "rate limit exceeded"}, {"Retry-After": self.retry_after_header}
         if self.error_every and request_number % self.error_every == 0:

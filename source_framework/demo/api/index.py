@@ -1,17 +1,4 @@
-"""Positional index over one ordered lane of demo records, without materialising them.
-
-Why this exists: the demo API serves up to millions of records through cursor, page-number
-and offset pagination, and every request must cost O(page), not O(records). Untouched
-records sit at ``t0 + (id - 1) * step``, so their (updatedAt, id) order is simply id order
-and their rank is arithmetic. Records updated after start-up ("moved") leave a hole at
-their old base position and join a small sorted overlay. Because a move always stamps a
-time later than every base time and every earlier move, the overlay is simply appended
-after the live base records, and "merging" the two is concatenation.
-
-A lane is an arithmetic progression of ids (``first, first + stride, ...``): the whole
-users or orders stream is the lane ``first=1, stride=1``; one store's orders are the lane
-``first=store_id, stride=stores``.
-"""
+"""Positional index over one ordered lane of demo records, so every request costs O(page), not O(records)."""
 
 from __future__ import annotations
 
@@ -33,16 +20,13 @@ class Lane:
         # Sorted ids that no longer sit at their base position (a set alongside for O(1) lookups).
         self._holes: list[int] = []
         self._hole_set: set[int] = set()
-        # Sorted (time, id) of moved ids; always ordered after every live base record.
         self._overlay: list[tuple[int, int]] = []
         self._overlay_ids: set[int] = set()
 
     def __len__(self) -> int:
-        """Every member is either live in the base or in the overlay, so the size never changes."""
         return self.count
 
     def base_time(self, record_id: int) -> int:
-        """The time a member has until it is first moved."""
         return self.t0 + (record_id - 1) * self.step
 
     @property
@@ -56,12 +40,11 @@ class Lane:
 
     def rank(self, time: int, record_id: int) -> int:
         """Number of members whose (time, id) key sorts strictly before (time, record_id)."""
-        # Base part: base times strictly increase with the id, so the members before the key
-        # are exactly the ids <= some bound u; find u arithmetically.
+        # Base times increase with the id, so the members before the key are the ids <= some bound.
         offset = time - self.t0
-        below = -(-offset // self.step) if offset > 0 else 0  # ids with base time < time
+        below = -(-offset // self.step) if offset > 0 else 0
         if offset >= 0 and offset % self.step == 0:
-            exact_id = offset // self.step + 1  # the one id whose base time equals `time`
+            exact_id = offset // self.step + 1
             bound = exact_id if exact_id < record_id else below
         else:
             bound = below
@@ -73,7 +56,6 @@ class Lane:
         return base_before + bisect_left(self._overlay, (time, record_id))
 
     def ids(self, start: int, stop: int) -> list[int]:
-        """Ids at positions [start, stop) of the lane's (time, id) order."""
         start = max(start, 0)
         stop = min(stop, self.count)
         if start >= stop:
@@ -86,11 +68,7 @@ class Lane:
         return result
 
     def move(self, moves: Iterable[tuple[int, int]]) -> None:
-        """Re-stamp members: ``moves`` is (id, new_time) in increasing new_time order.
-
-        New times must be later than everything already in the lane; that is what keeps the
-        overlay a plain append and every query arithmetic.
-        """
+        """Re-stamp members (``(id, new_time)`` in increasing time, later than all in the lane): that keeps the overlay an append."""
         moves = list(moves)
         if not moves:
             return
@@ -119,7 +97,6 @@ class Lane:
         return remainder == 0 and 0 <= index < self.count
 
     def _base_index(self, position: int) -> int:
-        """Progression index of the live base member at ``position`` (holes skipped)."""
         holes = self._holes
         low, high = position, min(self.count - 1, position + len(holes))
         while low < high:  # smallest index with at least position + 1 live members up to it
@@ -132,7 +109,6 @@ class Lane:
         return low
 
     def _base_ids(self, start: int, stop: int) -> list[int]:
-        """Live base ids at positions [start, stop): one search, then a walk skipping holes."""
         holes = self._holes
         index = self._base_index(start)
         record_id = self.first + index * self.stride

@@ -1,9 +1,4 @@
-"""The demo API's data endpoints: query parameters in, JSON-ready payloads out.
-
-Why separate from the server: parameter validation, cursor tokens and payload shapes are
-the API's contract, and keeping them free of sockets and threads keeps the contract in one
-readable place. Errors are raised as ``ApiError`` and turned into JSON by the server.
-"""
+"""The demo API's data endpoints, free of sockets and threads so the API's contract reads in one place."""
 
 from __future__ import annotations
 
@@ -32,13 +27,11 @@ class ApiError(Exception):
 
 
 def encode_cursor(updated_at: int, record_id: int) -> str:
-    """Opaque resume token for the (updatedAt, id) key of the last record served."""
     raw = f"{_CURSOR_PREFIX}:{updated_at}:{record_id}".encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
 def decode_cursor(token: str) -> tuple[int, int]:
-    """Inverse of ``encode_cursor``; ApiError(400) for anything it did not produce."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
         prefix, updated_at, record_id = raw.split(":")
@@ -50,13 +43,10 @@ def decode_cursor(token: str) -> tuple[int, int]:
 
 
 class DataRoutes:
-    """Answers GET requests on the data endpoints from one ``DemoData``."""
-
     def __init__(self, data: DemoData) -> None:
         self.data = data
 
     def handle(self, path: str, params: Params, *, unsorted_pages: bool = False) -> dict[str, Any]:
-        """Payload for GET ``path``; raises ApiError for unknown paths and bad parameters."""
         if path == "/users":
             return self.users(params, unsorted_pages=unsorted_pages)
         if path == "/orders":

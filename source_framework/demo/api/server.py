@@ -1,11 +1,4 @@
-"""HTTP front of the demo API: a threaded loopback server, auth, fault injection, stats, admin.
-
-Why: tests and the demo connector need a real HTTP source they can start in-process on a
-free port (``DemoApi(...).start()``) or as a separate process (``python -m
-source_framework.demo.api``). The server speaks HTTP/1.1 keep-alive and always sends
-Content-Length so clients reuse connections, and it never writes to stdout (a connector's
-stdout carries its protocol messages).
-"""
+"""HTTP front of the demo API; never writes to stdout, which carries a connector's protocol messages."""
 
 from __future__ import annotations
 
@@ -34,12 +27,7 @@ class Rendered(bytes):
 
 
 class DemoApi:
-    """A deterministic SaaS-like API served on ``host:port`` from a background daemon thread.
-
-    ``records``, ``seed``, ``stores``, ``generation`` and ``touch_count`` fix the data (see
-    ``DemoData``); ``api_key`` (when set) must arrive as ``Authorization: Bearer <key>`` on
-    data endpoints; ``faults`` schedules misbehaviour; ``port=0`` picks a free port.
-    """
+    """A deterministic SaaS-like API on ``host:port`` from a daemon thread; ``port=0`` picks a free port."""
 
     def __init__(
         self,
@@ -55,9 +43,7 @@ class DemoApi:
         verbose: bool = False,
         cache_pages: bool = False,
     ) -> None:
-        """``cache_pages``: keep every page served, serialised, and answer the same request with
-        it again until data changes (``touch``): the benchmark's API then answers as fast as a
-        socket can, so what it measures is the client, not the page generation."""
+        """``cache_pages``: answer repeated requests with the serialised page until data changes, so benchmarks measure the client."""
         self.data = DemoData(records=records, seed=seed, stores=stores, generation=generation, touch_count=touch_count)
         self.api_key = api_key
         self.host = host
@@ -75,8 +61,6 @@ class DemoApi:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._pages: dict[tuple[str, str, bool], Rendered] | None = {} if cache_pages else None
-
-    # ----------------------------------------------------------------- lifecycle
 
     def start(self) -> DemoApi:
         """Bind and serve in a daemon thread; returns self so ``with DemoApi().start() as api`` works."""
@@ -110,7 +94,6 @@ class DemoApi:
 
     @property
     def port(self) -> int:
-        """The bound port (meaningful once started)."""
         if self._server is None:
             raise RuntimeError("DemoApi is not started")
         return self._server.server_address[1]
@@ -119,10 +102,7 @@ class DemoApi:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    # ----------------------------------------------------------------- controls
-
     def touch(self, stream: str, count: int) -> list[int]:
-        """Update ``count`` records of users, orders or products; returns their ids."""
         ids = self.data.touch(stream, count)
         if self._pages is not None:
             self._pages.clear()
@@ -133,14 +113,11 @@ class DemoApi:
         return self._faults
 
     def set_faults(self, faults: Faults) -> None:
-        """Replace the fault schedule; "every Nth request" counts from now."""
         with self._lock:
             self._faults = faults
             self._fault_requests = 0
 
     def stats(self) -> dict[str, Any]:
-        """Counts of data requests (admin requests excluded): total, per path, per status, and
-        the most that were being answered at one time."""
         with self._lock:
             return {
                 "requests": self._requests,
@@ -156,10 +133,7 @@ class DemoApi:
             self._by_path.clear()
             self._status_counts.clear()
 
-    # ----------------------------------------------------------------- requests
-
     def respond(self, method: str, target: str, headers: Any, body: bytes) -> Response:
-        """Answer one request (called by the HTTP handler): (status, JSON payload, extra headers)."""
         parts = urlsplit(target)
         path = parts.path.rstrip("/") or "/"
         if path.startswith("/_admin/"):
@@ -240,8 +214,6 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 
 class _Server(ThreadingHTTPServer):
-    """Threaded server that knows its DemoApi and its open connections."""
-
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], api: DemoApi) -> None:
@@ -258,7 +230,6 @@ class _Server(ThreadingHTTPServer):
                 self._connections.discard(connection)
 
     def close_connections(self) -> None:
-        """Unblock handler threads parked on idle keep-alive connections."""
         with self._connections_lock:
             connections, self._connections = self._connections, set()
         for connection in connections:
@@ -274,10 +245,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    """Thin HTTP adapter: read the request, ask DemoApi.respond, write JSON."""
-
     protocol_version = "HTTP/1.1"  # keep-alive; every response carries Content-Length
-    disable_nagle_algorithm = True  # headers and body go out as two writes; don't wait for ACKs
+    disable_nagle_algorithm = True  # headers and body go out as two writes: don't wait for ACKs
     server_version = "DemoAPI/1.0"
     server: _Server
 
@@ -336,6 +305,5 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Silence per-request logging (it goes to stderr by default); opt in with verbose."""
         if self.server.api.verbose:
             sys.stderr.write(f"demo-api {self.address_string()} {format % args}\n")
