@@ -75,8 +75,10 @@ def spark():
 NEW_APPLICATION = """
 import json, os, sys
 from pyspark.sql import SparkSession
+# Few partitions for small tables: Delta's default 50 for replaying a log made each table's first read take seconds.
 builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-           .config("spark.sql.session.timeZone", "UTC").config("spark.driver.extraJavaOptions", sys.argv[1]))
+           .config("spark.sql.session.timeZone", "UTC").config("spark.driver.extraJavaOptions", sys.argv[1])
+           .config("spark.sql.shuffle.partitions", "1").config("spark.databricks.delta.snapshotPartitions", "1"))
 if sys.argv[2]:  # Delta Lake, configured as its documentation says
     builder = (builder.config("spark.jars", sys.argv[2])
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")

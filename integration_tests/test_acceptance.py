@@ -5,7 +5,11 @@ full-refresh reads, Airbyte's incremental checks, and the Spark tables. ``main.p
 subprocess; the embedded demo API gives every run the same data.
 """
 
+import pytest
+
 from source_framework.testing import AcceptanceSuite
+
+pytestmark = pytest.mark.slow  # the whole acceptance suite: the quick tier (-m "not slow") leaves it out
 
 
 class TestDemoAcceptance(AcceptanceSuite):

@@ -47,6 +47,8 @@ from source_framework.testing.table_checks import (
     record_rows,
 )
 
+pytestmark = pytest.mark.slow  # runs the acceptance suite many times: the quick tier (-m "not slow") leaves it out
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TINY = os.path.join(HERE, "tiny_connector")

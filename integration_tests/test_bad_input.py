@@ -10,6 +10,8 @@ import pytest
 from integration_tests.conftest import catalog, config_for, page_converters_of, run_in_process, run_main, write_json
 from source_framework.demo.source import DemoSource
 
+pytestmark = pytest.mark.slow  # many syncs and real processes: the quick tier (-m "not slow") leaves it out
+
 
 @pytest.fixture
 def files(tmp_path, demo_api):

@@ -16,6 +16,8 @@ from integration_tests.conftest import API_KEY, catalog, config_for, read_table,
 from source_framework.demo.api import DemoApi
 from source_framework.demo.api.faults import Faults
 
+pytestmark = pytest.mark.slow  # many syncs at several concurrencies: the quick tier (-m "not slow") leaves it out
+
 #: the streams with more than one slice: 24 monthly windows, 10 store partitions
 STREAMS = ["orders", "store_orders"]
 #: differ from run to run whatever the concurrency (checkpoints that wait together for the

@@ -38,6 +38,8 @@ from source_framework.destinations.spark.layout import table_path
 from source_framework.runtime.entrypoint import build_parser, run_command
 from source_framework.testing import read
 
+pytestmark = pytest.mark.slow  # many syncs, state commands and killed processes: the quick tier (-m "not slow") leaves it out
+
 USERS = 300
 
 

@@ -16,6 +16,8 @@ from source_framework.destinations.spark.delta_table import DeltaLakeTable
 from source_framework.destinations.spark.table import SparkTable
 from source_framework.destinations.spark.table_writer import TableWriter
 
+pytestmark = pytest.mark.slow  # many Delta merges through Spark and delta-rs: the quick tier (-m "not slow") leaves it out
+
 SCHEMA = {"properties": {"Id": {"type": ["null", "integer"]}, "a.b": {"type": ["null", "string"]},
                          "updatedAt": {"type": ["null", "string"], "format": "date-time"}, "v": {"type": "integer"}}}
 

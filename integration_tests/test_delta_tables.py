@@ -12,6 +12,8 @@ import pytest
 
 from integration_tests.conftest import all_records, catalog, config_for, run_in_process, stream_states, write_json
 
+pytestmark = pytest.mark.slow  # many syncs read back by three readers: the quick tier (-m "not slow") leaves it out
+
 STREAMS = ["users", "orders", "stores", "store_orders", "products"]
 
 

@@ -24,6 +24,8 @@ from source_framework.destinations.spark import page_conversion
 from source_framework.destinations.spark.layout import table_path
 from source_framework.testing import read
 
+pytestmark = pytest.mark.slow  # many syncs, each compared with Spark: the quick tier (-m "not slow") leaves it out
+
 STREAMS = ("orders", "store_orders", "products")
 
 

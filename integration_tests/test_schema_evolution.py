@@ -28,6 +28,8 @@ from source_framework.destinations.spark.layout import table_path
 from source_framework.destinations.spark.table import SparkTable
 from source_framework.testing import read
 
+pytestmark = pytest.mark.slow  # two syncs per table format and a separate Spark application: the quick tier (-m "not slow") leaves it out
+
 INTEGER, NUMBER, STRING, BOOLEAN = {"type": "integer"}, {"type": "number"}, {"type": ["null", "string"]}, {"type": "boolean"}
 DATE_TIME, OBJECT = {"type": "string", "format": "date-time"}, {"type": "object"}
 

@@ -99,6 +99,7 @@ def connect_url(work: Path) -> Iterator[str]:
         "--conf", f"spark.connect.grpc.binding.port={_free_port()}",
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", "spark.databricks.delta.snapshotPartitions=2",  # (Delta's default 50 is for clusters: slow on small tables)
         # Delta Lake on the server, as docs/clusters.md says to start one: tables are Delta by default
         "--jars", ",".join(installed_jars()),
         "--conf", f"spark.sql.extensions={DELTA_EXTENSION}",

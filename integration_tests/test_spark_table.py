@@ -24,6 +24,8 @@ from source_framework.destinations.spark.arrow_conversion import (
 from source_framework.destinations.spark.table import SparkTable
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 
+pytestmark = pytest.mark.slow  # many commits through Spark: the quick tier (-m "not slow") leaves it out
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCHEMA = arrow_schema(

@@ -26,6 +26,8 @@ from integration_tests.test_records_read_again import Items, ItemsApi, ItemsSour
 from source_framework.demo.api import DemoApi, Faults
 from source_framework.demo.source import DemoSource
 
+pytestmark = pytest.mark.slow  # many syncs and state commands: the quick tier (-m "not slow") leaves it out
+
 
 def ids(spark, warehouse, name):
     return sorted(r["id"] for r in read_table(spark, os.path.join(str(warehouse), "demo", name)).select("id").collect())

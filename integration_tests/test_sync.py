@@ -21,6 +21,8 @@ from integration_tests.conftest import (
     write_json,
 )
 
+pytestmark = pytest.mark.slow  # many syncs: the quick tier (-m "not slow") leaves it out
+
 STREAMS = ["users", "orders", "stores", "store_orders", "products"]
 
 

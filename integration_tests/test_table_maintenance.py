@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from integration_tests.conftest import (
     API_KEY,
     all_records,
@@ -18,6 +20,8 @@ from integration_tests.conftest import (
 )
 from source_framework.demo.api import DemoApi, Faults
 from source_framework.destinations.spark.delta_table import DeltaLakeTable
+
+pytestmark = pytest.mark.slow  # syncs and maintenance runs over many commits: the quick tier (-m "not slow") leaves it out
 
 
 def rows_of(spark, path):

@@ -6,7 +6,11 @@
 the two classes below are all an author writes to get the same tests.
 """
 
+import pytest
+
 from source_framework.testing import AcceptanceSuite, StandardSourceSuite
+
+pytestmark = pytest.mark.slow  # many syncs of the tiny connector: the quick tier (-m "not slow") leaves it out
 
 TINY_YAML = "tiny_connector/acceptance-test-config.yml"
 

@@ -2,7 +2,7 @@
 # Every check: style (ruff), types (mypy, settings in mypy.ini), the docs site (mkdocs), then the
 # unit tests and the integration tests against a real local Spark and the demo API. Arguments go
 # to pytest, e.g. `bash scripts/test.sh -m "not slow"` for the quick tier (no fault injection,
-# cluster, compare), or `bash scripts/test.sh unit_tests/test_boundary.py` for the tests named
+# cluster or many-sync files), or `bash scripts/test.sh unit_tests/test_boundary.py` for the tests named
 # (paths from the repository's root), instead of every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -30,6 +30,8 @@ import json
 import conformance_harness as harness
 import pytest
 
+pytestmark = pytest.mark.slow  # every connector style synced under airbyte-cdk and ours: the quick tier (-m "not slow") leaves it out
+
 
 def _tables(spark, warehouse, sync):
     return harness.read_tables(spark, warehouse, sync.style, sync.catalog)

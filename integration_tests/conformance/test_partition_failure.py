@@ -21,6 +21,8 @@ import pytest
 import yaml
 from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteStreamSerializer
 
+pytestmark = pytest.mark.slow  # many syncs under airbyte-cdk and ours: the quick tier (-m "not slow") leaves it out
+
 
 class Failing:
     """Which requests of a style's stream answer 404: those of one partition (``path`` and
