@@ -13,11 +13,10 @@ from source_framework.testing.catalogs import StreamInfo
 _DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-def _as_instant(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str) or not _DATE_LIKE.match(value):
-        return None
-    text = value.strip().replace(" ", "T", 1)
-    if text.endswith("Z") or text.endswith("z"):
+def parse_instant(text: str) -> dt.datetime | None:
+    """ISO-8601 text (``Z`` or ``z`` for UTC) as an aware datetime, UTC when it names no zone; None when it is not one."""
+    text = text.strip()
+    if text[-1:] in ("Z", "z"):
         text = text[:-1] + "+00:00"
     try:
         parsed = dt.datetime.fromisoformat(text)
@@ -26,12 +25,14 @@ def _as_instant(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
+def _as_instant(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str) or not _DATE_LIKE.match(value):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+    return parse_instant(value.strip().replace(" ", "T", 1))
+
+
+def _as_number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _as_number_or_numeric_text(value: Any) -> float | None:
