@@ -64,11 +64,10 @@ class RunResult:
 
 
 class SyncRunner:
-    def __init__(self, workdir: str, script: str, streams: Sequence[str], python: str = sys.executable) -> None:
+    def __init__(self, workdir: str, script: str, streams: Sequence[str]) -> None:
         self.workdir = workdir
         self.script = os.path.abspath(script)
         self.streams = list(streams)
-        self.python = python
         os.makedirs(workdir, exist_ok=True)
 
     def run_ours(self, name: str, read_args: Sequence[str], kill_after: int | None = None) -> RunResult:
@@ -76,7 +75,7 @@ class SyncRunner:
         counter_path = os.path.join(self.workdir, f"{name}.counters")
         counters = ReadCounters.create(counter_path, self.streams)
         argv = [
-            self.python, "-m", "source_framework.compare.probe",
+            sys.executable, "-m", "source_framework.compare.probe",
             "--counters", counter_path, "--streams", ",".join(self.streams),
             self.script, *read_args,
         ]
@@ -89,7 +88,7 @@ class SyncRunner:
             counters.close()
 
     def run_cdk(self, name: str, read_args: Sequence[str]) -> RunResult:
-        argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
+        argv = [sys.executable, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
         run = self._run(name, argv, None, None)
         run.reading_seconds = _reading_seconds(run.first_record_wall, run)
         return run
