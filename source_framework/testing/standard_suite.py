@@ -45,19 +45,13 @@ class StandardSourceSuite(SourceTestSuiteBase):
     @classproperty
     def acceptance_test_config(cls) -> Any:  # noqa: N805 - a class property
         """The YAML as the CDK's suite reads it (see ``load_for_standard_suite``)."""
-        path = cls._config_file()
+        path = cls.get_connector_root_dir() / Path(cls.acceptance_test_config_path or ACCEPTANCE_TEST_CONFIG).name
         if not path.exists():
             raise FileNotFoundError(f"Acceptance test config file not found at: {path}")
         content = load_for_standard_suite(str(path))
         if "acceptance_tests" not in content:
             raise ValueError(f"Acceptance tests config not found in {path}.")
         return content
-
-    @classmethod
-    def _config_file(cls) -> Path:
-        if cls.acceptance_test_config_path:
-            return cls.get_connector_root_dir() / Path(cls.acceptance_test_config_path).name
-        return cls.get_connector_root_dir() / ACCEPTANCE_TEST_CONFIG
 
     @classmethod
     def create_connector(cls, scenario: Any) -> Any:
