@@ -118,25 +118,21 @@ class StateBound:
                 return True
         return False
 
-    def older_records(self, records: Sequence[Mapping[str, Any]], threshold_days: int = 0) -> list[tuple[Any, Any, Mapping[str, Any]]]:
-        """``(cursor, bound, record)`` for each record older than its bound less ``threshold_days`` (a lookback window)."""
+    def out_of_bounds(
+        self, records: Sequence[Mapping[str, Any]], *, newer: bool = False, threshold_days: int = 0
+    ) -> list[tuple[Any, Any, Mapping[str, Any]]]:
+        """``(cursor, bound, record)`` for each record older than its bound less ``threshold_days`` (a lookback window),
+        or, ``newer``, for each record newer than the state: a state not covering the records before it."""
         found = []
         for record in records:
-            bound = self.lower_bound(record)
+            bound, value = self.lower_bound(record), self.stream.cursor_value(record)
             if bound is None:
                 continue
-            value = self.stream.cursor_value(record)
-            if value is None or compare_cursors(value, _days_before(bound, threshold_days)) < 0:
-                found.append((value, bound, record))
-        return found
-
-    def newer_records(self, records: Sequence[Mapping[str, Any]]) -> list[tuple[Any, Any, Mapping[str, Any]]]:
-        """``(cursor, bound, record)`` for each record newer than the state: a state not covering the records before it."""
-        found = []
-        for record in records:
-            bound = self.lower_bound(record)
-            value = self.stream.cursor_value(record)
-            if bound is not None and value is not None and compare_cursors(value, bound) > 0:
+            if newer:
+                outside = value is not None and compare_cursors(value, bound) > 0
+            else:
+                outside = value is None or compare_cursors(value, _days_before(bound, threshold_days)) < 0
+            if outside:
                 found.append((value, bound, record))
         return found
 

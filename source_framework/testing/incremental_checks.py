@@ -54,7 +54,7 @@ def _state_problems(
         if bound is None:
             continue
         records = output.records(name)
-        found = bound.newer_records(records) if newer else bound.older_records(records, threshold_days)
+        found = bound.out_of_bounds(records, newer=newer, threshold_days=threshold_days)
         if found:
             relation = "newer than its final state" if newer else "older than the state's cursor"
             examples = "; ".join(f"{cursor!r} vs {limit!r}: {_short(r)}" for cursor, limit, r in found[:MAX_EXAMPLES])
