@@ -26,25 +26,15 @@ def commit_stats(table: CommittedTable) -> CommitStats:
     """The committed checkpoints of one table: Spark commits, data files, rows (zero without a table)."""
     if is_delta_table(table.path):
         return _delta_commit_stats(table.path)
-    stats = CommitStats()
-    for record in table.committed_checkpoints():
-        stats.commits += 1
-        stats.files += len(record.files)
-        stats.rows += record.rows
-    return stats
+    return sum((CommitStats(1, len(record.files), record.rows) for record in table.committed_checkpoints()), CommitStats())
 
 
 def _delta_commit_stats(path: str) -> CommitStats:
     from deltalake import DeltaTable
 
-    stats = CommitStats()
-    for info in DeltaTable(path).history():
-        if not _ours(info):
-            continue  # another writer's commit (OPTIMIZE, a user's own write)
-        stats.commits += 1
-        stats.files += added_files(info)
-        stats.rows += added_rows(info) or 0
-    return stats
+    # Only our commits: not another writer's (OPTIMIZE, a user's own write).
+    ours = [info for info in DeltaTable(path).history() if _ours(info)]
+    return sum((CommitStats(1, added_files(info), added_rows(info) or 0) for info in ours), CommitStats())
 
 
 def _ours(info: Mapping[str, Any]) -> bool:

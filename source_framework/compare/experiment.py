@@ -78,7 +78,6 @@ class Experiment:
             self.config["destination"] = {**(self.config.get("destination") or {}), "spark_master": spark_master}
         self.catalog_path = os.path.abspath(catalog_path)
         self.tables = list(tables)
-        self.spark_master = spark_master
         self.with_cdk = with_cdk
 
     def run_setting(self, setting: Setting, crash_at: float | None) -> SettingResult:

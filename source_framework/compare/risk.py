@@ -66,10 +66,8 @@ class ScheduleTracker:
         reads = self._reads(reads)
         return sum(max(0, count - self.covered.get(stream, 0)) for stream, count in reads.items())
 
-    def sample(self, reads: Mapping[str, int] | None = None) -> int:
-        value = self.at_risk(reads)
-        self.max_at_risk = max(self.max_at_risk, value)
-        return value
+    def sample(self, reads: Mapping[str, int] | None = None) -> None:
+        self.max_at_risk = max(self.max_at_risk, self.at_risk(reads))
 
     def covered_total(self) -> int:
         return sum(self.covered.values())

@@ -16,7 +16,6 @@ import orjson
 
 from source_framework.compare.counters import ReadCounters
 from source_framework.compare.risk import ScheduleTracker
-from source_framework.runtime.process import EXIT_OK
 
 KILL_POLL_SECONDS = 0.002  # how often the counters are checked while a kill is pending
 STOP_GRACE_SECONDS = 10  # a child told to stop (we were interrupted) gets this long before SIGKILL
@@ -51,10 +50,6 @@ class RunResult:
     ended_wall: float | None = None
 
     @property
-    def ok(self) -> bool:
-        return self.killed or self.returncode == EXIT_OK
-
-    @property
     def records_per_second(self) -> float:
         """From the first record read: the process's start (imports, Spark) is not reading."""
         seconds = self.seconds if self.reading_seconds is None else self.reading_seconds
@@ -69,11 +64,10 @@ class RunResult:
 
 
 class SyncRunner:
-    def __init__(self, workdir: str, script: str, streams: Sequence[str], python: str = sys.executable) -> None:
+    def __init__(self, workdir: str, script: str, streams: Sequence[str]) -> None:
         self.workdir = workdir
         self.script = os.path.abspath(script)
         self.streams = list(streams)
-        self.python = python
         os.makedirs(workdir, exist_ok=True)
 
     def run_ours(self, name: str, read_args: Sequence[str], kill_after: int | None = None) -> RunResult:
@@ -81,13 +75,12 @@ class SyncRunner:
         counter_path = os.path.join(self.workdir, f"{name}.counters")
         counters = ReadCounters.create(counter_path, self.streams)
         argv = [
-            self.python, "-m", "source_framework.compare.probe",
+            sys.executable, "-m", "source_framework.compare.probe",
             "--counters", counter_path, "--streams", ",".join(self.streams),
             self.script, *read_args,
         ]
         try:
-            run = self._run(name, argv, counters.snapshot, lambda: counters.total(), kill_after,
-                            counters.checkpoints_asked)
+            run = self._run(name, argv, counters, kill_after)
             run.first_commit_seconds = first_commit_seconds(counters, run)
             run.reading_seconds = _reading_seconds(counters.first_record_at(), run)
             return run
@@ -95,8 +88,8 @@ class SyncRunner:
             counters.close()
 
     def run_cdk(self, name: str, read_args: Sequence[str]) -> RunResult:
-        argv = [self.python, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
-        run = self._run(name, argv, None, None, None)
+        argv = [sys.executable, "-m", "source_framework.compare.cdk_read", self.script, *read_args]
+        run = self._run(name, argv, None, None)
         run.reading_seconds = _reading_seconds(run.first_record_wall, run)
         return run
 
@@ -108,15 +101,10 @@ class SyncRunner:
             json.dump(list(run.last_states.values()), handle)
         return path
 
-    def _run(
-        self,
-        name: str,
-        argv: list[str],
-        reads: Callable[[], dict[str, int]] | None,
-        total: Callable[[], int] | None,
-        kill_after: int | None,
-        asked: Callable[[], dict[str, int]] | None = None,
-    ) -> RunResult:
+    def _run(self, name: str, argv: list[str], counters: ReadCounters | None, kill_after: int | None) -> RunResult:
+        """``argv`` in a child, followed; with ``counters`` (ours), SIGKILLed once they total ``kill_after`` records."""
+        reads = counters.snapshot if counters else None
+        asked = counters.checkpoints_asked if counters else None
         tracker = ScheduleTracker()
         stderr_path = os.path.join(self.workdir, f"{name}.stderr.log")
         started = time.perf_counter()
@@ -127,9 +115,9 @@ class SyncRunner:
             reader.start()
             killed = False
             try:
-                if kill_after is not None and total is not None:
+                if kill_after is not None and counters is not None:
                     while process.poll() is None:
-                        if total() >= kill_after:
+                        if counters.total() >= kill_after:
                             process.kill()  # SIGKILL: no clean-up of any kind, as in a real crash
                             killed = True
                             break

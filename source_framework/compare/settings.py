@@ -74,18 +74,19 @@ def parse_intervals(text: str) -> list[Setting]:
 
 def with_concurrency(settings: list[Setting], text: str | None) -> list[Setting]:
     """Each setting at each concurrency level of ``"1,4"`` (interval-major); unchanged when ``text`` is empty."""
-    if not text or not text.strip():
-        return settings
-    levels = _whole_numbers(text, "--concurrency", "1,4")
-    return [replace(s, concurrency=level) for s in settings for level in levels]
+    return _each(settings, "concurrency", text, "--concurrency", "1,4")
 
 
 def with_read_ahead(settings: list[Setting], text: str | None) -> list[Setting]:
     """Each setting at each ``max_checkpoints_ahead`` bound of ``"128,1"`` (varying fastest); unchanged when ``text`` is empty."""
+    return _each(settings, "ahead", text, "--max-checkpoints-ahead", "128,1")
+
+
+def _each(settings: list[Setting], axis: str, text: str | None, flag: str, example: str) -> list[Setting]:
     if not text or not text.strip():
         return settings
-    bounds = _whole_numbers(text, "--max-checkpoints-ahead", "128,1")
-    return [replace(s, ahead=bound) for s in settings for bound in bounds]
+    values = _whole_numbers(text, flag, example)
+    return [replace(s, **{axis: value}) for s in settings for value in values]
 
 
 def _whole_numbers(text: str, flag: str, example: str) -> list[int]:

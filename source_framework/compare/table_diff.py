@@ -31,7 +31,7 @@ def diff_tables(reference_table: CommittedTable, final_table: CommittedTable, ke
         reference_rows = reference.count() if reference is not None else 0
         rows = final.count() if final is not None else 0
         return Diff(rows, reference_rows, duplicates=rows, missing=reference_rows)
-    columns = list(key or []) or _data_columns(reference)
+    columns = list(key or []) or [c for c in reference.columns if not c.startswith(META_PREFIX)]
     counts_ref, counts_final = _key_counts(reference, columns, "n_ref"), _key_counts(final, columns, "n_final")
     joined = counts_ref.join(counts_final, "_key", "full_outer").fillna(0, ["n_ref", "n_final"])
     row = joined.agg(
@@ -44,9 +44,8 @@ def diff_tables(reference_table: CommittedTable, final_table: CommittedTable, ke
 
 
 def _committed_rows(table: CommittedTable) -> Any:
-    if table.last_checkpoint() is None:
-        return None  # no commit yet: Spark could not even infer a schema
-    return table.read()
+    # None without a commit: Spark could not even infer a schema.
+    return None if table.last_checkpoint() is None else table.read()
 
 
 def _key_counts(frame: Any, columns: list[str], name: str) -> Any:
@@ -55,7 +54,3 @@ def _key_counts(frame: Any, columns: list[str], name: str) -> Any:
     # One JSON string per key: null-safe, and keys of any column types compare.
     key = F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns]))
     return frame.groupBy(key.alias("_key")).agg(F.count(F.lit(1)).alias(name))
-
-
-def _data_columns(frame: Any) -> list[str]:
-    return [c for c in frame.columns if not c.startswith(META_PREFIX)]

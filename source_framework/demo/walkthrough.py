@@ -60,17 +60,12 @@ def run_sync(label: str, args: list[str], workdir: str) -> dict[str, Any]:
     started = time.monotonic()
     process = subprocess.run(command, stdout=subprocess.PIPE, stderr=sys.stderr, cwd=workdir)
     seconds = time.monotonic() - started
-    states: dict[str, Any] = {}
-    counts: dict[str, int] = {}
-    for line in process.stdout.splitlines():
-        message = json.loads(line)
-        counts[message["type"]] = counts.get(message["type"], 0) + 1
-        if message["type"] == "STATE":
-            stream_state = message["state"]["stream"]
-            states[stream_state["stream_descriptor"]["name"]] = message["state"]
+    messages = [json.loads(line) for line in process.stdout.splitlines()]
+    state_messages = [message["state"] for message in messages if message["type"] == "STATE"]
+    states = {state["stream"]["stream_descriptor"]["name"]: state for state in state_messages}
     if process.returncode != 0:
         raise SystemExit(f"{label} failed with exit code {process.returncode}")
-    print(f"   {label}: {counts.get('STATE', 0)} STATE messages in {seconds:.1f}s", flush=True)
+    print(f"   {label}: {len(state_messages)} STATE messages in {seconds:.1f}s", flush=True)
     return states
 
 
@@ -132,6 +127,11 @@ def spark_row_counts(paths: list[str]) -> list[int]:
     return [int(count) for count in json.loads(done.stdout.strip().splitlines()[-1])]
 
 
+def write_json(path: str, content: Any) -> None:
+    with open(path, "w") as handle:
+        json.dump(content, handle, indent=2)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=20000, help="users and orders in the demo API")
@@ -146,26 +146,20 @@ def main(argv: list[str] | None = None) -> int:
 
     def config(generation: int) -> str:
         path = os.path.join(workdir, f"config_generation{generation}.json")
-        with open(path, "w") as handle:
-            json.dump(
-                {
-                    "api_key": "demo-key-not-a-secret",
-                    "api_url": "embedded",
-                    "embedded_api": {"records": options.records, "generation": generation},
-                    "start_date": "2025-01-01T00:00:00Z",
-                    "page_size": 1000,
-                    "state_checkpoint_interval": 5000,
-                    "destination": {"type": "spark", "warehouse": warehouse, "spark_master": "local[2]"},
-                },
-                handle,
-                indent=2,
-            )
+        write_json(path, {
+            "api_key": "demo-key-not-a-secret",
+            "api_url": "embedded",
+            "embedded_api": {"records": options.records, "generation": generation},
+            "start_date": "2025-01-01T00:00:00Z",
+            "page_size": 1000,
+            "state_checkpoint_interval": 5000,
+            "destination": {"type": "spark", "warehouse": warehouse, "spark_master": "local[2]"},
+        })
         return path
 
     catalog_path = os.path.join(workdir, "configured_catalog.json")
     catalog = configured_catalog()
-    with open(catalog_path, "w") as handle:
-        json.dump(catalog, handle, indent=2)
+    write_json(catalog_path, catalog)
     state_path = os.path.join(workdir, "state.json")
     streams = [entry["stream"]["name"] for entry in catalog["streams"]]
     modes = {entry["stream"]["name"]: entry["destination_sync_mode"] for entry in catalog["streams"]}
@@ -174,16 +168,14 @@ def main(argv: list[str] | None = None) -> int:
         delete_tables(destination, streams)
 
     first = run_sync("full sync", ["--config", first_config, "--catalog", catalog_path], workdir)
-    with open(state_path, "w") as handle:
-        json.dump(list(first.values()), handle, indent=2)
+    write_json(state_path, list(first.values()))
     second = run_sync(
         "incremental sync (the API has updated some records since)",
         ["--config", second_config, "--catalog", catalog_path, "--state", state_path],
         workdir,
     )
     final = {**first, **second}
-    with open(state_path, "w") as handle:
-        json.dump(list(final.values()), handle, indent=2)
+    write_json(state_path, list(final.values()))
 
     print(f"\n== Delta Lake tables under {warehouse}, read by deltalake, Polars and Spark with Delta")
     with closing(read_destination(second_config, catalog_path)) as destination:

@@ -40,8 +40,8 @@ class Names:
     source_name: str  # the tables' folder in the warehouse: my_api
 
     def replace_in(self, text: str) -> str:
-        for key in ("name", "module", "source_class", "source_name"):
-            text = text.replace("{{" + key + "}}", getattr(self, key))
+        for key, value in vars(self).items():
+            text = text.replace("{{" + key + "}}", value)
         return text
 
 

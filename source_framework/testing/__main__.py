@@ -75,10 +75,8 @@ def default_yaml(connector: str) -> str:
 def connector_from(connector: str, yaml_folder: str) -> str:
     """A script path relative to the current folder (as a shell's are) made absolute; else ``connector`` as given."""
     is_path = connector.endswith(".py") or "/" in connector or os.sep in connector
-    if is_path and not os.path.isabs(connector) and not os.path.isfile(os.path.join(yaml_folder, connector)):
-        if os.path.isfile(connector):
-            return os.path.abspath(connector)
-    return connector
+    beside_yaml = os.path.isabs(connector) or os.path.isfile(os.path.join(yaml_folder, connector))
+    return os.path.abspath(connector) if is_path and not beside_yaml and os.path.isfile(connector) else connector
 
 
 def pytest_settings(folder: str) -> str:

@@ -120,9 +120,7 @@ class AcceptanceReads:
         )
         output.label = f"{tag} ({entry.id}, in this process)"
         if output.returncode != EXIT_OK:
-            errors = [m["trace"]["error"].get("message") for m in output.messages
-                      if m.get("type") == "TRACE" and m.get("trace", {}).get("type") == "ERROR"]
-            raise ConnectorRunError(f"{output.label} exited with {output.returncode}: {errors}")
+            raise ConnectorRunError(f"{output.label} exited with {output.returncode}: {output.errors()}")
         return output
 
     def spark_warehouse(self, entry: IncrementalEntry) -> str:
@@ -139,25 +137,23 @@ class AcceptanceReads:
         return spark_destination(source, _load_json(entry.config_path), build_parser().parse_args(argv))
 
     def spark_first(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
-        def run() -> tuple[ReadOutput, Any]:
-            output = self._spark_read("first sync into Spark", entry, None)
-            with closing(self.spark_destination(entry)) as destination:
-                return output, snapshot(destination)
-
-        return self._once(("spark first", entry.id), run)
+        return self._spark_sync("first sync into Spark", entry, None, snapshot)
 
     def spark_rerun(self, entry: IncrementalEntry, snapshot: Callable[[Any], Any]) -> tuple[ReadOutput, Any]:
         first, _ = self.spark_first(entry, snapshot)
+        return self._spark_sync("rerun into Spark", entry, first.final_state_list(), snapshot)
+
+    def _spark_sync(
+        self, tag: str, entry: IncrementalEntry, state: list[Any] | None, snapshot: Callable[[Any], Any]
+    ) -> tuple[ReadOutput, Any]:
+        """Once per entry: the sync, and ``snapshot`` of the destination it wrote."""
 
         def run() -> tuple[ReadOutput, Any]:
-            output = self._spark_read("rerun into Spark", entry, first.final_state_list())
+            output = self._spark_read(tag, entry, state)
             with closing(self.spark_destination(entry)) as destination:
                 return output, snapshot(destination)
 
-        return self._once(("spark rerun", entry.id), run)
-
-    def cached(self, key: tuple[Any, ...], make: Any) -> Any:
-        return self._once(key, make)
+        return self._once((tag, entry.id), run)
 
 
 def _load_json(path: str) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 from source_framework.runtime.stream_adapter_base import value_at
 
 FieldPath = tuple[str, ...]
+_FULL_REFRESH = {"sync_mode": "full_refresh", "destination_sync_mode": "overwrite"}
 
 
 @dataclass(frozen=True)
@@ -55,29 +56,14 @@ def incremental_only(catalog: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def as_full_refresh(catalog: Mapping[str, Any]) -> dict[str, Any]:
-    streams = []
-    for configured in catalog["streams"]:
-        entry = copy.deepcopy(configured)
-        entry["sync_mode"] = "full_refresh"
-        entry["destination_sync_mode"] = "overwrite"
-        streams.append(entry)
-    return {"streams": streams}
+    return {"streams": [{**copy.deepcopy(configured), **_FULL_REFRESH} for configured in catalog["streams"]]}
 
 
 def from_discovered(discovered: Mapping[str, Any], without: tuple[str, ...] = ()) -> dict[str, Any]:
-    streams = []
-    for stream in discovered.get("streams", []):
-        if stream["name"] in without:
-            continue
-        streams.append(
-            {
-                "stream": stream,
-                "sync_mode": "full_refresh",
-                "destination_sync_mode": "overwrite",
-                "primary_key": stream.get("source_defined_primary_key") or [],
-            }
-        )
-    return {"streams": streams}
+    return {"streams": [
+        {"stream": stream, **_FULL_REFRESH, "primary_key": stream.get("source_defined_primary_key") or []}
+        for stream in discovered.get("streams", []) if stream["name"] not in without
+    ]}
 
 
 def stream_infos(catalog: Mapping[str, Any]) -> dict[str, StreamInfo]:

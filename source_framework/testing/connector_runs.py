@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count
@@ -46,10 +47,7 @@ class ReadOutput:
         return [m["state"] for m in self.messages if m.get("type") == "STATE"]
 
     def final_states(self) -> dict[str, dict[str, Any]]:
-        latest: dict[str, dict[str, Any]] = {}
-        for state in self.states():
-            latest[stream_of_state(state)] = state
-        return latest
+        return {stream_of_state(state): state for state in self.states()}
 
     def final_state_list(self) -> list[dict[str, Any]]:
         """The per-stream list ``--state`` takes: the last STATE of each stream."""
@@ -58,10 +56,13 @@ class ReadOutput:
     def state_positions(self) -> list[int]:
         return [i for i, m in enumerate(self.messages) if m.get("type") == "STATE"]
 
+    def errors(self) -> list[Any]:
+        """The messages of the TRACE errors the read reported."""
+        return [m["trace"]["error"].get("message") for m in self.messages
+                if m.get("type") == "TRACE" and m.get("trace", {}).get("type") == "ERROR"]
+
     def describe(self) -> str:
-        counts: dict[str, int] = {}
-        for m in self.messages:
-            counts[m.get("type", "?")] = counts.get(m.get("type", "?"), 0) + 1
+        counts = Counter(m.get("type", "?") for m in self.messages)
         summary = ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
         return f"{self.label or 'read'} ({summary}; {self.seconds:.1f}s)"
 
@@ -115,11 +116,7 @@ class ConnectorRunner:
             messages.append(message)
         output = ReadOutput(list(command), process.returncode, messages, stderr, seconds, label)
         if process.returncode != EXIT_OK:
-            errors = [
-                m["trace"]["error"].get("message")
-                for m in messages
-                if m.get("type") == "TRACE" and m.get("trace", {}).get("type") == "ERROR"
-            ]
+            errors = output.errors()
             raise ConnectorRunError(
                 f"{label or args[0]} exited with {process.returncode}\n$ {' '.join(command)}\n"
                 + (f"errors: {errors}\n" if errors else "")
@@ -132,18 +129,14 @@ class ConnectorRunner:
         config_path: str,
         catalog: Mapping[str, Any],
         state: Sequence[Mapping[str, Any]] | None = None,
-        destination: str = "stdout",
-        warehouse: str | None = None,
         timeout: float = 600,
         label: str = "read",
     ) -> ReadOutput:
+        """A read to stdout (whatever destination the config names), so the records come back as messages."""
         args = ["read", "--config", config_path, "--catalog", self.write_json("catalog", catalog)]
         if state is not None:
             args += ["--state", self.write_json("state", list(state))]
-        args += ["--destination", destination]
-        if warehouse:
-            args += ["--warehouse", warehouse]
-        return self.run(args, timeout=timeout, label=label)
+        return self.run([*args, "--destination", "stdout"], timeout=timeout, label=label)
 
     def discover(self, config_path: str, timeout: float = 600) -> dict[str, Any]:
         output = self.run(["discover", "--config", config_path], timeout=timeout, label="discover")

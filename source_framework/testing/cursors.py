@@ -13,11 +13,10 @@ from source_framework.testing.catalogs import StreamInfo
 _DATE_LIKE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
-def _as_instant(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str) or not _DATE_LIKE.match(value):
-        return None
-    text = value.strip().replace(" ", "T", 1)
-    if text.endswith("Z") or text.endswith("z"):
+def parse_instant(text: str) -> dt.datetime | None:
+    """ISO-8601 text (``Z`` or ``z`` for UTC) as an aware datetime, UTC when it names no zone; None when it is not one."""
+    text = text.strip()
+    if text[-1:] in ("Z", "z"):
         text = text[:-1] + "+00:00"
     try:
         parsed = dt.datetime.fromisoformat(text)
@@ -26,12 +25,14 @@ def _as_instant(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
+def _as_instant(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str) or not _DATE_LIKE.match(value):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    return None
+    return parse_instant(value.strip().replace(" ", "T", 1))
+
+
+def _as_number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _as_number_or_numeric_text(value: Any) -> float | None:
@@ -117,25 +118,21 @@ class StateBound:
                 return True
         return False
 
-    def older_records(self, records: Sequence[Mapping[str, Any]], threshold_days: int = 0) -> list[tuple[Any, Any, Mapping[str, Any]]]:
-        """``(cursor, bound, record)`` for each record older than its bound less ``threshold_days`` (a lookback window)."""
+    def out_of_bounds(
+        self, records: Sequence[Mapping[str, Any]], *, newer: bool = False, threshold_days: int = 0
+    ) -> list[tuple[Any, Any, Mapping[str, Any]]]:
+        """``(cursor, bound, record)`` for each record older than its bound less ``threshold_days`` (a lookback window),
+        or, ``newer``, for each record newer than the state: a state not covering the records before it."""
         found = []
         for record in records:
-            bound = self.lower_bound(record)
+            bound, value = self.lower_bound(record), self.stream.cursor_value(record)
             if bound is None:
                 continue
-            value = self.stream.cursor_value(record)
-            if value is None or compare_cursors(value, _days_before(bound, threshold_days)) < 0:
-                found.append((value, bound, record))
-        return found
-
-    def newer_records(self, records: Sequence[Mapping[str, Any]]) -> list[tuple[Any, Any, Mapping[str, Any]]]:
-        """``(cursor, bound, record)`` for each record newer than the state: a state not covering the records before it."""
-        found = []
-        for record in records:
-            bound = self.lower_bound(record)
-            value = self.stream.cursor_value(record)
-            if bound is not None and value is not None and compare_cursors(value, bound) > 0:
+            if newer:
+                outside = value is not None and compare_cursors(value, bound) > 0
+            else:
+                outside = value is None or compare_cursors(value, _days_before(bound, threshold_days)) < 0
+            if outside:
                 found.append((value, bound, record))
         return found
 

@@ -36,9 +36,7 @@ def spread(items: list, count: int) -> list:
         return []
     if count >= len(items):
         return list(items)
-    if count == 1:
-        return [items[0]]
-    return [items[round(k * (len(items) - 1) / (count - 1))] for k in range(count)]
+    return [items[round(k * (len(items) - 1) / max(count - 1, 1))] for k in range(count)]  # first and last included
 
 
 def main(argv: list[str] | None = None) -> int:

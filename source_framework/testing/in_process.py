@@ -31,7 +31,9 @@ def read(
     from source_framework.runtime.entrypoint import build_parser, run_read
 
     with tempfile.TemporaryDirectory(prefix="sf-read-", dir=workdir) as folder:
-        argv = ["read", "--config", _write(folder, "config", config), "--catalog", _write(folder, "catalog", _catalog_dict(catalog))]
+        if isinstance(catalog, ConfiguredAirbyteCatalog):
+            catalog = ConfiguredAirbyteCatalogSerializer.dump(catalog)
+        argv = ["read", "--config", _write(folder, "config", config), "--catalog", _write(folder, "catalog", catalog)]
         if state is not None:
             argv += ["--state", _write(folder, "state", state)]
         argv += list(args)
@@ -57,12 +59,6 @@ def _message(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         return json.loads(line)
-
-
-def _catalog_dict(catalog: Any) -> Any:
-    if isinstance(catalog, ConfiguredAirbyteCatalog):
-        return ConfiguredAirbyteCatalogSerializer.dump(catalog)
-    return catalog
 
 
 def _write(folder: str, name: str, content: Any) -> str:

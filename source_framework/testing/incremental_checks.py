@@ -54,7 +54,7 @@ def _state_problems(
         if bound is None:
             continue
         records = output.records(name)
-        found = bound.newer_records(records) if newer else bound.older_records(records, threshold_days)
+        found = bound.out_of_bounds(records, newer=newer, threshold_days=threshold_days)
         if found:
             relation = "newer than its final state" if newer else "older than the state's cursor"
             examples = "; ".join(f"{cursor!r} vs {limit!r}: {_short(r)}" for cursor, limit, r in found[:MAX_EXAMPLES])
@@ -129,11 +129,8 @@ def checkpoint_at(read: ReadOutput, position: int, streams: Mapping[str, StreamI
 
 def pick_checkpoints(read: ReadOutput, streams: Mapping[str, StreamInfo], how_many: int) -> list[Checkpoint]:
     """Up to ``how_many`` intermediate STATEs (not a stream's last), spread over the streams."""
-    final_positions: set[int] = set()
-    last: dict[str, int] = {}
-    for position in read.state_positions():
-        last[stream_of_state(read.messages[position]["state"])] = position
-    final_positions.update(last.values())
+    last = {stream_of_state(read.messages[position]["state"]): position for position in read.state_positions()}
+    final_positions = set(last.values())
     candidates = [
         p
         for p in read.state_positions()

@@ -60,12 +60,9 @@ def _delete(node: Any, parts: Sequence[str]) -> None:
     if rest:
         for key in keys:
             _delete(node[key], rest)
-    elif isinstance(node, dict):
-        for key in keys:
-            del node[key]
     else:
-        for index in reversed(keys):
-            del node[index]
+        for key in reversed(keys):  # a list's later items first, so the earlier indexes stay valid
+            del node[key]
 
 
 def _canonical(value: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import shutil
@@ -35,34 +36,22 @@ class StandardSourceSuite(SourceTestSuiteBase):
     acceptance_test_config_path: ClassVar[str | None] = None
 
     @classmethod
-    def _test_file_dir(cls) -> Path:
-        return Path(inspect.getfile(sys.modules[cls.__module__])).resolve().parent
-
-    @classmethod
     def get_connector_root_dir(cls) -> Path:
-        if cls.acceptance_test_config_path:
-            path = Path(cls.acceptance_test_config_path)
-            if not path.is_absolute():
-                path = cls._test_file_dir() / path
-            return path.resolve().parent
+        if cls.acceptance_test_config_path:  # relative to the test file (an absolute path replaces its folder)
+            test_dir = Path(inspect.getfile(sys.modules[cls.__module__])).resolve().parent
+            return (test_dir / cls.acceptance_test_config_path).resolve().parent
         return super().get_connector_root_dir()
 
     @classproperty
     def acceptance_test_config(cls) -> Any:  # noqa: N805 - a class property
         """The YAML as the CDK's suite reads it (see ``load_for_standard_suite``)."""
-        path = cls._config_file()
+        path = cls.get_connector_root_dir() / Path(cls.acceptance_test_config_path or ACCEPTANCE_TEST_CONFIG).name
         if not path.exists():
             raise FileNotFoundError(f"Acceptance test config file not found at: {path}")
         content = load_for_standard_suite(str(path))
         if "acceptance_tests" not in content:
             raise ValueError(f"Acceptance tests config not found in {path}.")
         return content
-
-    @classmethod
-    def _config_file(cls) -> Path:
-        if cls.acceptance_test_config_path:
-            return cls.get_connector_root_dir() / Path(cls.acceptance_test_config_path).name
-        return cls.get_connector_root_dir() / ACCEPTANCE_TEST_CONFIG
 
     @classmethod
     def create_connector(cls, scenario: Any) -> Any:
@@ -127,20 +116,15 @@ class StandardSourceSuite(SourceTestSuiteBase):
         return None
 
 
-_docker_status: dict = {}
-
-
+@functools.cache
 def _docker_daemon_answers() -> bool:
-    if "ok" not in _docker_status:
-        docker = shutil.which("docker")
-        ok = False
-        if docker:
-            try:
-                ok = subprocess.run([docker, "info"], capture_output=True, timeout=20).returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                ok = False
-        _docker_status["ok"] = ok
-    return bool(_docker_status["ok"])
+    docker = shutil.which("docker")
+    if not docker:
+        return False
+    try:
+        return subprocess.run([docker, "info"], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def standard_suite_for(

@@ -71,9 +71,8 @@ class AcceptanceSuite:
     @classmethod
     def acceptance_config_file(cls) -> Path:
         test_dir = Path(inspect.getfile(sys.modules[cls.__module__])).resolve().parent
-        if cls.acceptance_test_config_path:
-            path = Path(cls.acceptance_test_config_path)
-            return (path if path.is_absolute() else test_dir / path).resolve()
+        if cls.acceptance_test_config_path:  # an absolute path replaces test_dir
+            return (test_dir / cls.acceptance_test_config_path).resolve()
         from airbyte_cdk.utils.connector_paths import find_connector_root
 
         return find_connector_root([test_dir, Path.cwd()]) / ACCEPTANCE_TEST_CONFIG
@@ -198,9 +197,7 @@ class AcceptanceSuite:
     def test_spark_tables_equal_records(
         self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
     ) -> None:
-        self._skip_unless_spark()
-        streams = stream_infos(acceptance_reads.catalog(entry))
-        snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
+        streams, snapshot = self._spark_tables(entry, acceptance_reads, acceptance_spark)
         _, tables = acceptance_reads.spark_first(entry, snapshot)
         check_tables_equal_records(tables, acceptance_reads.reference_read(entry), streams)
 
@@ -208,9 +205,7 @@ class AcceptanceSuite:
     def test_spark_rerun_adds_no_rows(
         self, entry: IncrementalEntry, acceptance_reads: AcceptanceReads, acceptance_spark: Any
     ) -> None:
-        self._skip_unless_spark()
-        streams = stream_infos(acceptance_reads.catalog(entry))
-        snapshot = lambda destination: read_tables(acceptance_spark, destination, streams)  # noqa: E731
+        _, snapshot = self._spark_tables(entry, acceptance_reads, acceptance_spark)
         _, before = acceptance_reads.spark_first(entry, snapshot)
         _, after = acceptance_reads.spark_rerun(entry, snapshot)
         check_rerun_adds_no_rows(before, after)
@@ -221,9 +216,12 @@ class AcceptanceSuite:
             pytest.skip(f"the catalog of {entry.id} reads no stream incrementally")
         return streams
 
-    def _skip_unless_spark(self) -> None:
+    def _spark_tables(self, entry: IncrementalEntry, reads: AcceptanceReads, spark: Any) -> tuple[dict[str, Any], Callable[[Any], Any]]:
+        """The entry's streams, and how to read their tables from a destination; skipped without ``check_spark_tables``."""
         if not type(self).check_spark_tables:
             pytest.skip(f"{type(self).__name__}.check_spark_tables is False")
+        streams = stream_infos(reads.catalog(entry))
+        return streams, lambda destination: read_tables(spark, destination, streams)
 
 
 def _entry_params(config: AcceptanceConfig, section: str) -> list[Any]:

@@ -10,14 +10,13 @@ from typing import Any
 
 from source_framework.testing.catalogs import StreamInfo
 from source_framework.testing.connector_runs import ReadOutput
+from source_framework.testing.cursors import parse_instant
 
-METADATA_PREFIX = "_sf_"
 MAX_EXAMPLES = 3
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
 
 Row = tuple[tuple[str, Any], ...]
-
 
 
 def _column_kind(spec: Mapping[str, Any]) -> str:
@@ -40,18 +39,8 @@ def _instant_micros(value: Any) -> int | None:
     if isinstance(value, dt.datetime):
         aware = value.astimezone(dt.UTC)  # a naive value from collect() is local time
         return (aware - _EPOCH) // _MICROSECOND
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return (parsed - _EPOCH) // _MICROSECOND
+    parsed = parse_instant(value) if isinstance(value, str) else None
+    return None if parsed is None else (parsed - _EPOCH) // _MICROSECOND
 
 
 def _record_value(kind: str, value: Any) -> Any:
@@ -88,11 +77,9 @@ def _record_value(kind: str, value: Any) -> Any:
             return None
     if kind == "bool":
         return value if isinstance(value, bool) else {"true": True, "false": False}.get(value)
-    if kind == "string":
-        return value if isinstance(value, str) else _canonical_json(value)
-    if kind == "json":
+    if kind == "json" or not isinstance(value, str):
         return _canonical_json(value)
-    return value if isinstance(value, str) else _canonical_json(value)
+    return _object_text(value)
 
 
 def _table_value(kind: str, value: Any) -> Any:
@@ -105,23 +92,17 @@ def _table_value(kind: str, value: Any) -> Any:
     if kind == "json":
         return _canonical_json(json.loads(value))
     if kind in ("string", "text"):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return value
-        return _canonical_json(parsed) if isinstance(parsed, (dict, list)) else value
+        return _object_text(value)
     return value
 
 
-def _string_from_record(kind: str, value: Any) -> Any:
-    converted = _record_value(kind, value)
-    if kind in ("string", "text") and isinstance(converted, str):
-        try:
-            parsed = json.loads(converted)
-        except ValueError:
-            return converted
-        return _canonical_json(parsed) if isinstance(parsed, (dict, list)) else converted
-    return converted
+def _object_text(text: str) -> str:
+    """Text holding a JSON object or list, canonical; other text as it is."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text
+    return _canonical_json(parsed) if isinstance(parsed, (dict, list)) else text
 
 
 def _row(columns: list[tuple[str, str]], get: Callable[[str], Any], convert: Callable[[str, Any], Any]) -> Row:
@@ -135,8 +116,7 @@ def _columns(stream: StreamInfo) -> list[tuple[str, str]]:
 
 def record_rows(records: Sequence[Mapping[str, Any]], stream: StreamInfo) -> Counter:
     columns = _columns(stream)
-    return Counter(_row(columns, record.get, _string_from_record) for record in records)
-
+    return Counter(_row(columns, record.get, _record_value) for record in records)
 
 
 def read_tables(spark: Any, destination: Any, streams: Mapping[str, StreamInfo]) -> dict[str, Counter | None]:

@@ -8,6 +8,7 @@ Only one line goes to stderr, announcing the URL; stdout stays empty.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import sys
 import threading
@@ -40,27 +41,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    options = vars(args).copy()
     try:
-        faults = Faults(
-            rate_limit_every=args.rate_limit_every,
-            retry_after=args.retry_after,
-            error_every=args.error_every,
-            delay_ms=args.delay_ms,
-            unsorted_pages=args.unsorted_pages,
-        )
-        api = DemoApi(
-            records=args.records,
-            seed=args.seed,
-            api_key=args.api_key,
-            host=args.host,
-            port=args.port,
-            faults=faults,
-            generation=args.generation,
-            touch_count=args.touch_count,
-            stores=args.stores,
-            verbose=args.verbose,
-            cache_pages=args.cache_pages,
-        )
+        faults = Faults(**{field.name: options.pop(field.name) for field in dataclasses.fields(Faults)})
+        api = DemoApi(faults=faults, **options)
     except ValueError as error:
         print(f"demo API: {error}", file=sys.stderr)
         return 2

@@ -23,9 +23,8 @@ class Faults:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0")
-        if isinstance(self.retry_after, bool) or not isinstance(self.retry_after, (int, float)):
-            raise ValueError("retry_after must be a number >= 0")
-        if not self.retry_after >= 0:  # also rejects NaN
+        retry_after = self.retry_after
+        if isinstance(retry_after, bool) or not isinstance(retry_after, (int, float)) or not retry_after >= 0:  # >= rejects NaN
             raise ValueError("retry_after must be a number >= 0")
         if not isinstance(self.unsorted_pages, bool):
             raise ValueError("unsorted_pages must be a boolean")

@@ -43,15 +43,10 @@ class Lane:
         # Base times increase with the id, so the members before the key are the ids <= some bound.
         offset = time - self.t0
         below = -(-offset // self.step) if offset > 0 else 0
-        if offset >= 0 and offset % self.step == 0:
-            exact_id = offset // self.step + 1
-            bound = exact_id if exact_id < record_id else below
-        else:
-            bound = below
-        if bound < self.first:
-            members = 0
-        else:
-            members = min(self.count, (bound - self.first) // self.stride + 1)
+        bound = below
+        if offset >= 0 and offset % self.step == 0 and offset // self.step + 1 < record_id:
+            bound = offset // self.step + 1  # the id exactly at ``time`` sorts before the key too
+        members = 0 if bound < self.first else min(self.count, (bound - self.first) // self.stride + 1)
         base_before = members - bisect_right(self._holes, bound)
         return base_before + bisect_left(self._overlay, (time, record_id))
 

@@ -9,6 +9,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from functools import partialmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -260,21 +261,6 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.track(self.connection, False)
 
-    def do_GET(self) -> None:
-        self._handle("GET")
-
-    def do_POST(self) -> None:
-        self._handle("POST")
-
-    def do_PUT(self) -> None:
-        self._handle("PUT")
-
-    def do_PATCH(self) -> None:
-        self._handle("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._handle("DELETE")
-
     def _handle(self, method: str) -> None:
         # Always consume the body, or its bytes would be read as the next request on this connection.
         try:
@@ -293,6 +279,12 @@ class _Handler(BaseHTTPRequestHandler):
                 traceback.print_exc(file=sys.stderr)
             status, payload, headers = 500, {"error": f"internal error: {type(error).__name__}"}, {}
         self._send(status, payload, headers)
+
+    do_GET = partialmethod(_handle, "GET")
+    do_POST = partialmethod(_handle, "POST")
+    do_PUT = partialmethod(_handle, "PUT")
+    do_PATCH = partialmethod(_handle, "PATCH")
+    do_DELETE = partialmethod(_handle, "DELETE")
 
     def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
         body = payload if isinstance(payload, Rendered) else orjson.dumps(payload)
