@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
 import threading
 
 import pytest
@@ -60,19 +61,32 @@ def test_a_sync_to_s3_lands_every_record_once_where_spark_and_delta_rs_read_it(s
     assert sorted(os.listdir(ROOT)) == before and not os.path.exists("s3:"), "nothing written locally"
 
 
-def test_syncs_killed_in_their_commits_resume_from_the_s3_table_exactly_once(spark, demo_api, tmp_path, s3_warehouse):
+def staged_files_under(folder):
+    return sorted(os.path.relpath(os.path.join(where, name), folder) for where, _, names in os.walk(folder) for name in names)
+
+
+def test_syncs_killed_in_their_commits_resume_from_the_s3_table_exactly_once(spark, demo_api, tmp_path, s3_warehouse, monkeypatch):
+    # A table on a store stages its rows on local disk: in a temp folder of this test's own, for every process here.
+    local_temp = tmp_path / "temp"
+    local_temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(local_temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(local_temp))
     config = s3_config(tmp_path, demo_api, s3_warehouse)
     catalog_path = write_json(tmp_path / "catalog.json", catalog("users", "store_orders"))
     args = ("read", "--config", config, "--catalog", catalog_path)
     for point, count in (("commit.done", 2), ("commit.files_written", 3), ("state.printed", 2)):
         killed = kill_at(point, *args, count=count)
         assert killed.paused and killed.returncode == -9, killed.stderr[-2000:]
-    # No --state: the table's own Delta log says where each stream stands.
-    final = run_main(*args)
+    assert staged_files_under(local_temp), "the killed runs left staged rows on local disk (else this test shows nothing)"
+    # No --state: the table's own Delta log says where each stream stands. (In this process: its pid names its staging.)
+    final = run_in_process(*args)
     assert final.returncode == 0, final.stderr[-3000:]
     for name, records in (("users", all_records(demo_api, "users")), ("store_orders", all_records(demo_api, "orders"))):
         by_rs, by_spark = ids_in(spark, f"{s3_warehouse}/demo/{name}")
         assert by_rs == by_spark == sorted(r["id"] for r in records), name
+    # The resumed run removed what the killed ones staged; its own staged rows went into the table.
+    assert staged_files_under(local_temp) == []
+    assert set(os.listdir(local_temp / "source_framework-staging")) <= {str(os.getpid())}
 
 
 def test_the_state_commands_work_on_s3_tables(spark, demo_api, tmp_path, s3_warehouse):

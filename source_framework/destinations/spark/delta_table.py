@@ -82,6 +82,33 @@ def delete_delta_table(uri: str) -> bool:
     return True
 
 
+def local_staging_root() -> str:
+    """Where a table on a store stages rows on local disk: a folder per process, named by its pid."""
+    return os.path.join(tempfile.gettempdir(), "source_framework-staging")
+
+
+def remove_staging_of_ended_processes() -> list[str]:
+    """A killed run's staged rows for a store stay on this disk: remove the folders of processes no longer running.
+
+    (Only those: runs on the same store may run at once, each with staged rows still to commit.)"""
+    root = local_staging_root()
+    ended = [os.path.join(root, name) for name in (os.listdir(root) if os.path.isdir(root) else [])
+             if name.isdigit() and not _running(int(name))]
+    for folder in ended:
+        shutil.rmtree(folder, ignore_errors=True)
+    return ended
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class DeltaLakeTable:
     """One Delta table, committed one checkpoint per Delta transaction."""
 
@@ -240,7 +267,7 @@ class DeltaLakeTable:
         return StagedFiles(folder, data.num_rows)
 
     def staging_folder(self) -> str:
-        root = os.path.join(tempfile.gettempdir(), "source_framework-staging") if self.remote else os.path.join(self.path, STAGING_DIR)
+        root = os.path.join(local_staging_root(), str(os.getpid())) if self.remote else os.path.join(self.path, STAGING_DIR)
         return os.path.join(root, f"s-{uuid.uuid4().hex}")
 
     def _open(self) -> DeltaTable | None:
@@ -349,7 +376,7 @@ class DeltaLakeTable:
         """A killed run left at most staged files and data files no log entry names (VACUUM takes those): remove the staging."""
         self._delta, self._newest = None, None
         if self.remote:
-            return []  # (its staged rows were on the killed run's local disk)
+            return remove_staging_of_ended_processes()
         staging = os.path.join(self.path, STAGING_DIR)
         leftovers = [os.path.join(staging, name) for name in os.listdir(staging)] if os.path.isdir(staging) else []
         shutil.rmtree(staging, ignore_errors=True)
