@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -109,12 +111,14 @@ class SyncRunner:
         stderr_path = os.path.join(self.workdir, f"{name}.stderr.log")
         started = time.perf_counter()
         with open(stderr_path, "wb") as stderr:
-            process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, env=_child_env())
-            assert process.stdout is not None
-            reader = threading.Thread(target=_follow, args=(process.stdout, tracker, reads, asked), daemon=True)
-            reader.start()
+            process: subprocess.Popen[bytes] | None = None
             killed = False
             try:
+                with _stops_held():
+                    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, env=_child_env())
+                assert process.stdout is not None
+                reader = threading.Thread(target=_follow, args=(process.stdout, tracker, reads, asked), daemon=True)
+                reader.start()
                 if kill_after is not None and counters is not None:
                     while process.poll() is None:
                         if counters.total() >= kill_after:
@@ -124,7 +128,8 @@ class SyncRunner:
                         time.sleep(KILL_POLL_SECONDS)
                 returncode = process.wait()
             except BaseException:  # Ctrl-C or SIGTERM (see command.py): no sync goes on without us
-                _stop(process)
+                if process is not None:
+                    _stop(process)
                 raise
             seconds = time.perf_counter() - started
             ended_wall = time.time()
@@ -212,6 +217,24 @@ def _handle(
         if trace.get("type") == "STREAM_STATUS" and status.get("status") == "COMPLETE":
             stream = (status.get("stream_descriptor") or {}).get("name", "")
             tracker.on_complete(stream, reads() if reads else None)
+
+
+@contextmanager
+def _stops_held() -> Iterator[None]:
+    """Ctrl-C or SIGTERM arriving while a child starts takes effect once it has started, so the caller can stop it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {number: signal.signal(number, lambda number, frame: arrived.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for signum in arrived:
+            signal.raise_signal(signum)  # now under the handler the program had
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
