@@ -9,15 +9,14 @@ import argparse
 import contextlib
 import json
 import logging
-import os
 import sys
-import tempfile
 from typing import Any
 
 from airbyte_cdk.models import AirbyteCatalog, FailureType
 from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteCatalogSerializer
 from airbyte_cdk.utils.traced_exception import AirbyteTracedException
 
+from source_framework.destinations.spark.atomic_files import write_atomically
 from source_framework.runtime.inputs import InputError, check_config, load_config
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from source_framework.runtime.secrets import SecretFilter, find_secrets
@@ -77,7 +76,7 @@ def run_catalog(source: Any, parsed: argparse.Namespace) -> int:
         return _error(secrets.mask(str(raised)), raised.exit_code)
     text = json.dumps(catalog, indent=2) + "\n"
     if parsed.output:
-        _write_atomically(parsed.output, text)
+        write_atomically(parsed.output, text.encode("utf-8"))  # a reader never finds half a catalog
         sys.stderr.write(f"wrote a configured catalog of {len(catalog['streams'])} streams to {parsed.output}\n")
     else:
         sys.stdout.write(text)
@@ -108,17 +107,3 @@ def _call(what: str, call: Any) -> Any:
 def _error(message: str, code: int) -> int:
     sys.stderr.write(f"error: {' '.join(message.split())}\n")
     return code
-
-
-def _write_atomically(path: str, text: str) -> None:
-    """A reader never finds half a catalog: written beside, then renamed over."""
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".catalog-", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

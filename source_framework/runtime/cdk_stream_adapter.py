@@ -266,7 +266,6 @@ class _CdkSlice(SliceRead):
         self._adapter.close_slice()
 
 
-
 @contextmanager
 def _attributes_restored(stream: Any) -> Iterator[None]:
     """Restore the stream's attributes after the block, keeping shared objects (a parent stream) the same objects."""

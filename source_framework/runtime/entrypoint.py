@@ -119,7 +119,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-
 def add_table_flags(command: argparse.ArgumentParser) -> None:
     """What locates the tables and how to share them; ``read`` and the ``state`` commands take them alike."""
     command.add_argument("--warehouse", help="folder of the Spark tables (default: the config's destination.warehouse, else ./warehouse)")
@@ -210,7 +209,6 @@ def run_cdk_command(source: Any, parsed: argparse.Namespace) -> int:
         return report_source_failed(failure, output)
     sys.stdout.flush()
     return EXIT_OK
-
 
 
 def _check_schemas(source: Any, config: Mapping[str, Any]) -> None:

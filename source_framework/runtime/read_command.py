@@ -95,8 +95,6 @@ def checkpoints_ahead_of(parsed: argparse.Namespace, config: Mapping[str, Any]) 
     return value
 
 
-
-
 def run_read(
     source: Any,
     parsed: argparse.Namespace,

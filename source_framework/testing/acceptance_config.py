@@ -39,7 +39,6 @@ class AcceptanceConfigError(ValueError):
     """The YAML file is missing, malformed, or misses what its strictness level requires."""
 
 
-
 @dataclass(frozen=True)
 class ExpectRecords:
     """``basic_read.expect_records``: a file of records the read must return, or why there is none."""
@@ -198,7 +197,6 @@ def _incremental_entry(item: schema.IncrementalTest, base: str) -> IncrementalEn
     )
 
 
-
 def _problems(error: ValidationError) -> list[str]:
     """One line per refusal, each naming where in the file it is (``acceptance_tests.spec.tests[0]``)."""
     lines = []
@@ -256,7 +254,6 @@ def _model_at(loc: tuple[Any, ...]) -> Any:
     return model
 
 
-
 def _notes(model: schema.AcceptanceTestConfig) -> tuple[str, ...]:
     notes = list(schema.notes(model))
     # CAT refuses a basic_read configured catalog at high; this runner reads it. Say so.
@@ -283,7 +280,6 @@ def _log_notes_once(path: str, notes: Sequence[str]) -> None:
 
 def _bullets(lines: Sequence[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
-
 
 
 def _read_yaml(path: str) -> Any:
@@ -321,7 +317,6 @@ def migrate_legacy_layout(raw: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(test, dict) and "future_state_path" in test:
             test["future_state"] = {"future_state_path": test.pop("future_state_path")}
     return migrated
-
 
 
 def load_for_standard_suite(path: str) -> dict[str, Any]:

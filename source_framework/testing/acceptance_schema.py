@@ -184,7 +184,6 @@ def _unexplained(items: list[Named] | None, what: str) -> list[str]:
     return [f"{what} item '{item.name}' has no bypass_reason" for item in items or () if not item.bypass_reason]
 
 
-
 class _Entry(_Model):
     """An entry of a section CAT runs; with a ``bypass_reason`` it runs nothing, and says why."""
 
@@ -383,7 +382,6 @@ ENTRY_MODELS: dict[str, type[_Model]] = {
     "spec": SpecTest, "connection": ConnectionTest, "discovery": DiscoveryTest, "basic_read": BasicReadTest,
     "full_refresh": FullRefreshTest, "incremental": IncrementalTest,
 }
-
 
 
 def notes(model: BaseModel, where: str = "") -> Iterator[str]:

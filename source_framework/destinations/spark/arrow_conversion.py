@@ -137,15 +137,12 @@ class ConversionCounts:
                     "mismatched": dict(self.mismatched), "mismatch_reasons": dict(self.mismatch_reasons)}
 
 
-
-
 class TypeMismatch(Exception):
     """A value did not fit its column and the destination says ``on_type_mismatch: fail``."""
 
 
 #: what ``on_type_mismatch`` may say: store such a value as null (and count it), or fail the stream
 ON_TYPE_MISMATCH = ("null", "fail")
-
 
 
 def parquet_options(options: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
