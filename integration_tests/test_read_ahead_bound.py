@@ -68,6 +68,7 @@ def table_rows(spark, warehouse):
     return sorted(json.dumps(row.asDict(), sort_keys=True, default=str) for row in frame.select(*columns).collect())
 
 
+@pytest.mark.slow  # three syncs of over 100 checkpoints each
 def test_at_most_one_checkpoint_ahead_costs_a_crash_at_most_two_intervals_and_changes_no_row(spark, tmp_path):
     with DemoApi(records=3000, api_key=API_KEY, seed=31).start() as api:
         code, states, default, warehouse = watched_read(tmp_path, api, "default")
