@@ -92,8 +92,8 @@ def test_the_first_commit_is_timed_to_its_own_streams_state(tmp_path):
     users.commit({"c": 2}, {})
     assert counters.first_checkpoint_at() == asked and counters.first_checkpoint_stream() == "stores"
 
-    run = RunResult(name="clean", argv=[], returncode=0, killed=False, seconds=1.0, records=1, states=2,
-                    repeated_states=0, max_at_risk=1, at_risk_at_end=0, covered=1,
+    run = RunResult(name="clean", returncode=0, killed=False, seconds=1.0, records=1, states=2,
+                    repeated_states=0, max_at_risk=1, at_risk_at_end=0,
                     first_state_wall=asked + 0.5, first_state_walls={"users": asked + 0.5, "stores": asked + 2.0})
     assert first_commit_seconds(counters, run) == pytest.approx(2.0, abs=0.001)
     counters.close()
@@ -106,8 +106,8 @@ def test_a_first_checkpoint_of_a_stream_nobody_counts_pairs_with_the_first_state
     sink.commit({"c": 1}, {})
     asked = counters.first_checkpoint_at()
     assert asked is not None and counters.first_checkpoint_stream() is None
-    run = RunResult(name="b", argv=[], returncode=0, killed=False, seconds=1.0, records=0, states=1,
-                    repeated_states=0, max_at_risk=0, at_risk_at_end=0, covered=0, first_state_wall=asked + 0.25)
+    run = RunResult(name="b", returncode=0, killed=False, seconds=1.0, records=0, states=1,
+                    repeated_states=0, max_at_risk=0, at_risk_at_end=0, first_state_wall=asked + 0.25)
     assert first_commit_seconds(counters, run) == pytest.approx(0.25, abs=0.001)
     counters.close()
 

@@ -12,8 +12,8 @@ from source_framework.compare.table_diff import Diff
 
 
 def run(name, records, states, seconds, at_risk, killed=False, repeated=0, first_state=None, first_commit=None):
-    return RunResult(name, [], None if killed else 0, killed, seconds, records, states, repeated, at_risk,
-                     at_risk if killed else 0, records - (at_risk if killed else 0), first_state_seconds=first_state,
+    return RunResult(name, None if killed else 0, killed, seconds, records, states, repeated, at_risk,
+                     at_risk if killed else 0, first_state_seconds=first_state,
                      first_commit_seconds=first_commit)
 
 

@@ -86,7 +86,7 @@ def test_a_failed_runs_reason_is_taken_from_its_trace_error_on_stdout(tmp_path):
     assert tracker.errors == ["this source cannot be read"]
     stderr = tmp_path / "cdk.stderr.log"
     stderr.write_text("")
-    run = RunResult(name="cdk", argv=[], returncode=1, killed=False, seconds=1.0, records=0, states=0, repeated_states=0,
-                    max_at_risk=0, at_risk_at_end=0, covered=0, errors=tracker.errors, stderr_path=str(stderr))
+    run = RunResult(name="cdk", returncode=1, killed=False, seconds=1.0, records=0, states=0, repeated_states=0,
+                    max_at_risk=0, at_risk_at_end=0, errors=tracker.errors, stderr_path=str(stderr))
     with pytest.raises(RunFailed, match="(?s)'cdk' run exited with code 1; it reported:\n  this source cannot be read"):
         _completed(run)

@@ -65,8 +65,8 @@ def test_a_stream_the_clean_run_read_but_no_table_holds_stops_the_comparison(tmp
     """Whatever sends the comparison to the wrong place, an empty table must not read as a clean pass."""
     experiment = Experiment(str(tmp_path), "main.py", DemoSource(), {}, str(tmp_path / "catalog.json"),
                             [StreamTable("users", "elsewhere", ["id"])])
-    clean = RunResult(name="clean", argv=[], returncode=0, killed=False, seconds=1.0, records=10, states=1,
-                      repeated_states=0, max_at_risk=10, at_risk_at_end=0, covered=10, reads={"users": 10})
+    clean = RunResult(name="clean", returncode=0, killed=False, seconds=1.0, records=10, states=1,
+                      repeated_states=0, max_at_risk=10, at_risk_at_end=0, reads={"users": 10})
     with pytest.raises(RunFailed, match="read 10 records of 'users', but no commit is in its table at .*elsewhere"):
         experiment._committed(Setting(None), str(tmp_path / "interval-none"), clean)
     nothing_read = RunResult(**{**vars(clean), "records": 0, "reads": {"users": 0}})

@@ -28,9 +28,9 @@ from unit_tests.conftest import RecordingDestination
 
 def run(records, states_by_stream, at_risk=0, ahead=None, seconds=10.0, reading=None, reads=None):
     return RunResult(
-        name="clean", argv=[], returncode=0, killed=False, seconds=seconds, records=records,
+        name="clean", returncode=0, killed=False, seconds=seconds, records=records,
         states=sum(states_by_stream.values()), repeated_states=0, max_at_risk=at_risk, at_risk_at_end=0,
-        covered=records, reads=reads or {}, states_by_stream=dict(states_by_stream),
+        reads=reads or {}, states_by_stream=dict(states_by_stream),
         max_checkpoints_ahead=ahead, reading_seconds=reading,
     )
 
@@ -184,7 +184,7 @@ def test_the_cdks_first_record_line_is_timed():
 
 @pytest.mark.parametrize("name", ["clean"])
 def test_run_result_fields_default_to_unknown(name):
-    result = RunResult(name, [], 0, False, 1.0, 10, 1, 0, 0, 0, 10)
+    result = RunResult(name, 0, False, 1.0, 10, 1, 0, 0, 0)
     assert result.max_checkpoints_ahead is None and result.reading_seconds is None and result.states_by_stream == {}
 
 

@@ -27,7 +27,6 @@ _RECORD_PREFIX = b'{"type":"RECORD","record":{"stream":"'
 @dataclass
 class RunResult:
     name: str
-    argv: list[str]
     returncode: int | None
     killed: bool
     seconds: float
@@ -36,7 +35,6 @@ class RunResult:
     repeated_states: int
     max_at_risk: int
     at_risk_at_end: int  # read but not covered by a received STATE when the run ended (or was killed)
-    covered: int
     last_states: dict[str, dict[str, Any]] = field(default_factory=dict)
     reads: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -137,7 +135,6 @@ class SyncRunner:
         final_reads = reads() if reads is not None else dict(tracker.record_lines)
         return RunResult(
             name=name,
-            argv=argv,
             returncode=None if killed else returncode,
             killed=killed,
             seconds=seconds,
@@ -146,7 +143,6 @@ class SyncRunner:
             repeated_states=tracker.repeated_states,
             max_at_risk=max(tracker.max_at_risk, tracker.at_risk(final_reads) if killed else 0),
             at_risk_at_end=tracker.at_risk(final_reads),
-            covered=tracker.covered_total(),
             last_states=tracker.last_states,
             reads=dict(final_reads),
             stderr_path=stderr_path,
