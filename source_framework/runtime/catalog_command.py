@@ -12,14 +12,14 @@ import logging
 import sys
 from typing import Any
 
-from airbyte_cdk.models import AirbyteCatalog, FailureType
+from airbyte_cdk.models import AirbyteCatalog
 from airbyte_cdk.models.airbyte_protocol_serializers import AirbyteCatalogSerializer
-from airbyte_cdk.utils.traced_exception import AirbyteTracedException
 
 from source_framework.destinations.spark.atomic_files import write_atomically
-from source_framework.runtime.inputs import InputError, check_config, load_config
+from source_framework.runtime.command_errors import SourceFailed, source_call
+from source_framework.runtime.inputs import InputError, load_checked_config
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from source_framework.runtime.secrets import SecretFilter, find_secrets
+from source_framework.runtime.secrets import SecretFilter
 
 logger = logging.getLogger("source_framework")
 
@@ -62,18 +62,16 @@ def configured_catalog(discovered: AirbyteCatalog) -> dict[str, Any]:
 def run_catalog(source: Any, parsed: argparse.Namespace) -> int:
     secrets = SecretFilter([])
     try:
-        config = load_config(parsed.config)
-        secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
         # The source's code runs with stdout pointed at stderr: the catalog is all stdout carries.
         with contextlib.redirect_stdout(sys.stderr):
-            spec = _call("spec()", lambda: source.spec(logger))
-            secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
-            check_config(source, config, spec, parsed.config)
-            catalog = configured_catalog(_call("discover", lambda: source.discover(logger, config)))
+            config = load_checked_config(source, parsed.config, secrets, logger, source_call)
+            with source_call("discover"):
+                discovered = source.discover(logger, config)
+            catalog = configured_catalog(discovered)
     except InputError as error:
         return _error(secrets.mask(str(error)), EXIT_BAD_INPUT)
-    except _SourceRaised as raised:
-        return _error(secrets.mask(str(raised)), raised.exit_code)
+    except SourceFailed as failure:
+        return _error(secrets.mask(str(failure)), EXIT_BAD_INPUT if failure.failure_type == "config_error" else EXIT_FAILED)
     text = json.dumps(catalog, indent=2) + "\n"
     if parsed.output:
         write_atomically(parsed.output, text.encode("utf-8"))  # a reader never finds half a catalog
@@ -84,24 +82,6 @@ def run_catalog(source: Any, parsed: argparse.Namespace) -> int:
     if any(entry["sync_mode"] == "incremental" for entry in catalog["streams"]):
         sys.stderr.write(f"note: {DEDUP_HINT}\n")
     return EXIT_OK
-
-
-class _SourceRaised(Exception):
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def _call(what: str, call: Any) -> Any:
-    """``call()``; what the source raises becomes one line naming ``what`` (a config error exits as bad input)."""
-    try:
-        return call()
-    except Exception as error:
-        detail = error.message if isinstance(error, AirbyteTracedException) and error.message else str(error)
-        config_error = isinstance(error, AirbyteTracedException) and error.failure_type == FailureType.config_error
-        raise _SourceRaised(
-            f"the source's {what} raised {type(error).__name__}: {detail}", EXIT_BAD_INPUT if config_error else EXIT_FAILED
-        ) from error
 
 
 def _error(message: str, code: int) -> int:

@@ -6,8 +6,10 @@ Everything here runs before anything is written, so bad input never leaves a hal
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import orjson
@@ -15,6 +17,8 @@ from airbyte_cdk.models import (
     ConfiguredAirbyteCatalog,
     ConfiguredAirbyteCatalogSerializer,
 )
+
+from source_framework.runtime.secrets import SecretFilter, find_secrets
 
 #: The most one stream's state may take as compact JSON, for a state ``read`` prints and one it is given alike.
 MAX_STATE_BYTES = 10 * 1024 * 1024
@@ -58,6 +62,38 @@ def check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -
         check_config_against_spec_or_exit(config, spec)
     except Exception as error:
         raise InputError(f"config file '{path}' does not match the connector's spec: {getattr(error, 'message', error)}") from None
+
+
+def load_checked_config(
+    source: Any,
+    path: str,
+    secrets: SecretFilter,
+    logger: logging.Logger,
+    calling: Callable[[str], AbstractContextManager[Any]] = lambda call: nullcontext(),
+) -> dict[str, Any]:
+    """The config file, checked against the connector's spec (``source.spec()`` runs within ``calling("spec()")``);
+    ``secrets`` masks its secrets from as soon as they are known, so an error is masked with the best known then."""
+    config = load_config(path)
+    secrets.use(find_secrets(config, {}))  # until the spec says which fields are secret
+    with calling("spec()"):
+        spec = source.spec(logger)
+    secrets.use(find_secrets(config, spec.connectionSpecification))
+    check_config(source, config, spec, path)
+    return config
+
+
+def streams_of(source: Any, config: Any) -> dict[str, Any]:
+    """The source's streams by name; what ``streams()`` raises is bad input."""
+    try:
+        return {stream.name: stream for stream in source.streams(config)}
+    except Exception as error:
+        raise InputError(f"the source's streams() raised {type(error).__name__}: {error}") from None
+
+
+def stream_named(streams: dict[str, Any], name: str) -> Any:
+    if name not in streams:
+        raise InputError(f"--stream: the source has no stream '{name}' (it has: {', '.join(sorted(streams))})")
+    return streams[name]
 
 
 #: what to do with ``discover``'s output, said when it is given as the configured catalog

@@ -95,6 +95,10 @@ class SecretFilter:
     """Masks secret values in text with ``****`` and tells whether a text holds one."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
+        self.use(secrets)
+
+    def use(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` from now on, instead of those given before (the spec's, once known, for the guessed ones)."""
         self._given = {str(secret) for secret in secrets if secret not in (None, "")}
         self._registered_seen: tuple[int, int] = (0, 0)  # (id, length) of airbyte-cdk's list when last looked at
         self._build(self._given)

@@ -18,10 +18,10 @@ from typing import Any
 from source_framework.destinations.spark.layout import UnsafeTableName
 from source_framework.destinations.spark.table_lock import TableLocked
 from source_framework.helpers.faults import fault_point
-from source_framework.runtime.inputs import InputError, check_config, load_config
+from source_framework.runtime.inputs import InputError, load_checked_config, stream_named, streams_of
 from source_framework.runtime.output import to_json
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from source_framework.runtime.secrets import SecretFilter, find_secrets
+from source_framework.runtime.secrets import SecretFilter
 from source_framework.runtime.state_file import StateFile
 from source_framework.runtime.summary import state_as_words
 from source_framework.streams.cursor import partition_identity
@@ -64,12 +64,8 @@ def run_state_command(source: Any, parsed: argparse.Namespace, spark_destination
                 raise InputError(f"state file '{parsed.state_file}' does not exist: nothing to show")
             return _show(StateFile(parsed.state_file))
         state_file = StateFile(parsed.state_file)
-        config = load_config(parsed.config)
-        secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
-        spec = source.spec(logger)
-        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
-        check_config(source, config, spec, parsed.config)
-        streams = _streams_of(source, config)
+        config = load_checked_config(source, parsed.config, secrets, logger)
+        streams = streams_of(source, config)
         destination = spark_destination(source, config, parsed)
         try:
             if parsed.action == "reset":
@@ -108,19 +104,6 @@ def _show(state_file: StateFile) -> int:
     return EXIT_OK
 
 
-def _streams_of(source: Any, config: Any) -> dict[str, Any]:
-    try:
-        return {stream.name: stream for stream in source.streams(config)}
-    except Exception as error:
-        raise InputError(f"the source's streams() raised {type(error).__name__}: {error}") from None
-
-
-def _streams_named(streams: dict[str, Any], name: str) -> Any:
-    if name not in streams:
-        raise InputError(f"--stream: the source has no stream '{name}' (it has: {', '.join(sorted(streams))})")
-    return streams[name]
-
-
 def _no_table(names: list[str], destination: Any) -> NoTable:
     which = ", ".join(f"'{name}'" for name in names)
     return NoTable(
@@ -132,7 +115,7 @@ def _no_table(names: list[str], destination: Any) -> NoTable:
 
 def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace) -> int:
     names: list[str] = [parsed.stream] if parsed.stream else sorted(streams)
-    targets = [_streams_named(streams, name) for name in names]
+    targets = [stream_named(streams, name) for name in names]
     # Look first, lock after: a look in the wrong warehouse leaves nothing there, not even a lock file.
     tables = {} if parsed.no_table else {s.name: destination.has_table(s.namespace, s.name) for s in targets}
     missing = [s.name for s in targets if not parsed.no_table and not tables[s.name] and (parsed.stream or s.name in state_file.states)]
@@ -161,7 +144,7 @@ def _reset(destination: Any, streams: dict[str, Any], state_file: StateFile, par
 
 
 def _set(destination: Any, streams: dict[str, Any], state_file: StateFile, parsed: argparse.Namespace, secrets: SecretFilter) -> int:
-    stream = _streams_named(streams, parsed.stream)
+    stream = stream_named(streams, parsed.stream)
     field = stream.cursor_field if isinstance(stream.cursor_field, str) else (stream.cursor_field or [None])[0]
     if not field:
         raise InputError(f"stream '{stream.name}' has no cursor")

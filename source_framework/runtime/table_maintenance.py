@@ -10,10 +10,10 @@ import argparse
 import logging
 from typing import Any
 
-from source_framework.runtime.inputs import InputError, check_config, load_config
+from source_framework.runtime.inputs import InputError, load_checked_config, stream_named, streams_of
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from source_framework.runtime.secrets import SecretFilter, find_secrets
-from source_framework.runtime.state_commands import _fail, _refusals, _streams_named, _streams_of
+from source_framework.runtime.secrets import SecretFilter
+from source_framework.runtime.state_commands import _fail, _refusals
 
 logger = logging.getLogger("source_framework.tables")
 
@@ -32,13 +32,9 @@ def add_maintenance_commands(commands: Any, common: Any, add_table_flags: Any) -
 def run_maintenance_command(source: Any, parsed: argparse.Namespace, spark_destination: Any) -> int:
     secrets = SecretFilter(())
     try:
-        config = load_config(parsed.config)
-        secrets = SecretFilter(find_secrets(config, {}))
-        spec = source.spec(logger)
-        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
-        check_config(source, config, spec, parsed.config)
-        streams = _streams_of(source, config)
-        targets = [_streams_named(streams, parsed.stream)] if parsed.stream else [streams[name] for name in sorted(streams)]
+        config = load_checked_config(source, parsed.config, secrets, logger)
+        streams = streams_of(source, config)
+        targets = [stream_named(streams, parsed.stream)] if parsed.stream else [streams[name] for name in sorted(streams)]
         destination = spark_destination(source, config, parsed)
         try:
             for stream in targets:

@@ -13,9 +13,9 @@ import os
 import sys
 from typing import Any
 
-from source_framework.runtime.inputs import InputError, check_config, load_config
+from source_framework.runtime.inputs import InputError, load_checked_config, stream_named, streams_of
 from source_framework.runtime.process import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
-from source_framework.runtime.secrets import SecretFilter, find_secrets
+from source_framework.runtime.secrets import SecretFilter
 from source_framework.runtime.summary import state_as_words
 
 logger = logging.getLogger("source_framework.tables")
@@ -41,34 +41,24 @@ def run_tables(source: Any, parsed: argparse.Namespace, spark_destination: Any) 
     """Show the tables; exit 0, 1 when a table could not be read (the others are still shown), 2 on bad input."""
     secrets = SecretFilter(())
     try:
-        config = load_config(parsed.config)
-        secrets = SecretFilter(find_secrets(config, {}))  # until the spec says which fields are secret
-        spec = source.spec(logger)
-        secrets = SecretFilter(find_secrets(config, spec.connectionSpecification))
-        check_config(source, config, spec, parsed.config)
-        try:
-            streams = list(source.streams(config))
-        except Exception as error:
-            raise InputError(f"the source's streams() raised {type(error).__name__}: {error}") from None
+        config = load_checked_config(source, parsed.config, secrets, logger)
+        streams = streams_of(source, config)
         shown_stream = _shown_stream(parsed)
         if shown_stream is not None:
             parsed.stream = shown_stream
         if parsed.stream:
-            names = [stream.name for stream in streams]
-            if parsed.stream not in names:
-                raise InputError(f"--stream: the source has no stream '{parsed.stream}' (it has: {', '.join(sorted(names))})")
-            streams = [stream for stream in streams if stream.name == parsed.stream]
+            streams = {parsed.stream: stream_named(streams, parsed.stream)}
         destination = spark_destination(source, config, parsed)
     except InputError as error:
         sys.stderr.write(f"error: {secrets.mask(str(error))}\n")
         return EXIT_BAD_INPUT
     if shown_stream is not None:
         try:
-            return _show_rows(destination, streams[0], parsed, secrets)
+            return _show_rows(destination, streams[shown_stream], parsed, secrets)
         finally:
             destination.close()
     try:
-        found = [describe(destination, stream.namespace, stream.name) for stream in streams]
+        found = [describe(destination, stream.namespace, stream.name) for stream in streams.values()]
     finally:
         destination.close()
     document = {"warehouse": destination.warehouse, "source": destination.default_namespace, "tables": found}
