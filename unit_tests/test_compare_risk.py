@@ -28,7 +28,7 @@ def test_records_at_risk_are_sampled_when_each_state_arrives():
     assert tracker.at_risk({"users": 2300}) == 300
     tracker.on_complete("users", reads={"users": 2300})
     assert tracker.at_risk({"users": 2300}) == 0
-    assert tracker.states == 2 and tracker.covered_total() == 2300
+    assert tracker.states == 2 and sum(tracker.covered.values()) == 2300
     assert tracker.last_states["users"]["stream"]["stream_state"] == {"updatedAt": "b"}
 
 

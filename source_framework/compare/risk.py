@@ -69,8 +69,5 @@ class ScheduleTracker:
     def sample(self, reads: Mapping[str, int] | None = None) -> None:
         self.max_at_risk = max(self.max_at_risk, self.at_risk(reads))
 
-    def covered_total(self) -> int:
-        return sum(self.covered.values())
-
     def _reads(self, reads: Mapping[str, int] | None) -> Mapping[str, int]:
         return self.record_lines if reads is None else reads

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -187,32 +187,23 @@ def _follow(
             continue
         if not isinstance(message, dict):
             continue
-        _handle(message, tracker, reads, asked)
-
-
-def _handle(
-    message: Mapping[str, Any],
-    tracker: ScheduleTracker,
-    reads: Callable[[], dict[str, int]] | None,
-    asked: Callable[[], dict[str, int]] | None = None,
-) -> None:
-    kind = message.get("type")
-    if kind == "RECORD":
-        tracker.on_record(str(message.get("record", {}).get("stream", "")))
-    elif kind == "STATE":
-        state = message.get("state") or {}
-        stream = ((state.get("stream") or {}).get("stream_descriptor") or {}).get("name", "")
-        count = (state.get("sourceStats") or {}).get("recordCount")
-        tracker.on_state(stream, state, count, reads() if reads else None, asked() if asked else None)
-    elif kind == "TRACE":
-        trace = message.get("trace") or {}
-        if trace.get("type") == "ERROR":
-            # airbyte-cdk reports failures on stdout, not stderr.
-            tracker.errors.append(str((trace.get("error") or {}).get("message", "")))
-        status = trace.get("stream_status") or {}
-        if trace.get("type") == "STREAM_STATUS" and status.get("status") == "COMPLETE":
-            stream = (status.get("stream_descriptor") or {}).get("name", "")
-            tracker.on_complete(stream, reads() if reads else None)
+        kind = message.get("type")
+        if kind == "RECORD":
+            tracker.on_record(str(message.get("record", {}).get("stream", "")))
+        elif kind == "STATE":
+            state = message.get("state") or {}
+            stream = ((state.get("stream") or {}).get("stream_descriptor") or {}).get("name", "")
+            count = (state.get("sourceStats") or {}).get("recordCount")
+            tracker.on_state(stream, state, count, reads() if reads else None, asked() if asked else None)
+        elif kind == "TRACE":
+            trace = message.get("trace") or {}
+            if trace.get("type") == "ERROR":
+                # airbyte-cdk reports failures on stdout, not stderr.
+                tracker.errors.append(str((trace.get("error") or {}).get("message", "")))
+            status = trace.get("stream_status") or {}
+            if trace.get("type") == "STREAM_STATUS" and status.get("status") == "COMPLETE":
+                stream = (status.get("stream_descriptor") or {}).get("name", "")
+                tracker.on_complete(stream, reads() if reads else None)
 
 
 @contextmanager
