@@ -9,6 +9,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from contextlib import suppress
 from functools import partialmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -234,10 +235,8 @@ class _Server(ThreadingHTTPServer):
         with self._connections_lock:
             connections, self._connections = self._connections, set()
         for connection in connections:
-            try:
+            with suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients hanging up mid-request is normal here; only report it when verbose."""

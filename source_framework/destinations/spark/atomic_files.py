@@ -9,6 +9,7 @@ import errno
 import os
 import shutil
 import uuid
+from contextlib import suppress
 
 TEMP_SUFFIX = ".tmp"
 #: What ``fsync`` on a folder answers where the file system cannot do it; any other error must not be passed over.
@@ -41,10 +42,8 @@ def write_atomically(path: str, data: bytes, *, overwrite: bool = True) -> None:
             published = _publish_exclusively(temp_path, path)
     finally:
         if not published:
-            try:
+            with suppress(FileNotFoundError):
                 os.remove(temp_path)
-            except FileNotFoundError:
-                pass
     fsync_directory(directory)
 
 

@@ -13,6 +13,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -244,10 +245,8 @@ class PageConverter:
                     os.set_blocking(self._fd, False)
                     self._sending = False
                 self._room.notify_all()
-        try:
+        with suppress(OSError):
             self._pipe.close()
-        except OSError:
-            pass
 
     def _ended(self, when: str) -> str:
         try:  # its pipe closes as it exits: a moment may pass before its exit code is there

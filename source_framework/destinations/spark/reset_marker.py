@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from source_framework.destinations.spark.atomic_files import write_atomically
@@ -44,7 +45,5 @@ class ResetMarker:
         return reset_id
 
     def clear_reset(self) -> None:
-        try:
+        with suppress(FileNotFoundError):
             os.remove(os.path.join(self.path, RESET_MARKER))
-        except FileNotFoundError:
-            pass

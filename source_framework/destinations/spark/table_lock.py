@@ -14,7 +14,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 
@@ -142,11 +142,8 @@ UNKNOWN_HOLDER = "another process"
 
 def describe_holder(lock_path: str) -> str:
     holder: dict[str, Any] = {}
-    try:
-        with open(lock_path, encoding="utf-8") as handle:
-            holder = json.loads(handle.read() or "{}")
-    except (OSError, ValueError):
-        pass
+    with suppress(OSError, ValueError), open(lock_path, encoding="utf-8") as handle:
+        holder = json.loads(handle.read() or "{}")
     if not holder:
         return UNKNOWN_HOLDER
     return (
