@@ -125,16 +125,14 @@ class SparkDestination(Destination):
         self._starting.join()
         if self._spark_error is not None:
             # not chained when the URL holds secrets: pyspark's own error quotes it, token and all
-            reason = str(self._spark_error)
-            for secret in master_secrets(self.master):
-                reason = reason.replace(secret, "****")
+            reason = self._masked(str(self._spark_error))
             cause = None if master_secrets(self.master) else self._spark_error
-            raise RuntimeError(f"Spark did not start (master {shown_master(self.master)}): {reason}") from cause
+            raise RuntimeError(f"Spark did not start (master {self._masked(self.master)}): {reason}") from cause
         if self._spark_lost is not None:
             # Each stream would otherwise wait out the retries again, on a session that is gone.
             raise RuntimeError(
-                f"the Spark Connect server (master {shown_master(self.master)}) stopped answering earlier in this run "
-                f"({self._masked(self._spark_lost)}); nothing more is committed through it"
+                f"the Spark Connect server (master {self._masked(self.master)}) stopped answering earlier in this run "
+                f"({self._masked(' '.join(str(self._spark_lost).split())[:300])}); nothing more is committed through it"
             )
         return self._spark
 
@@ -146,11 +144,11 @@ class SparkDestination(Destination):
                 self._spark_lost = error
             raise
 
-    def _masked(self, error: BaseException) -> str:
-        reason = " ".join(str(error).split())[:300]
+    def _masked(self, text: str) -> str:
+        """``text`` without the master URL's Spark Connect parameters' values (tokens, auth headers) or user info."""
         for secret in master_secrets(self.master):
-            reason = reason.replace(secret, "****")
-        return reason
+            text = text.replace(secret, "****")
+        return text
 
     def table_path(self, namespace: str | None, stream: str) -> str:
         """Where the stream's table is; a table under a former default namespace stays, so no second table starts beside it."""
@@ -245,7 +243,7 @@ class SparkDestination(Destination):
         return table
 
     def describe(self) -> str:
-        return f"Spark tables under {self.warehouse} (master {shown_master(self.master)})"
+        return f"Spark tables under {self.warehouse} (master {self._masked(self.master)})"
 
     def close(self) -> None:
         try:
@@ -333,13 +331,6 @@ def _unreachable(error: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def shown_master(master: str) -> str:
-    """A Spark master URL to show, without its Spark Connect parameters' values (tokens, auth headers) or user info."""
-    for secret in master_secrets(master):
-        master = master.replace(secret, "****")
-    return master
 
 
 def master_secrets(master: str) -> list[str]:
