@@ -43,7 +43,7 @@ def plan_start(
     if not apply_pending_reset(stream, given, earlier) or not checkpoints:
         return given, None
     if state_as_given:
-        logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", stream, _brief(given))
+        logger.info("stream %s: reading from the given state %s as given (--from-state-as-given)", stream, brief(given))
         return given, None
     point = resume_from_table(stream, given, earlier, cursor_field)
     if point.reason == TABLE_AHEAD:
@@ -63,7 +63,7 @@ def apply_pending_reset(stream: str, given: Mapping[str, Any], earlier: EarlierC
         return False
     logger.warning(
         "stream %s: a state reset was left unfinished (or a later 'state set' replaced it) and this sync was "
-        "given a state, %s; the reset is dropped and the state read as given", stream, _brief(given),
+        "given a state, %s; the reset is dropped and the state read as given", stream, brief(given),
     )
     earlier.discard_reset(reset_id)
     return True
@@ -73,7 +73,7 @@ def resume_from_table(stream: str, given: Mapping[str, Any], earlier: EarlierCom
     """``choose_resume_point`` for a stream's table, logging which case it is; raises ``StateAhead``."""
     point = choose_resume_point(given, earlier.committed(), earlier.passed_before, cursor_field)
     if point.reason == STATE_AHEAD:
-        refused = StateAhead(stream, given, point)
+        refused = StateAhead(stream, point)
         logger.warning("%s", refused)
         raise refused
     if point.reason == TABLE_AHEAD:
@@ -81,19 +81,19 @@ def resume_from_table(stream: str, given: Mapping[str, Any], earlier: EarlierCom
             "stream %s: the given state %s is older than the table's checkpoint %s (a run died after its "
             "commit, before its STATE was saved); resuming from the table's state %s. To read from the given "
             "state anyway, pass --from-state-as-given",
-            stream, _brief(given), point.seq, _brief(point.state),
+            stream, brief(given), point.seq, brief(point.state),
         )
     elif point.reason == EDITED:
         logger.info(
             "stream %s: the given state %s matches no checkpoint of the table; reading from it as given "
-            "(a partial re-sync)", stream, _brief(given),
+            "(a partial re-sync)", stream, brief(given),
         )
     elif point.seq is not None:
         logger.info("stream %s: going on from the table's checkpoint %s", stream, point.seq)
     return point
 
 
-def _brief(state: Any, limit: int = 160) -> str:
+def brief(state: Any, limit: int = 160) -> str:
     text = json.dumps(state, sort_keys=True, default=str)
     return text if len(text) <= limit else text[:limit] + "..."
 
@@ -189,7 +189,7 @@ class _BoundaryWalk:
 class StateAhead(Exception):
     """The given state is ahead of the table's newest checkpoint and matches none it passed."""
 
-    def __init__(self, stream: str, given: Mapping[str, Any], point: ResumePoint) -> None:
+    def __init__(self, stream: str, point: ResumePoint) -> None:
         self.ahead = point.ahead
         where = "; ".join(point.ahead[:3]) + ("; ..." if len(point.ahead) > 3 else "")
         super().__init__(

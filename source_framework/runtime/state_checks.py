@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -12,6 +11,7 @@ import orjson
 
 from source_framework.runtime.inputs import MAX_STATE_BYTES
 from source_framework.runtime.output import ProtocolOutput, to_json
+from source_framework.runtime.resume import brief
 
 logger = logging.getLogger("source_framework.read")
 
@@ -80,10 +80,5 @@ def json_problem(value: Any) -> str | None:
         elif isinstance(item, (list, tuple)):
             pending.extend((f"{path}[{index}]", child) for index, child in enumerate(item))
         else:
-            return f"{path} is a {type(item).__module__}.{type(item).__qualname__} ({_brief(item, 60)})"
+            return f"{path} is a {type(item).__module__}.{type(item).__qualname__} ({brief(item, 60)})"
     return None
-
-
-def _brief(state: Any, limit: int = 160) -> str:
-    text = json.dumps(state, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[:limit] + "..."
