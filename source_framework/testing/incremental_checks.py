@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -11,17 +10,11 @@ from typing import Any
 from source_framework.testing.catalogs import StreamInfo
 from source_framework.testing.connector_runs import ReadOutput, stream_of_state
 from source_framework.testing.cursors import StateBound, StateShapeError
-
-MAX_EXAMPLES = 5
+from source_framework.testing.record_checks import MAX_EXAMPLES, short_json
 
 
 class UnboundedRecordsWarning(UserWarning):
     """Records of a partitioned stream could not be matched to partitions, so were not checked."""
-
-
-def _short(record: Mapping[str, Any], limit: int = 160) -> str:
-    text = json.dumps(record, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class UncheckedStateWarning(UserWarning):
@@ -57,7 +50,7 @@ def _state_problems(
         found = bound.out_of_bounds(records, newer=newer, threshold_days=threshold_days)
         if found:
             relation = "newer than its final state" if newer else "older than the state's cursor"
-            examples = "; ".join(f"{cursor!r} vs {limit!r}: {_short(r)}" for cursor, limit, r in found[:MAX_EXAMPLES])
+            examples = "; ".join(f"{cursor!r} vs {limit!r}: {short_json(r, 160)}" for cursor, limit, r in found[:MAX_EXAMPLES])
             problems.append(
                 f"stream '{name}': {len(found)} of {len(records)} records {when} are {relation} "
                 f"({bound.describe()}), e.g. {examples}"
@@ -172,7 +165,7 @@ def check_read_from_checkpoint(
         if lost:
             problems.append(
                 f"stream '{name}': {len(lost)} of the {len(expected)} records the first read returned after "
-                f"this state are missing, e.g. {'; '.join(_short(r) for r in lost[:MAX_EXAMPLES])}"
+                f"this state are missing, e.g. {'; '.join(short_json(r, 160) for r in lost[:MAX_EXAMPLES])}"
             )
     states = {stream_of_state(state): state for state in checkpoint.state}
     problems += _state_problems(
@@ -209,7 +202,7 @@ def check_future_state_read(
         if records:
             problems.append(
                 f"stream '{name}': {len(records)} records from a state in the future, e.g. "
-                + "; ".join(_short(r) for r in records[:MAX_EXAMPLES])
+                + "; ".join(short_json(r, 160) for r in records[:MAX_EXAMPLES])
             )
     if not output.states():
         problems.append("no STATE message at all (a read must end with a state, even when nothing is new)")

@@ -16,7 +16,7 @@ from source_framework.testing.connector_runs import ReadOutput
 MAX_EXAMPLES = 5
 
 
-def _short(value: Any, limit: int = 200) -> str:
+def short_json(value: Any, limit: int = 200) -> str:
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -113,7 +113,7 @@ def _compare_stream(name: str, want: list[dict[str, Any]], got: list[dict[str, A
             return [f"stream '{name}': {len(got)} records read, {len(want)} expected (exact_order, no extra records)"]
         for index, (expected, actual) in enumerate(zip(want, head, strict=True)):
             if not _matches(expected, actual, options.extra_fields):
-                return [f"stream '{name}': record #{index} is {_short(actual)}, expected {_short(expected)}"]
+                return [f"stream '{name}': record #{index} is {short_json(actual)}, expected {short_json(expected)}"]
         return []
     remaining = list(got)
     missing = []
@@ -128,12 +128,12 @@ def _compare_stream(name: str, want: list[dict[str, Any]], got: list[dict[str, A
     if missing:
         problems.append(
             f"stream '{name}': {len(missing)} of {len(want)} expected records were not read, e.g. "
-            + "; ".join(_short(r) for r in missing[:MAX_EXAMPLES])
+            + "; ".join(short_json(r) for r in missing[:MAX_EXAMPLES])
         )
     if remaining and not options.extra_records:
         problems.append(
             f"stream '{name}': {len(remaining)} records read that are not expected (extra_records: false), e.g. "
-            + "; ".join(_short(r) for r in remaining[:MAX_EXAMPLES])
+            + "; ".join(short_json(r) for r in remaining[:MAX_EXAMPLES])
         )
     return problems
 
