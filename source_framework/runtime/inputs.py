@@ -64,13 +64,8 @@ def check_config(source: Any, config: Mapping[str, Any], spec: Any, path: str) -
         raise InputError(f"config file '{path}' does not match the connector's spec: {getattr(error, 'message', error)}") from None
 
 
-def load_checked_config(
-    source: Any,
-    path: str,
-    secrets: SecretFilter,
-    logger: logging.Logger,
-    calling: Callable[[str], AbstractContextManager[Any]] = lambda call: nullcontext(),
-) -> dict[str, Any]:
+def load_checked_config(source: Any, path: str, secrets: SecretFilter, logger: logging.Logger,
+                        calling: Callable[[str], AbstractContextManager[Any]] = lambda call: nullcontext()) -> dict[str, Any]:
     """The config file, checked against the connector's spec (``source.spec()`` runs within ``calling("spec()")``);
     ``secrets`` masks its secrets from as soon as they are known, so an error is masked with the best known then."""
     config = load_config(path)

@@ -211,11 +211,8 @@ def _parquet_files(table: Any) -> list[str]:
     from source_framework.destinations.checkpoint_record import file_name
     from source_framework.destinations.spark.file_sink_log import local_path
 
-    paths = []
-    for uri in table.live_files():
-        path = local_path(uri)
-        paths.append(path if os.path.exists(path) else os.path.join(table.path, file_name(uri)))
-    return paths
+    paths = [(uri, local_path(uri)) for uri in table.live_files()]
+    return [path if os.path.exists(path) else os.path.join(table.path, file_name(uri)) for uri, path in paths]
 
 
 def _type_of(column: Any) -> str:

@@ -263,7 +263,7 @@ class TableWriter:
             data = self._merged(arrow, include_table=not replace, staged=staged)
             publish, merged_away, replace, rewrites_table = [], staged, True, True
         elif self._rewrite_next and not replace:
-            data = self._with_table_rows(arrow)
+            data = self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
             replace, rewrites_table = True, True
         info = self.table.commit(
             data, dict(state or {}), seq, replace=replace, notes=notes, merged_states=merged_states,
@@ -291,9 +291,6 @@ class TableWriter:
         arrow = pa.concat_tables(batches)
         column = pa.repeat(pa.scalar(seq, pa.int64()), arrow.num_rows)
         return arrow.set_column(arrow.schema.get_field_index(CHECKPOINT), CHECKPOINT, column)
-
-    def _with_table_rows(self, arrow: pa.Table) -> Any:
-        return self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
 
     def _table_rows(self) -> Any:
         return conformed(self.table.read(), self.schema)
