@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -24,9 +25,13 @@ API_KEY = "it-secret-key-5b1e9"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-#: The longest test files, started first: the two test workers (pytest.ini) then share out the rest
-#: while one of them runs these, instead of one worker starting the crash test last and alone.
-LONGEST_FIRST = ("test_crash_recovery.py", "test_spark_cluster.py", "test_compare_checkpoints.py")
+#: The longest test files, started first: the two test workers (pytest.ini: in this order, not by test count) then
+#: share out the rest while one of them runs these, instead of one worker starting the crash test last and alone.
+LONGEST_FIRST = ("test_crash_recovery.py", "test_cdk_conformance.py", "test_spark_cluster.py", "test_data_safety.py",
+                 "test_compare_checkpoints.py")
+#: Files whose parameter sets may run on different test workers (each set shares its module-scoped fixtures):
+#: the crash test per table format, the airbyte-cdk conformance matrix per connector style.
+SPLIT_BY_PARAMETER = ("test_crash_recovery.py", "test_cdk_conformance.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -35,6 +40,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: every other test keeps its place
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile``, but the files of ``SPLIT_BY_PARAMETER`` go out one parameter set at a time (the id without
+    a trailing ``-<number>``: a conformance style with both of its ``--concurrency`` values, a crash-test format).
+    (pytest-xdist's ``loadgroup`` marks are lost under pytest 9: its workers report the ids without them.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SplitFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if os.path.basename(path) not in SPLIT_BY_PARAMETER or not nodeid.endswith("]"):
+                return path
+            return f"{path} {re.sub(r'-[0-9]+$', '', nodeid[nodeid.index('[') + 1:-1])}"
+
+    return SplitFiles(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -63,9 +86,12 @@ def table_at(spark, path: str):
 @pytest.fixture(scope="session")
 def spark():
     """The test run's one Spark session: a reader separate from the syncs' own sessions."""
+    from source_framework.destinations.spark.jvm_cache import java_options
     from source_framework.destinations.spark.session import get_spark
 
-    session = get_spark("local[2]", app_name="integration-tests")
+    # All of the JIT (not the syncs' C1 only): this JVM reads tables back for the whole run, and compiled fully
+    # it spends about a third less CPU per small Delta read once warm.
+    session = get_spark("local[2]", app_name="integration-tests", conf={"spark.driver.extraJavaOptions": java_options()})
     yield session
     session.stop()
 

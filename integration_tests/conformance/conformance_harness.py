@@ -704,9 +704,9 @@ class KillOutcome:
 
 
 class KillRunner:
-    """Runs the killed processes in the background, two at a time, from the start of the test run
-    while the in-process tests go on: a process of ours spends most of its life starting its own
-    Spark JVM, which the in-process tests need not wait for."""
+    """Runs the killed processes in the background, two at a time, while the in-process tests go
+    on: a killed run spends most of its life starting and waiting for the API, which the in-process
+    tests need not wait for."""
 
     def __init__(self, workers: int = 2) -> None:
         from concurrent.futures import ThreadPoolExecutor

@@ -1,8 +1,8 @@
 """Fixtures of the conformance suite: per connector style, a first sync under each entrypoint.
 
-``kill_runner`` (session) starts, before anything else, the processes of ours that the SIGKILL
-tests kill: in the background, two at a time (``harness.KillRunner``), since such a process
-spends most of its life starting a Spark JVM of its own while the in-process tests can go on.
+``kill_runner`` (session) runs the processes of ours that the SIGKILL tests kill: ``first_sync``
+starts its style's in the background (``harness.KillRunner``), so that they run while that style's
+in-process tests go on (the styles may run on different test workers: pytest.ini, conftest.py).
 
 ``first_sync`` (module scope, one per style in ``connectors.STYLES``) starts a demo API, builds
 the configured catalog from the source's own ``discover`` and reads everything once with
@@ -72,20 +72,22 @@ class Resumed:
 
 
 @pytest.fixture(scope="session")
-def kill_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.KillRunner]:
-    """The SIGKILL tests' processes, all started at once in the background (two at a time)."""
+def kill_runner() -> Iterator[harness.KillRunner]:
+    """The SIGKILL tests' processes, run in the background (two at a time)."""
     runner = harness.KillRunner(workers=2)
     try:
-        for style in STYLES:
-            for concurrency in harness.CONCURRENCIES:
-                if _kill_test_selected(request, style, concurrency):
-                    try:
-                        runner.plan(style, concurrency, str(tmp_path_factory.mktemp(f"{style}-{concurrency}-killed")))
-                    except Exception as error:  # noqa: BLE001 - that style's SIGKILL test fails with it
-                        runner.futures[(style, concurrency)] = _failed(error)
         yield runner
     finally:
         runner.close()
+
+
+def _plan_kills(request: pytest.FixtureRequest, runner: harness.KillRunner, style: str, tmp: pytest.TempPathFactory) -> None:
+    for concurrency in harness.CONCURRENCIES:
+        if _kill_test_selected(request, style, concurrency):
+            try:
+                runner.plan(style, concurrency, str(tmp.mktemp(f"{style}-{concurrency}-killed")))
+            except Exception as error:  # noqa: BLE001 - that style's SIGKILL test fails with it
+                runner.futures[(style, concurrency)] = _failed(error)
 
 
 def _failed(error: BaseException) -> Future:
@@ -108,6 +110,7 @@ def first_sync(
     request: pytest.FixtureRequest, kill_runner: harness.KillRunner, spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FirstSync]:
     style = request.param
+    _plan_kills(request, kill_runner, style, tmp_path_factory)
     api = harness.start_api(style=style)
     try:
         with harness.trusting(api):  # the https API's certificate, for the runs of this style's tests
