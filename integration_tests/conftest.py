@@ -42,6 +42,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)  # stable: every other test keeps its place
 
 
+@pytest.hookimpl(optionalhook=True)  # (a hook of pytest-xdist: unknown where it is not installed)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile``, but the files of ``SPLIT_BY_PARAMETER`` go out one parameter set at a time (the id without
     a trailing ``-<number>``: a conformance style with both of its ``--concurrency`` values, a crash-test format).
