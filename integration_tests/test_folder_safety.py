@@ -127,7 +127,10 @@ def test_item_7_the_next_runs_clean_up_waits_for_a_page_converter_still_writing_
     landed, naming files that were gone; the table was refused from then on (its readers failed).
     The converter lingers here after the kill, as a slow disk would keep it in that step."""
     warehouse = tmp_path / "warehouse"
-    config_path = write_json(tmp_path / "config.json", settings(api, warehouse, state_checkpoint_interval=100))
+    # One checkpoint ahead of its STATE at most: each its own commit, so there is a second commit to kill in (on a busy
+    # machine the three checkpoints queued while the table opened and went in one commit, and the kill never came).
+    config = settings(api, warehouse, state_checkpoint_interval=100, max_checkpoints_ahead=1)
+    config_path = write_json(tmp_path / "config.json", config)
     catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
     args = ["read", "--config", config_path, "--catalog", catalog_path]
     killed = Main(*args, env={"SOURCE_FRAMEWORK_PAUSE_AT": "commit.files_written:2", "SOURCE_FRAMEWORK_LINGER_SECONDS": "5"})
