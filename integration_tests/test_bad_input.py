@@ -1,4 +1,9 @@
-"""Bad input: a clear error naming the file, a non-zero exit, and nothing written."""
+"""Bad input: a clear error naming the file, a non-zero exit, and nothing written.
+
+The commands run in this process (``run_in_process``: the same command line, checks and runtime); one
+test runs ``main.py`` in a process of its own, for what only a real process shows (its exit code, no
+traceback on its stderr).
+"""
 
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ def read_fails(files, *, config=None, catalog_path=None, state=None):
     args = ["read", "--config", config or files["config"], "--catalog", catalog_path or files["catalog"]]
     if state:
         args += ["--state", state]
-    run = run_main(*args)
+    run = run_in_process(*args)
     assert run.returncode == 2, run.stderr
     assert not files["warehouse"].exists(), "bad input must not write anything"
     assert not run.of_type("STATE") and not run.of_type("RECORD")
@@ -198,9 +203,10 @@ def test_a_stream_selected_twice_in_the_catalog_is_refused_before_anything_runs(
 @pytest.mark.parametrize("uri", ["s3://bucket/wh", "s3a://bucket/wh", "gs://bucket/wh", "abfss://c@acct.dfs.core.windows.net/wh",
                                  "hdfs://namenode/wh"])
 @pytest.mark.parametrize("given", ["flag", "config"])
-def test_a_warehouse_uri_the_tables_cannot_reach_is_refused_and_nothing_is_written(files, demo_api, uri, given):
+def test_a_warehouse_uri_the_tables_cannot_reach_is_refused_and_nothing_is_written(files, demo_api, uri, given, monkeypatch):
     """``--warehouse s3://bucket/wh`` exited 0 having written a local folder named ``s3:`` in the
     working directory: the user believed the data was on S3 (issue 50)."""
+    monkeypatch.chdir(files["tmp"])  # the working directory, where such a folder would appear
     config = config_for(demo_api, files["warehouse"])
     config["destination"]["table_format"] = "parquet"  # (S3 is reachable by Delta tables: test_object_store.py)
     args = []
@@ -213,7 +219,7 @@ def test_a_warehouse_uri_the_tables_cannot_reach_is_refused_and_nothing_is_writt
     for command in (["read", "--config", config_path, "--catalog", files["catalog"], *args],
                     ["state", "set", "--stream", "users", "--cursor", "2025-06-01T00:00:00Z",
                      "--state-file", str(files["tmp"] / "state.json"), "--config", config_path, *args]):
-        run = run_main(*command, cwd=str(files["tmp"]))
+        run = run_in_process(*command)
         assert run.returncode == 2, run.stderr
         assert uri in run.stderr and "local or mounted folder" in run.stderr, run.stderr
         assert not run.of_type("STATE") and not run.of_type("RECORD")
@@ -234,10 +240,10 @@ def test_state_show_of_a_file_that_does_not_exist_is_an_error_naming_it(tmp_path
     """``state show --state-file typo.json`` printed "no state" and exited 0 (issue 51): a mistyped
     name read as an empty state. An empty file that exists still shows "no state"."""
     missing = tmp_path / "typo.json"
-    run = run_main("state", "show", "--state-file", str(missing))
+    run = run_in_process("state", "show", "--state-file", str(missing))
     assert run.returncode == 2
     assert str(missing) in run.stderr and "does not exist" in run.stderr
     assert not run.of_type("STATE") and not missing.exists()
     empty = write_json(tmp_path / "empty.json", [])
-    shown = run_main("state", "show", "--state-file", empty)
+    shown = run_in_process("state", "show", "--state-file", empty)
     assert shown.returncode == 0 and "no state" in shown.stderr

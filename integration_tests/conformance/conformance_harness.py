@@ -716,22 +716,10 @@ class KillRunner:
         self._apis: list[DemoApi] = []
         self.futures: dict[tuple[str, int], Any] = {}
 
-    def plan(self, style: str, concurrency: int, work: str) -> None:
-        """Start ``style``'s killed run, reading ``concurrency`` slices at once; airbyte-cdk's sync
-        tells how many requests a sync makes, and the API holds those after the first half (see
-        ``KilledRun``)."""
-        api = start_api(style=style)
-        try:
-            with trusting(api):
-                catalog = configured_catalog(style, source_config(api))
-                api.reset_stats()
-                cdk_read(style, source_config(api), catalog)
-                requests = api.stats()["requests"]
-                # how many STATEs a whole sync of ours prints (without Spark: the same checkpoints)
-                whole = ours_read(style, ours_config(api, os.path.join(work, "unused")), catalog,
-                                  args=["--destination", "stdout", "--concurrency", str(concurrency)])
-        finally:
-            api.stop()
+    def plan(self, style: str, concurrency: int, work: str, catalog: dict[str, Any], requests: int, states: int) -> None:
+        """Start ``style``'s killed run, reading ``concurrency`` slices at once. ``requests``: how many a whole
+        airbyte-cdk sync makes (the API holds those after the first half, see ``KilledRun``); ``states``: how many
+        STATE lines a whole sync of ours prints at that concurrency (both known from the style's first syncs)."""
         api = start_api(hold_after=max(1, requests // 2), style=style)  # untouched data: what the first syncs read
         self._apis.append(api)
         config = ours_config(api, os.path.join(work, "warehouse"), concurrency)
@@ -740,7 +728,7 @@ class KillRunner:
             with open(path, "w") as handle:
                 json.dump(content, handle)
         run = KilledRun(style, config_path, catalog_path, api, config["destination"]["warehouse"],
-                        kill_when_held=len(whole.states()) == 1, env=client_env(api))
+                        kill_when_held=states == 1, env=client_env(api))
         self._runs.append(run)
 
         def kill() -> KillOutcome:

@@ -1,8 +1,9 @@
 """Fixtures of the conformance suite: per connector style, a first sync under each entrypoint.
 
 ``kill_runner`` (session) runs the processes of ours that the SIGKILL tests kill: ``first_sync``
-starts its style's in the background (``harness.KillRunner``), so that they run while that style's
-in-process tests go on (the styles may run on different test workers: pytest.ini, conftest.py).
+starts its style's in the background (``harness.KillRunner``) once its own syncs have told how many
+requests and STATEs a whole sync makes, so that they run while that style's other in-process tests
+go on (the styles may run on different test workers: pytest.ini, conftest.py).
 
 ``first_sync`` (module scope, one per style in ``connectors.STYLES``) starts a demo API, builds
 the configured catalog from the source's own ``discover`` and reads everything once with
@@ -81,11 +82,13 @@ def kill_runner() -> Iterator[harness.KillRunner]:
         runner.close()
 
 
-def _plan_kills(request: pytest.FixtureRequest, runner: harness.KillRunner, style: str, tmp: pytest.TempPathFactory) -> None:
+def _plan_kills(request: pytest.FixtureRequest, runner: harness.KillRunner, style: str, tmp: pytest.TempPathFactory,
+                catalog: dict[str, Any], requests: int, ours_at: dict[int, tuple[harness.Run, Any]]) -> None:
     for concurrency in harness.CONCURRENCIES:
         if _kill_test_selected(request, style, concurrency):
             try:
-                runner.plan(style, concurrency, str(tmp.mktemp(f"{style}-{concurrency}-killed")))
+                runner.plan(style, concurrency, str(tmp.mktemp(f"{style}-{concurrency}-killed")), catalog, requests,
+                            states=len(ours_at[concurrency][0].states()))
             except Exception as error:  # noqa: BLE001 - that style's SIGKILL test fails with it
                 runner.futures[(style, concurrency)] = _failed(error)
 
@@ -110,14 +113,15 @@ def first_sync(
     request: pytest.FixtureRequest, kill_runner: harness.KillRunner, spark: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FirstSync]:
     style = request.param
-    _plan_kills(request, kill_runner, style, tmp_path_factory)
     api = harness.start_api(style=style)
     try:
         with harness.trusting(api):  # the https API's certificate, for the runs of this style's tests
             work = tmp_path_factory.mktemp(style)
             config = harness.source_config(api)
             catalog = harness.configured_catalog(style, config)
+            api.reset_stats()
             cdk = harness.cdk_read(style, config, catalog)
+            requests = api.stats()["requests"]  # (what a whole sync asks: the SIGKILL test's API holds the second half)
             assert cdk.ok() and cdk.records(), f"the connector itself fails under airbyte-cdk: {cdk.describe()}"
             warehouse = str(work / "warehouse")
             ours_at = {}
@@ -125,6 +129,7 @@ def first_sync(
                 into = warehouse if concurrency == FIRST_CONCURRENCY else str(work / f"concurrency-{concurrency}")
                 run = harness.ours_read(style, harness.ours_config(api, into), catalog, args=["--concurrency", str(concurrency)])
                 ours_at[concurrency] = (run, _tables_of(spark, into, style, catalog) if run.ok() else None)
+            _plan_kills(request, kill_runner, style, tmp_path_factory, catalog, requests, ours_at)
             ours, tables = ours_at[FIRST_CONCURRENCY]
             kills = {c: kill_runner.futures[(style, c)] for c in harness.CONCURRENCIES if (style, c) in kill_runner.futures}
             ours_stdout = harness.ours_read(style, harness.ours_config(api, str(work / "unused")), catalog,
