@@ -21,6 +21,8 @@ For every style (see ``connectors/__init__.py``):
 5. (slow, at both concurrencies) a process of ours killed with SIGKILL right after a STATE in
    the middle of the sync and resumed from the last STATEs it printed ends with every record of
    the CDK's sync in the tables exactly once, and airbyte-cdk accepts those STATEs too.
+
+Spark reads each style's tables in 1; from 2 on, delta-rs reads what landed (``harness.landed_tables``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ pytestmark = pytest.mark.slow  # every connector style synced under airbyte-cdk 
 
 
 def _tables(spark, warehouse, sync):
-    return harness.read_tables(spark, warehouse, sync.style, sync.catalog)
+    """What landed in ``warehouse`` (through delta-rs: Spark's view of each style's tables is the first test's)."""
+    return harness.landed_tables(spark, warehouse, sync.style, sync.catalog)
 
 
 @pytest.mark.parametrize("concurrency", harness.CONCURRENCIES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from source_framework.testing.catalogs import StreamInfo
@@ -120,7 +120,7 @@ def record_rows(records: Sequence[Mapping[str, Any]], stream: StreamInfo) -> Cou
 
 
 def read_tables(spark: Any, destination: Any, streams: Mapping[str, StreamInfo]) -> dict[str, Counter | None]:
-    """Each stream's table as a multiset of comparable rows (None when the stream's table has no commit)."""
+    """Each stream's table as Spark reads it, as a multiset of comparable rows (None when the stream's table has no commit)."""
     tables: dict[str, Counter | None] = {}
     for name, stream in streams.items():
         table = destination.committed_table(stream.namespace, stream.name, spark)
@@ -128,16 +128,23 @@ def read_tables(spark: Any, destination: Any, streams: Mapping[str, StreamInfo])
             tables[name] = None
             continue
         frame = table.read()
-        columns = _columns(stream)
-        absent = [column for column, _ in columns if column not in frame.columns]
-        if absent:
-            raise AssertionError(f"table {table.path} has no column(s) {absent} although the schema declares them")
-        if not columns:  # a schema that declares no column: a row is its count
-            tables[name] = Counter({(): frame.count()}) if frame.count() else Counter()
-            continue
-        rows = [row.asDict() for row in frame.select(*[c for c, _ in columns]).collect()]
-        tables[name] = Counter(_row(columns, row.get, _table_value) for row in rows)
+        columns = [column for column, _ in _columns(stream)]
+        present = set(frame.columns)
+        rows = [row.asDict() for row in frame.select(*[c for c in columns if c in present]).collect()]
+        tables[name] = table_rows(table.path, present, rows, stream)
     return tables
+
+
+def table_rows(path: str, present: Collection[str], rows: Sequence[Mapping[str, Any]], stream: StreamInfo) -> Counter:
+    """A table's rows (by column, as Spark's ``collect()`` or Arrow's ``to_pylist()`` gives them) as comparable rows;
+    ``present``: the table's columns, which must hold every column the stream's schema declares."""
+    columns = _columns(stream)
+    absent = [column for column, _ in columns if column not in present]
+    if absent:
+        raise AssertionError(f"table {path} has no column(s) {absent} although the schema declares them")
+    if not columns:  # a schema that declares no column: a row is its count
+        return Counter({(): len(rows)}) if rows else Counter()
+    return Counter(_row(columns, row.get, _table_value) for row in rows)
 
 
 def _examples(rows: Counter) -> str:
