@@ -427,3 +427,21 @@ def read_table(spark, path: str):
     if is_delta_table(path):
         return spark.read.format("delta").load(path)
     return spark.read.parquet(path)
+
+
+def landed_rows(spark, path: str) -> list[dict[str, Any]]:
+    """Every row of the table at ``path`` (duplicates kept), for tests about which rows landed, where Spark's view of the
+    table is not the point: a Delta table (on disk or S3) through its log by delta-rs, another Delta reader (a Spark read
+    of a small table replays its log in four jobs, about a CPU-second); a Parquet folder by Spark (its file-sink log).
+    Timestamps as Spark's ``collect()`` gives them: naive, in UTC (the tests' time zone)."""
+    import datetime as dt
+
+    from deltalake import DeltaTable
+
+    from source_framework.destinations.spark.delta_table import is_delta_table
+
+    if not is_delta_table(path):
+        return [row.asDict() for row in read_table(spark, path).collect()]
+    return [{name: value.astimezone(dt.UTC).replace(tzinfo=None) if isinstance(value, dt.datetime) and value.tzinfo else value
+             for name, value in row.items()} for row in DeltaTable(path).to_pyarrow_table().to_pylist()]
+

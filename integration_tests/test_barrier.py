@@ -21,7 +21,7 @@ from integration_tests.conftest import (
     all_records,
     catalog,
     config_for,
-    read_table,
+    landed_rows,
     write_json,
 )
 from source_framework.demo.api import DemoApi, Faults
@@ -51,8 +51,7 @@ def test_every_state_is_backed_by_committed_records(spark, tmp_path):
                 try:
                     stream = message["state"]["stream"]
                     name, state = stream["stream_descriptor"]["name"], stream["stream_state"]
-                    frame = read_table(spark, os.path.join(str(warehouse), "demo", name))
-                    rows = [(r["id"], r["updatedAt"]) for r in frame.select("id", "updatedAt").collect()]
+                    rows = [(r["id"], r["updatedAt"]) for r in landed_rows(spark, os.path.join(str(warehouse), "demo", name))]
                     table_ids = [row[0] for row in rows]
                     assert len(table_ids) == len(set(table_ids)), f"{name}: duplicate rows"
                     present = set(table_ids)

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, read_table, table_at
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, landed_rows, table_at
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import DemoSource, Orders, StoreOrders, Stores
 from source_framework.destinations.spark.layout import table_path
@@ -100,7 +100,7 @@ def covered(stream, state, served):
 
 
 def table_rows(spark, table):
-    return Counter((r["id"], r["updatedAt"]) for r in read_table(spark, table).select("id", "updatedAt").collect())
+    return Counter((r["id"], r["updatedAt"]) for r in landed_rows(spark, table))
 
 
 def file_states(path):

@@ -25,6 +25,7 @@ from integration_tests.conftest import (
     catalog,
     config_for,
     kill_at,
+    landed_rows,
     read_table,
     run_in_process,
     run_main,
@@ -64,11 +65,11 @@ def state_command(config_path, *args, source=None):
 
 def rows(spark, path):
     """(id, updatedAt) of every row of a table, duplicates kept."""
-    return sorted((r["id"], r["updatedAt"].isoformat()) for r in read_table(spark, str(path)).select("id", "updatedAt").collect())
+    return sorted((r["id"], r["updatedAt"].isoformat()) for r in landed_rows(spark, str(path)))
 
 
 def ids(spark, path):
-    return sorted(r["id"] for r in read_table(spark, str(path)).select("id").collect())
+    return sorted(r["id"] for r in landed_rows(spark, str(path)))
 
 
 def api_rows(api, path="users", params=None):

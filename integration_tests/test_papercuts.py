@@ -10,7 +10,17 @@ import os
 
 from airbyte_cdk.sources.declarative.yaml_declarative_source import YamlDeclarativeSource
 
-from integration_tests.conftest import API_KEY, ROOT, all_records, catalog, config_for, read_table, run_in_process, table_at, write_json
+from integration_tests.conftest import (
+    API_KEY,
+    ROOT,
+    all_records,
+    catalog,
+    config_for,
+    landed_rows,
+    run_in_process,
+    table_at,
+    write_json,
+)
 from source_framework.__main__ import build_source
 from source_framework.demo.api import DemoApi
 
@@ -38,7 +48,7 @@ def saved_states(path):
 
 
 def table_ids(spark, path):
-    return sorted(row["id"] for row in read_table(spark, path).select("id").collect())
+    return sorted(row["id"] for row in landed_rows(spark, path))
 
 
 # -- b. a catalog cursor_field the stream does not use -----------------------------------------

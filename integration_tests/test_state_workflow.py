@@ -16,6 +16,7 @@ from integration_tests.conftest import (
     all_records,
     catalog,
     config_for,
+    landed_rows,
     read_table,
     run_in_process,
     stream_states,
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.slow  # many syncs and state commands: the quick tier (
 
 
 def ids(spark, warehouse, name):
-    return sorted(r["id"] for r in read_table(spark, os.path.join(str(warehouse), "demo", name)).select("id").collect())
+    return sorted(r["id"] for r in landed_rows(spark, os.path.join(str(warehouse), "demo", name)))
 
 
 def test_state_file_reset_and_set_keep_tables_consistent(spark, demo_api, tmp_path):

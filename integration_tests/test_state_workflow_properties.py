@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from integration_tests.conftest import API_KEY, all_records, catalog, config_for, read_table, table_at, write_json
+from integration_tests.conftest import API_KEY, all_records, catalog, config_for, landed_rows, table_at, write_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.source import DemoSource, Users
 from source_framework.destinations.spark.layout import table_path
@@ -220,8 +220,7 @@ class Workflow:
         return record.seq, parse_datetime(cursor).replace(tzinfo=None) if cursor else None
 
     def table_rows(self):
-        frame = read_table(self.spark, self.table)
-        return Counter((r["id"], r["updatedAt"]) for r in frame.select("id", "updatedAt").collect())
+        return Counter((r["id"], r["updatedAt"]) for r in landed_rows(self.spark, self.table))
 
     def sync(self, *extra_changes):
         return read(self.source(*extra_changes), self.config, self.catalog, args=["--state-file", self.state_file])

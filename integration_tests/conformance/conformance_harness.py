@@ -363,17 +363,23 @@ def read_tables(spark: Any, warehouse: str, style: str, catalog: Mapping[str, An
 
 
 def landed_tables(spark: Any, warehouse: str, style: str, catalog: Mapping[str, Any]) -> dict[str, Any]:
-    """``read_tables``, but a Delta table read through its log by delta-rs (another Delta reader) instead of Spark, for
-    the tests about which records landed: each style's tables are read with Spark by its first tests, and Spark
-    replays a small table's log in four jobs (about a CPU-second each time)."""
-    from deltalake import DeltaTable
-
-    from source_framework.destinations.spark.delta_table import is_delta_table
+    """``read_tables``, but a Delta table read through its log by delta-rs (``landed``)."""
     from source_framework.destinations.spark.destination import SparkDestination
 
     destination = SparkDestination(warehouse, default_namespace=connector(style).build_source(None, None, None).name)
+    return landed(spark, destination, infos(catalog))
+
+
+def landed(spark: Any, destination: Any, streams: Mapping[str, StreamInfo]) -> dict[str, Any]:
+    """``table_checks.read_tables``, but a Delta table read through its log by delta-rs (another Delta reader) instead of
+    Spark, for the tests about which records landed: each style's tables are read with Spark by its first tests, and
+    Spark replays a small table's log in four jobs (about a CPU-second each time)."""
+    from deltalake import DeltaTable
+
+    from source_framework.destinations.spark.delta_table import is_delta_table
+
     tables: dict[str, Any] = {}
-    for name, stream in infos(catalog).items():
+    for name, stream in streams.items():
         table = destination.committed_table(stream.namespace, stream.name, spark)
         if not is_delta_table(table.path):
             tables.update(table_checks.read_tables(spark, destination, {name: stream}))

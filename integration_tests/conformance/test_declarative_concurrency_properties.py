@@ -55,7 +55,7 @@ from source_framework.destinations.spark.destination import SparkDestination
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 from source_framework.streams.cursor import parse_datetime
 from source_framework.testing import read
-from source_framework.testing.table_checks import read_tables, record_rows
+from source_framework.testing.table_checks import record_rows
 
 pytestmark = pytest.mark.slow
 
@@ -123,10 +123,10 @@ class Connector:
         return harness.ours_config(self.api, warehouse, concurrency)
 
     def tables(self, spark: Any, warehouse: str) -> tuple[SparkDestination, dict[str, Counter | None]]:
-        """The warehouse's tables read back with ``spark`` as comparable rows (``harness.read_tables``
-        without building a source each time), and the destination that finds them."""
+        """The warehouse's tables read back as comparable rows (``harness.landed_tables`` without building a source
+        each time), and the destination that finds them."""
         destination = SparkDestination(warehouse, default_namespace=self.namespace)
-        return destination, read_tables(spark, destination, self.infos)
+        return destination, harness.landed(spark, destination, self.infos)
 
 
 @pytest.fixture(scope="module")
