@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from integration_tests.conftest import API_KEY, catalog, config_for, read_table, run_in_process, stream_states, write_json
+from integration_tests.conftest import API_KEY, catalog, config_for, landed_rows, read_table, run_in_process, stream_states, write_json
 from source_framework.demo.api import DemoApi
 from source_framework.demo.api.faults import Faults
 
@@ -26,9 +26,8 @@ RUN_COLUMNS = {"_sf_extracted_at", "_sf_sync_id", "_sf_checkpoint"}
 
 
 def table_rows(spark, warehouse, name):
-    frame = read_table(spark, os.path.join(str(warehouse), "demo", name))
-    columns = sorted(c for c in frame.columns if c not in RUN_COLUMNS)
-    return sorted(json.dumps(row.asDict(), sort_keys=True, default=str) for row in frame.select(*columns).collect())
+    rows = landed_rows(spark, os.path.join(str(warehouse), "demo", name))
+    return sorted(json.dumps({c: v for c, v in row.items() if c not in RUN_COLUMNS}, sort_keys=True, default=str) for row in rows)
 
 
 def states(run):

@@ -1,8 +1,8 @@
 """Records a sync reads again end up once, in their last version (issue 49, items 9 and 13).
 
 A small HTTP API on 127.0.0.1 serves items with second-granularity cursors; each test changes its
-items between syncs in this process (``source_framework.testing.read``) into real Spark tables,
-read back with plain ``spark.read``.
+items between syncs in this process (``source_framework.testing.read``) into real Delta tables,
+read back through their log (``landed_rows``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from integration_tests.conftest import read_table
+from integration_tests.conftest import landed_rows
 from source_framework import IncrementalHttpStream, Source
 from source_framework.destinations.spark import buffer as buffer_module
 from source_framework.destinations.spark.layout import table_path
@@ -124,8 +124,7 @@ def config_of(api, tmp_path):
 
 
 def table_rows(spark, tmp_path, source=ItemsSource):
-    frame = read_table(spark, table_path(str(tmp_path / "warehouse"), source().name, "items"))
-    return sorted((r["id"], r["name"]) for r in frame.collect())
+    return sorted((r["id"], r["name"]) for r in landed_rows(spark, table_path(str(tmp_path / "warehouse"), source().name, "items")))
 
 
 # -- 13. records without a cursor value, read again by every sync --------------------------------------------
