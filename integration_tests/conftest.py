@@ -431,8 +431,8 @@ def read_table(spark, path: str):
 
 def landed_rows(spark, path: str) -> list[dict[str, Any]]:
     """Every row of the table at ``path`` (duplicates kept), for tests about which rows landed, where Spark's view of the
-    table is not the point: a Delta table (on disk or S3) through its log by delta-rs, another Delta reader (a Spark read
-    of a small table replays its log in four jobs, about a CPU-second); a Parquet folder by Spark (its file-sink log).
+    table is not the point: a Delta table (on disk or S3) through its log by delta-rs, another Delta reader (Spark replays
+    a small table's log in several jobs per read); a Parquet folder by Spark (its file-sink log).
     Timestamps as Spark's ``collect()`` gives them: naive, in UTC (the tests' time zone)."""
     import datetime as dt
 
@@ -444,4 +444,3 @@ def landed_rows(spark, path: str) -> list[dict[str, Any]]:
         return [row.asDict() for row in read_table(spark, path).collect()]
     return [{name: value.astimezone(dt.UTC).replace(tzinfo=None) if isinstance(value, dt.datetime) and value.tzinfo else value
              for name, value in row.items()} for row in DeltaTable(path).to_pyarrow_table().to_pylist()]
-

@@ -373,7 +373,7 @@ def landed_tables(spark: Any, warehouse: str, style: str, catalog: Mapping[str, 
 def landed(spark: Any, destination: Any, streams: Mapping[str, StreamInfo]) -> dict[str, Any]:
     """``table_checks.read_tables``, but a Delta table read through its log by delta-rs (another Delta reader) instead of
     Spark, for the tests about which records landed: each style's tables are read with Spark by its first tests, and
-    Spark replays a small table's log in four jobs (about a CPU-second each time)."""
+    Spark replays a small table's log in several jobs per read."""
     from deltalake import DeltaTable
 
     from source_framework.destinations.spark.delta_table import is_delta_table
