@@ -1,5 +1,6 @@
 """A class-data archive of Spark's JVM, built once per environment (``scripts/venv.sh``), so the embedded session starts in half
-the time; its name holds the Java executable and pyspark's version, so a changed JVM or Spark finds no archive."""
+the time; its name holds the Java executable, pyspark's version and what it records, so a changed JVM, Spark or recording finds
+no archive."""
 
 from __future__ import annotations
 
@@ -23,13 +24,35 @@ def archive_path() -> str | None:
     import pyspark
 
     stat = os.stat(java)
-    key = hashlib.sha1(f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}".encode()).hexdigest()[:12]
+    recorded = f"{java}:{stat.st_size}:{stat.st_mtime_ns}:{pyspark.__version__}:{_RECORDING}"
+    key = hashlib.sha1(recorded.encode()).hexdigest()[:12]
     return os.path.join(sys.prefix, "share", "source_framework", f"spark-{key}.jsa")
 
 
 def java_options() -> str:
     path = archive_path()
     return f"-XX:SharedArchiveFile={path}" if path and os.path.isfile(path) else ""
+
+
+# What the archive records: a session's start, and a Parquet folder and (with Delta's jars installed) a Delta table written twice
+# and read, as syncs and readers do; the classes of Delta's log replay and transactions are most of a Delta read's start.
+_RECORDING = """
+import sys, pyarrow as pa
+from source_framework.destinations.spark.session import get_spark, installed_jars
+spark = get_spark('local[1]', conf={'spark.driver.extraJavaOptions': '-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit=ARCHIVE'})
+folder = 'file://' + sys.argv[1]
+spark.createDataFrame(pa.table({'a': [1, 2]})).coalesce(1).write.mode('overwrite').parquet(folder + '/parquet')
+spark.read.parquet(folder + '/parquet').count()
+if installed_jars():
+    for rows in ([1, 2], [3]):
+        spark.createDataFrame(pa.table({'a': rows})).write.format('delta').mode('append').save(folder + '/delta')
+    spark.read.format('delta').load(folder + '/delta').collect()
+spark.stop()
+from pyspark import SparkContext
+proc = SparkContext._gateway.proc
+proc.stdin.close()  # the JVM exits when its stdin closes, and writes the archive as it does
+proc.wait()
+"""
 
 
 def build() -> str | None:
@@ -39,24 +62,11 @@ def build() -> str | None:
         return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f"{path}.{os.getpid()}.partial"
-    script = (
-        "import sys, pyarrow as pa\n"
-        "from source_framework.destinations.spark.session import get_spark\n"
-        f"spark = get_spark('local[1]', conf={{'spark.driver.extraJavaOptions': "
-        f"'-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={partial}'}})\n"
-        "folder = sys.argv[1]\n"
-        "spark.createDataFrame(pa.table({'a': [1, 2]})).coalesce(1).write.mode('overwrite').parquet('file://' + folder)\n"
-        "spark.read.parquet('file://' + folder).count()\n"
-        "spark.stop()\n"
-        "from pyspark import SparkContext\n"
-        "proc = SparkContext._gateway.proc\n"
-        "proc.stdin.close()  # the JVM exits when its stdin closes, and writes the archive as it does\n"
-        "proc.wait()\n"
-    )
+    script = _RECORDING.replace("ARCHIVE", partial)
     import subprocess
 
     with tempfile.TemporaryDirectory(prefix="sf-jvm-cache-") as folder:
-        subprocess.run([sys.executable, "-c", script, os.path.join(folder, "t")], check=True,
+        subprocess.run([sys.executable, "-c", script, folder], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
     if not os.path.isfile(partial):
         return None
