@@ -1,6 +1,7 @@
-"""``append_dedup`` into a Delta table is a Delta MERGE by delta-rs (``delta_merge.py``); the
-reference is the Parquet folder's merge, the table rewritten by Spark (``TableWriter._merged``).
-The same commits go through both, and the tables must hold the same rows."""
+"""``append_dedup`` without Spark (``delta_merge.py``): a Delta MERGE by delta-rs, or a Parquet
+folder rewritten by Arrow. The reference is Spark's rewrite of a Parquet folder (``TableWriter._merged``,
+still used where a merge needs Spark). The same commits go through each, and the tables must hold the
+same rows."""
 
 from __future__ import annotations
 
@@ -37,13 +38,17 @@ def commits_of(seed: int) -> list[list[dict]]:
     return [[record() for _ in range(40)] for _ in range(6)]
 
 
-def merged_rows(table, commits, keys, cursor) -> list[tuple]:
+def merged_rows(table, commits, keys, cursor, staged: bool = False) -> list[tuple]:
+    """The rows after ``commits``; ``staged``: each commit's first half written ahead of it (a far checkpoint's staged files)."""
     target = StreamTarget("t", None, SCHEMA, incremental=True, destination_sync_mode=APPEND_DEDUP,
                           primary_key=[[key] for key in keys], cursor_field=cursor)
     table.recover()
     writer = TableWriter(table, target, arrow_schema(SCHEMA), recorded_schema=table.recorded_schema())
     for number, records in enumerate(commits):
         batch = writer.to_arrow(records, [1000] * len(records))
+        if staged:
+            ahead, batch = batch.slice(0, batch.num_rows // 2), batch.slice(batch.num_rows // 2)
+            writer.apply([CommitJob(writer, [ahead], ahead.num_rows, ahead.nbytes, None, None, stage_only=True)])
         writer.apply([CommitJob(writer, [batch], batch.num_rows, batch.nbytes, {"n": number}, ResumeNotes(start_state={}))])
     frame = table.read()
     return sorted((tuple(row) for row in frame.select("Id", "`a.b`", "updatedAt", "v", "_sf_checkpoint").collect()), key=repr)
@@ -51,17 +56,28 @@ def merged_rows(table, commits, keys, cursor) -> list[tuple]:
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize(("keys", "cursor"), [(["Id"], ["updatedAt"]), (["Id", "a.b"], ["updatedAt"]), (["Id"], [])])
-def test_a_delta_merge_keeps_the_rows_the_spark_rewrite_keeps(spark, tmp_path, seed, keys, cursor):
+def test_a_delta_merge_and_an_arrow_rewrite_keep_the_rows_the_spark_rewrite_keeps(spark, tmp_path, seed, keys, cursor):
     from deltalake import DeltaTable
 
     commits = commits_of(seed)
-    reference = merged_rows(SparkTable(spark, str(tmp_path / "parquet"), arrow_writes=True), commits, keys, cursor)
+    reference = merged_rows(SparkTable(spark, str(tmp_path / "spark"), arrow_writes=False), commits, keys, cursor)
     delta = DeltaLakeTable(spark, str(tmp_path / "delta"), arrow_writes=True)
     assert merged_rows(delta, commits, keys, cursor) == reference
+    assert merged_rows(SparkTable(spark, str(tmp_path / "arrow"), arrow_writes=True), commits, keys, cursor) == reference
     operations = [entry["operation"] for entry in DeltaTable(str(tmp_path / "delta")).history()]
     assert operations.count("MERGE") == len(commits) - 1  # the first commit creates the table
     null_keys = sum(1 for records in commits for r in records if any(r[k] is None for k in keys))
     assert sum(1 for row in reference if row[0] is None or (len(keys) > 1 and row[1] is None)) == null_keys
+
+
+def test_staged_rows_merge_alike_in_the_arrow_and_the_spark_rewrite(spark, tmp_path):
+    """Half of each commit's rows written ahead of it, as a far checkpoint does: merged after the table's, before the commit's."""
+    commits = commits_of(3)
+    reference = merged_rows(SparkTable(spark, str(tmp_path / "spark"), arrow_writes=False), commits, ["Id"], ["updatedAt"], staged=True)
+    arrow = merged_rows(SparkTable(spark, str(tmp_path / "arrow"), arrow_writes=True), commits, ["Id"], ["updatedAt"], staged=True)
+    assert arrow == reference
+    assert merged_rows(DeltaLakeTable(spark, str(tmp_path / "delta"), arrow_writes=True), commits, ["Id"], ["updatedAt"],
+                       staged=True) == reference
 
 
 def test_a_merge_that_changes_no_row_still_commits_its_checkpoint(spark, tmp_path):

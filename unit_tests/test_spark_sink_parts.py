@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from source_framework.destinations.base import APPEND, OVERWRITE, CommitReceipt, StreamTarget
+from source_framework.destinations.base import APPEND, APPEND_DEDUP, OVERWRITE, CommitReceipt, StreamTarget
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import arrow_schema
 from source_framework.destinations.spark.buffer import StreamBuffer
@@ -566,6 +566,41 @@ def test_the_table_tells_which_records_read_again_it_holds_row_for_row(tmp_path)
                         arrow_schema(wider), recorded_schema=table.recorded_schema())
     # files written before the column existed read as null there
     assert grown.already_in_table([{"id": 1, "n": 1}, {"id": 2, "n": 2, "label": "new"}]) == [True, False]
+
+
+def test_append_dedup_rewrites_a_parquet_folder_in_this_process_one_row_per_key_the_latest_cursor(tmp_path, monkeypatch):
+    """No Spark for a Parquet folder's ``append_dedup`` (Spark's own rewrite is the reference in
+    ``integration_tests/test_delta_merge.py``): staged rows and the commit's merge with the table's, the latest
+    cursor wins, a tie goes to the row read last, rows with a null key are all kept."""
+    from source_framework.destinations.spark import table_writer
+    from source_framework.destinations.spark.arrow_conversion import records_to_arrow
+    from source_framework.destinations.spark.table import SparkTable
+
+    def no_spark():
+        raise AssertionError("append_dedup into a Parquet folder must not start Spark")
+
+    def rows_of(records, state, stage_only=False):
+        data = records_to_arrow(records, SCHEMA, extracted_at_ms=0, sync_id="s", checkpoint=-1)
+        return CommitJob(writer, [data], data.num_rows, data.nbytes, state, ResumeNotes(start_state={}), stage_only=stage_only)
+
+    table = SparkTable(no_spark, str(tmp_path / "numbers"), arrow_writes=True)
+    writer = TableWriter(table, target(APPEND_DEDUP), SCHEMA)
+    assert not writer.needs_spark
+    writer.apply([rows_of([{"id": 1, "n": 5}, {"id": 2, "n": 1}, {"id": 3, "n": 1}], {"n": 1})])
+    writer.apply([rows_of([{"id": 1, "n": 3}, {"id": 3, "n": 1}], None, stage_only=True)])  # older; a tie
+    writer.apply([rows_of([{"id": 2, "n": 2}, {"id": None, "n": 0}, {"id": None, "n": 0}], {"n": 2})])
+    landed = table.rows_where(SCHEMA, ["id", "n", "_sf_checkpoint"], None).to_pylist()
+    assert sorted(landed, key=repr) == sorted([{"id": 1, "n": 5, "_sf_checkpoint": 0}, {"id": 2, "n": 2, "_sf_checkpoint": 1},
+                                               {"id": 3, "n": 1, "_sf_checkpoint": 1}, {"id": None, "n": 0, "_sf_checkpoint": 1},
+                                               {"id": None, "n": 0, "_sf_checkpoint": 1}], key=repr)
+    assert table.last_checkpoint().state == {"n": 2} and writer.rows == 3 + 5
+    wider = {"properties": {**JSON_SCHEMA["properties"], "label": {"type": ["null", "string"]}}}
+    grown = TableWriter(table, StreamTarget("numbers", None, wider, incremental=True, destination_sync_mode=APPEND_DEDUP,
+                                            primary_key=[["id"]], cursor_field=["n"]),
+                        arrow_schema(wider), recorded_schema=table.recorded_schema())
+    assert grown.needs_spark  # a first commit adding a column: Spark rewrites the table with it
+    monkeypatch.setattr(table_writer, "ARROW_MERGE_BYTES", table.live_bytes() - 1)
+    assert writer.needs_spark  # a table too large to rewrite in memory: Spark merges it
 
 
 def test_without_a_primary_key_each_row_an_earlier_sync_wrote_answers_for_one_record_read_again(tmp_path):

@@ -1,4 +1,5 @@
-"""``append_dedup`` into a Delta table as a delta-rs MERGE, giving the result ``TableWriter._merged`` gives a Parquet folder."""
+"""``append_dedup`` without Spark: into a Delta table as a delta-rs MERGE, into a Parquet folder as Arrow's rewrite of it; either
+gives the rows Spark's rewrite (``TableWriter._merged``) gives."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from source_framework.destinations.spark.arrow_conversion import CHECKPOINT
 
 if TYPE_CHECKING:
     from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
@@ -26,8 +29,10 @@ class DedupMerge:
         indexed = rows.append_column(_POSITION, pa.array(range(rows.num_rows), pa.int64()))
         null_key = pc.or_(*[pc.is_null(indexed[key]) for key in self.keys]) if len(self.keys) > 1 else pc.is_null(indexed[self.keys[0]])
         keyed = indexed.filter(pc.invert(null_key))
+        # The latest cursor (nulls last), then the latest checkpoint, then the row read last: a Spark rewrite's order.
         order = [(self.cursor, "descending", "at_end")] if self.cursor else []
-        ranked = keyed.take(pc.sort_indices(keyed, sort_keys=[*order, (_POSITION, "descending", "at_end")]))
+        order += [(CHECKPOINT, "descending", "at_end"), (_POSITION, "descending", "at_end")]
+        ranked = keyed.take(pc.sort_indices(keyed, sort_keys=order))
         firsts = ranked.group_by(list(self.keys), use_threads=False).aggregate([(_POSITION, "first")])
         chosen = pa.concat_arrays([firsts[f"{_POSITION}_first"].combine_chunks(), indexed.filter(null_key)[_POSITION].combine_chunks()])
         return rows.take(chosen.take(pc.array_sort_indices(chosen)))

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from source_framework.destinations.base import APPEND_DEDUP, Destination, StreamSink, StreamTarget
+from source_framework.destinations.base import Destination, StreamSink, StreamTarget
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import ON_TYPE_MISMATCH, arrow_schema, warm_up
 from source_framework.destinations.spark.atomic_files import fsync_directory
@@ -187,12 +187,10 @@ class SparkDestination(Destination):
 
     def reserve(self, streams: Iterable[tuple[str | None, str, str]]) -> None:
         """Lock every table the sync writes, then start Spark while the first pages are read if the tables need it."""
-        merges = False
-        for namespace, stream, mode in streams:
+        for namespace, stream, _mode in streams:
             self.lock(namespace, stream, purpose="read")
-            merges = merges or mode == APPEND_DEDUP
-        if (merges and self.table_format != "delta") or not self.arrow_writes:
-            self.start_spark()  # (a Delta table merges with delta-rs: ``open_stream`` starts it if need be)
+        if not self.arrow_writes:
+            self.start_spark()  # (with Arrow's writes, ``open_stream`` starts it for a table that needs it: see ``needs_spark``)
         if self.arrow_writes:  # a page converter (``page_conversion``) starts meanwhile, for the first stream
             self.converters.warm()
 

@@ -53,6 +53,7 @@ class SparkTable(ResetMarker):
     """One Parquet table folder committed through Spark's metadata log."""
 
     takes_page_commits = True
+    merges_by_key = False  # ``append_dedup`` rewrites the folder with one row per key (``TableWriter``)
 
     def __init__(
         self,
@@ -267,6 +268,9 @@ class SparkTable(ResetMarker):
             # A file with another column type (a widening not yet rewritten) cannot be filtered by statistics: filter after reading.
             parts = [pa.Table.from_batches([batch]).filter(where).select(columns) for batch in dataset.to_batches()]
             return pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
+
+    def live_bytes(self) -> int:
+        return sum(os.path.getsize(_local_path(status.path)) for status in self._log.live_files())
 
     def _live_names(self) -> set[str]:
         return {file_name(status.path) for status in self._log.live_files()}

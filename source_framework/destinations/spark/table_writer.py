@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping
@@ -44,6 +45,10 @@ from source_framework.destinations.spark.table_schema import (
 
 logger = logging.getLogger("source_framework.spark")
 
+#: A Parquet folder's ``append_dedup`` rewrite is done in this process's memory up to this size of files; Spark, which spills
+#: to disk, merges a larger one.
+ARROW_MERGE_BYTES = 128 * 1024 * 1024
+
 
 class TableWriter:
     """Owns one table's writes; every method but the constructor (and ``rebuild_from_reset``) runs on the committer's thread."""
@@ -79,18 +84,21 @@ class TableWriter:
 
     @property
     def needs_spark(self) -> bool:
-        spark_merges = self._mode == APPEND_DEDUP and self._merge_in_table(first=True) is None
+        spark_merges = self._mode == APPEND_DEDUP and self._dedup_merge(first=True) is None
         return spark_merges or self._rewrite_next or not self.table.arrow_writes
 
-    def _merge_in_table(self, first: bool = False) -> DedupMerge | None:
-        """How a Delta table merges a commit's rows itself, or None where Spark merges (or a first commit adding columns rewrites)."""
+    def _dedup_merge(self, first: bool = False) -> DedupMerge | None:
+        """How a commit's rows merge by key without Spark (a Delta MERGE, or a Parquet folder rewritten by Arrow), or None
+        where Spark merges: nested keys or cursor, or a first commit adding or widening columns (Spark rewrites those)."""
         keys, cursor = self.target.primary_key, self.target.cursor_field
-        if not (getattr(self.table, "merges_by_key", False) and self.table.arrow_writes):
+        if not self.table.arrow_writes:
             return None
         if not keys or any(len(path) != 1 for path in keys) or len(cursor) > 1 or (cursor and cursor[0] not in self.schema.names):
             return None
         change = self.schema_change
         if (first or self.commits == 0) and not self._replace_next and (change.added or change.needs_rewrite):
+            return None
+        if isinstance(self.table, SparkTable) and self.table.live_bytes() > ARROW_MERGE_BYTES:
             return None
         return DedupMerge(tuple(path[0] for path in keys), cursor[0] if cursor else None)
 
@@ -211,7 +219,9 @@ class TableWriter:
         batches = self._in_read_order(jobs)
         from_pages = [job for job in jobs if job.page_token is not None]
         pages = None
-        if from_pages and not jobs[0].stage_only and not batches and not self.needs_spark and self.table.takes_page_commits:
+        # (the page converter commits its rows itself, unless they are merged: a merge reads the rows it rewrites)
+        if (from_pages and not jobs[0].stage_only and not batches and not self.needs_spark and self._mode != APPEND_DEDUP
+                and self.table.takes_page_commits):
             last = from_pages[-1]
             assert last.pages is not None and last.page_token is not None
             pages = PageRows(last.pages, last.page_token, sum(job.page_rows for job in from_pages))
@@ -256,12 +266,15 @@ class TableWriter:
         publish, merged_away = staged, []
         replace = self._replace_next
         rewrites_table = False
-        merge = self._merge_in_table() if self._mode == APPEND_DEDUP else None
-        if merge is not None:  # a Delta MERGE; its new rows are those handed over, as a rewrite's
+        merge = self._dedup_merge() if self._mode == APPEND_DEDUP else None
+        if merge is not None and self.table.merges_by_key:  # a Delta MERGE; its new rows are those handed over, as a rewrite's
             rewrites_table = True
-        elif self._mode == APPEND_DEDUP:
-            data = self._merged(arrow, include_table=not replace, staged=staged)
-            publish, merged_away, replace, rewrites_table = [], staged, True, True
+        elif self._mode == APPEND_DEDUP:  # the table rewritten, one row per key: by Arrow, or by Spark where Arrow cannot
+            if merge is not None:
+                data = merge.latest_per_key(self._rows_to_merge(arrow, include_table=not replace, staged=staged))
+            else:
+                data = self._merged(arrow, include_table=not replace, staged=staged)
+            merge, publish, merged_away, replace, rewrites_table = None, [], staged, True, True
         elif self._rewrite_next and not replace:
             data = self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
             replace, rewrites_table = True, True
@@ -294,6 +307,17 @@ class TableWriter:
 
     def _table_rows(self) -> Any:
         return conformed(self.table.read(), self.schema)
+
+    def _rows_to_merge(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> pa.Table:
+        """The table's rows, then the staged ones, then ``arrow``'s: the order ``DedupMerge`` breaks ties by, as ``_merged``."""
+        import pyarrow.dataset as ds
+
+        parts = [self.table.rows_where(self.schema, self.schema.names, None)] if include_table else []
+        for item in staged:
+            names = item.files or sorted(os.listdir(item.folder))
+            files = [os.path.join(item.folder, name) for name in names if name.startswith("part-") and name.endswith(".parquet")]
+            parts.append(ds.dataset(files, schema=self.schema, format="parquet").to_table())
+        return pa.concat_tables([*parts, arrow])
 
     def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
         """The table's rows plus the new ones, one per key: the latest cursor, then the last read (never by the clock)."""
