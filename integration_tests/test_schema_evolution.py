@@ -274,7 +274,7 @@ def test_item_17_a_key_column_with_a_dot_in_its_name(synced):
 def test_item_8_the_sink_counts_undeclared_fields_for_the_summary(spark, tmp_path):
     destination = SparkDestination(str(tmp_path), default_namespace="counts", master="local[1]")
     target = StreamTarget("counted", None, {"properties": {"id": INTEGER}}, incremental=False)
-    destination.reserve([(None, "counted", "append")])
+    destination.reserve([(None, "counted")])
     try:
         sink = destination.open_stream(target)
         for record in ({"id": 1, "a": 1}, {"id": 2, "a": 2, "b": None}, {"id": 3}):

@@ -17,8 +17,8 @@ import pytest
 from source_framework.destinations.checkpoint_record import CheckpointRecord
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
 from source_framework.destinations.spark.file_sink_log import FileSinkLog, SinkFileStatus
-from source_framework.destinations.spark.table import InconsistentTable, SparkTable, TableMoved
-from source_framework.destinations.spark.table_recovery import LogBatchLost, TableDamaged
+from source_framework.destinations.spark.table import SparkTable
+from source_framework.destinations.spark.table_recovery import InconsistentTable, LogBatchLost, TableDamaged, TableMoved
 from source_framework.helpers.faults import SimulatedCrash, crash_at
 
 

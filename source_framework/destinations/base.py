@@ -118,7 +118,7 @@ class StreamSink(ABC):
 class Destination(ABC):
     """Opens one sink per stream; closed once at the end of ``read``."""
 
-    def reserve(self, streams: Iterable[tuple[str | None, str, str]]) -> None:
+    def reserve(self, streams: Iterable[tuple[str | None, str]]) -> None:
         """Before any stream is read: take what the sync needs (the tables' locks), so a sync that cannot run fails early."""
 
     @abstractmethod

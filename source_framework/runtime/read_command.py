@@ -143,8 +143,7 @@ def run_read(
             if converters is not None:
                 converters.close()
         try:
-            modes = {entry.stream.name: entry.destination_sync_mode.value for entry in catalog.streams}
-            destination.reserve([(adapter.namespace, adapter.name, modes[name]) for name, adapter in adapters.items()])
+            destination.reserve([(adapter.namespace, adapter.name) for adapter in adapters.values()])
         except (TableLocked, UnsafeTableName) as error:
             destination.close()
             return report_cannot_start(error, output)

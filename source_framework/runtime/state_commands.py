@@ -83,7 +83,7 @@ def _refusals() -> tuple[type[Exception], ...]:
     """Errors that changed nothing on a table (imported lazily: ``state show`` should not pay for pyarrow)."""
     from source_framework.destinations.spark.cursor_order import TooManyOddValues
     from source_framework.destinations.spark.file_sink_log import DamagedLog
-    from source_framework.destinations.spark.table import InconsistentTable, TableMoved
+    from source_framework.destinations.spark.table_recovery import InconsistentTable, TableMoved
 
     return NoTable, TableLocked, UnsafeTableName, TableMoved, InconsistentTable, DamagedLog, TooManyOddValues
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 if TYPE_CHECKING:
     from source_framework.destinations.spark.page_conversion import PageConverter
@@ -20,6 +25,21 @@ class StagedFiles:
     rows: int
     #: the files, when their writer counted ``rows`` and fsynced them (the page converter): the commit only renames them
     files: tuple[str, ...] = ()
+
+    def parquet_files(self) -> list[str]:
+        """Its data files: those listed, else the folder's (Spark's writer adds a ``_SUCCESS`` and checksums beside them)."""
+        names = self.files or sorted(os.listdir(self.folder))
+        return [os.path.join(self.folder, name) for name in names if name.startswith("part-") and name.endswith(".parquet")]
+
+
+def parquet_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of Parquet files as ``schema``, missing columns null, read with ``pyarrow.parquet`` (``pyarrow.dataset`` imports pandas)."""
+    for path in files:
+        with pq.ParquetFile(path) as parquet:
+            for batch in parquet.iter_batches():
+                columns = [batch.column(field.name).cast(field.type) if field.name in batch.schema.names
+                           else pa.nulls(batch.num_rows, field.type) for field in schema]
+                yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 @dataclass(frozen=True)

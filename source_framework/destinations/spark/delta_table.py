@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from source_framework.destinations.checkpoint_record import CheckpointRecord, ResumeNotes, committed_at_now
 from source_framework.destinations.spark.arrow_conversion import parquet_options
 from source_framework.destinations.spark.atomic_files import remove_folder
-from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles, parquet_batches
 from source_framework.destinations.spark.delta_file_commit import commit_files, files_fit
 from source_framework.destinations.spark.delta_log import (
     RECORD_KEY,
@@ -113,7 +113,6 @@ class DeltaLakeTable:
     """One Delta table, committed one checkpoint per Delta transaction."""
 
     takes_page_commits = False
-    merges_by_key = True
 
     def __init__(self, spark: SparkSession | Callable[[], SparkSession], path: str, *, arrow_writes: bool = False):
         self._spark = spark
@@ -193,9 +192,8 @@ class DeltaLakeTable:
         table = self._delta or self._open()
         as_written = (merge is None and not replace and table is not None and not self.remote
                       and files_fit(table, data, staged))
-        files = [os.path.join(item.folder, name) for item in staged
-                 for name in (item.files or sorted(os.listdir(item.folder))) if name.endswith(".parquet")]
-        batches = [*_file_batches(files, data.schema), *data.to_batches()] if not as_written else []
+        files = [file for item in staged for file in item.parquet_files()]
+        batches = [*parquet_batches(files, data.schema), *data.to_batches()] if not as_written else []
         rows: Any = pa.RecordBatchReader.from_batches(data.schema, batches)
         if merge is not None:  # (MERGE takes its source whole; a new or replaced table gets one row per key)
             rows = pa.Table.from_batches(batches, data.schema)
@@ -405,12 +403,3 @@ class DeltaLakeTable:
         return list(table.vacuum(retention_hours=VACUUM_RETENTION_HOURS, dry_run=False,
                                  post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=False)))
 
-
-def _file_batches(files: Sequence[str], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of staged Parquet files as ``schema``, read with ``pyarrow.parquet`` (``pyarrow.dataset`` imports pandas)."""
-    for path in files:
-        with pq.ParquetFile(path) as parquet:
-            for batch in parquet.iter_batches():
-                columns = [batch.column(field.name).cast(field.type) if field.name in batch.schema.names
-                           else pa.nulls(batch.num_rows, field.type) for field in schema]
-                yield pa.RecordBatch.from_arrays(columns, schema=schema)

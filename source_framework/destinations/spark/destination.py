@@ -185,9 +185,9 @@ class SparkDestination(Destination):
         """A table to look at, for the tools: no lock is taken, nothing changes; Spark starts only for ``read()``."""
         return self._table_at(self.table_path(namespace, stream), spark if spark is not None else (lambda: self.spark))
 
-    def reserve(self, streams: Iterable[tuple[str | None, str, str]]) -> None:
+    def reserve(self, streams: Iterable[tuple[str | None, str]]) -> None:
         """Lock every table the sync writes, then start Spark while the first pages are read if the tables need it."""
-        for namespace, stream, _mode in streams:
+        for namespace, stream in streams:
             self.lock(namespace, stream, purpose="read")
         if not self.arrow_writes:
             self.start_spark()  # (with Arrow's writes, ``open_stream`` starts it for a table that needs it: see ``needs_spark``)

@@ -47,9 +47,8 @@ if installed_jars():
     for rows in ([1, 2], [3]):
         spark.createDataFrame(pa.table({'a': rows})).write.format('delta').mode('append').save(folder + '/delta')
     spark.read.format('delta').load(folder + '/delta').collect()
+proc = spark.sparkContext._gateway.proc
 spark.stop()
-from pyspark import SparkContext
-proc = SparkContext._gateway.proc
 proc.stdin.close()  # the JVM exits when its stdin closes, and writes the archive as it does
 proc.wait()
 """

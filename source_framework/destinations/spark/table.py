@@ -22,7 +22,7 @@ from source_framework.destinations.checkpoint_record import CheckpointRecord, Re
 from source_framework.destinations.spark.arrow_conversion import parquet_options
 from source_framework.destinations.spark.atomic_files import fsync_file, make_folders
 from source_framework.destinations.spark.checkpoint_folder import CheckpointFolder
-from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles
+from source_framework.destinations.spark.commit_parts import ARROW_PARQUET_OPTIONS, CommitInfo, PageRows, StagedFiles, parquet_batches
 from source_framework.destinations.spark.file_sink_log import DEFAULT_COMPACT_INTERVAL, FileSinkLog, SinkFileStatus
 from source_framework.destinations.spark.file_sink_log import local_path as _local_path
 from source_framework.destinations.spark.parquet_commit import CommitPlan, carry_out
@@ -31,8 +31,6 @@ from source_framework.destinations.spark.reset_marker import ResetMarker
 from source_framework.destinations.spark.spark_frames import arrow_frame, spark_path
 from source_framework.destinations.spark.table_lock import no_commit_in_flight
 from source_framework.destinations.spark.table_recovery import STAGING_DIR, FolderRecovery
-from source_framework.destinations.spark.table_recovery import InconsistentTable as InconsistentTable  # (for callers)
-from source_framework.destinations.spark.table_recovery import TableMoved as TableMoved
 from source_framework.destinations.spark.table_recovery import remove_file as _remove
 from source_framework.destinations.spark.table_schema import schema_from_footer, schema_from_json
 from source_framework.helpers.faults import crashed_elsewhere, fault_point, reached_elsewhere
@@ -53,7 +51,6 @@ class SparkTable(ResetMarker):
     """One Parquet table folder committed through Spark's metadata log."""
 
     takes_page_commits = True
-    merges_by_key = False  # ``append_dedup`` rewrites the folder with one row per key (``TableWriter``)
 
     def __init__(
         self,
@@ -179,8 +176,6 @@ class SparkTable(ResetMarker):
     def _write_parts(
         self, data: pa.Table | DataFrame, seq: int, staged: Sequence[StagedFiles], more: bool = False
     ) -> tuple[list[str], list[str], pa.Table | None]:
-        folders = [item.folder for item in staged]
-        listed = {item.folder: item.files for item in staged if item.files}
         written_here = None
         if not (staged or more) or not isinstance(data, pa.Table) or data.num_rows > 0:
             if isinstance(data, pa.Table) and self.arrow_writes:
@@ -189,13 +184,9 @@ class SparkTable(ResetMarker):
             else:
                 staging = os.path.join(self.path, STAGING_DIR, f"c{seq:08d}-{uuid.uuid4().hex}")
                 self._write_parquet(data, staging)
-                folders.append(staging)
-        parts = [
-            os.path.join(folder, name)
-            for folder in folders
-            for name in (listed.get(folder) or sorted(os.listdir(folder)))
-            if name.startswith("part-") and name.endswith(".parquet")
-        ]
+                staged = [*staged, StagedFiles(staging, 0)]
+        folders = [item.folder for item in staged]
+        parts = [file for item in staged for file in item.parquet_files()]
         if not parts and written_here is None and not more:
             raise RuntimeError(f"Spark wrote no Parquet file to {folders}")
         return parts, folders, written_here
@@ -268,6 +259,10 @@ class SparkTable(ResetMarker):
             # A file with another column type (a widening not yet rewritten) cannot be filtered by statistics: filter after reading.
             parts = [pa.Table.from_batches([batch]).filter(where).select(columns) for batch in dataset.to_batches()]
             return pa.concat_tables(parts) if parts else schema.empty_table().select(columns)
+
+    def rows(self, schema: pa.Schema) -> pa.Table:
+        """Every row, as ``schema`` (columns added since a file was written are null in its rows)."""
+        return pa.Table.from_batches(parquet_batches([_local_path(uri) for uri in self.live_files()], schema), schema)
 
     def live_bytes(self) -> int:
         return sum(os.path.getsize(_local_path(status.path)) for status in self._log.live_files())

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import shutil
 from collections import Counter
 from collections.abc import Mapping
@@ -27,7 +26,7 @@ from source_framework.destinations.spark.arrow_conversion import (
     ConversionCounts,
     records_to_arrow,
 )
-from source_framework.destinations.spark.commit_parts import PageRows, StagedFiles
+from source_framework.destinations.spark.commit_parts import PageRows, StagedFiles, parquet_batches
 from source_framework.destinations.spark.committer import CommitJob
 from source_framework.destinations.spark.delta_merge import DedupMerge
 from source_framework.destinations.spark.spark_frames import arrow_frame, conformed, cursor_value, path_value
@@ -45,8 +44,7 @@ from source_framework.destinations.spark.table_schema import (
 
 logger = logging.getLogger("source_framework.spark")
 
-#: A Parquet folder's ``append_dedup`` rewrite is done in this process's memory up to this size of files; Spark, which spills
-#: to disk, merges a larger one.
+#: Up to this size of files a Parquet folder's ``append_dedup`` is rewritten in memory; Spark, which spills, merges a larger one.
 ARROW_MERGE_BYTES = 128 * 1024 * 1024
 
 
@@ -88,8 +86,7 @@ class TableWriter:
         return spark_merges or self._rewrite_next or not self.table.arrow_writes
 
     def _dedup_merge(self, first: bool = False) -> DedupMerge | None:
-        """How a commit's rows merge by key without Spark (a Delta MERGE, or a Parquet folder rewritten by Arrow), or None
-        where Spark merges: nested keys or cursor, or a first commit adding or widening columns (Spark rewrites those)."""
+        """How a commit's rows merge by key without Spark (``delta_merge``), or None where Spark merges (see the docs' tables.md)."""
         keys, cursor = self.target.primary_key, self.target.cursor_field
         if not self.table.arrow_writes:
             return None
@@ -267,7 +264,7 @@ class TableWriter:
         replace = self._replace_next
         rewrites_table = False
         merge = self._dedup_merge() if self._mode == APPEND_DEDUP else None
-        if merge is not None and self.table.merges_by_key:  # a Delta MERGE; its new rows are those handed over, as a rewrite's
+        if merge is not None and not isinstance(self.table, SparkTable):  # a Delta MERGE; new rows: those handed over
             rewrites_table = True
         elif self._mode == APPEND_DEDUP:  # the table rewritten, one row per key: by Arrow, or by Spark where Arrow cannot
             if merge is not None:
@@ -310,14 +307,10 @@ class TableWriter:
 
     def _rows_to_merge(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> pa.Table:
         """The table's rows, then the staged ones, then ``arrow``'s: the order ``DedupMerge`` breaks ties by, as ``_merged``."""
-        import pyarrow.dataset as ds
-
-        parts = [self.table.rows_where(self.schema, self.schema.names, None)] if include_table else []
-        for item in staged:
-            names = item.files or sorted(os.listdir(item.folder))
-            files = [os.path.join(item.folder, name) for name in names if name.startswith("part-") and name.endswith(".parquet")]
-            parts.append(ds.dataset(files, schema=self.schema, format="parquet").to_table())
-        return pa.concat_tables([*parts, arrow])
+        assert isinstance(self.table, SparkTable)  # (a Delta table merges itself)
+        files = [file for item in staged for file in item.parquet_files()]
+        staged_rows = pa.Table.from_batches(parquet_batches(files, self.schema), self.schema)
+        return pa.concat_tables([*([self.table.rows(self.schema)] if include_table else []), staged_rows, arrow])
 
     def _merged(self, arrow: pa.Table, include_table: bool, staged: list[StagedFiles]) -> Any:
         """The table's rows plus the new ones, one per key: the latest cursor, then the last read (never by the clock)."""
