@@ -5,10 +5,15 @@ same rows."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
+import subprocess
+import sys
 
 import pytest
 
+from integration_tests.conftest import MAIN, ROOT, catalog, config_for, landed_rows, write_json
 from source_framework.destinations.base import APPEND_DEDUP, StreamTarget
 from source_framework.destinations.checkpoint_record import ResumeNotes
 from source_framework.destinations.spark.arrow_conversion import arrow_schema
@@ -90,3 +95,25 @@ def test_a_merge_that_changes_no_row_still_commits_its_checkpoint(spark, tmp_pat
     assert [row[3] for row in rows] == [1]
     newest = table.last_checkpoint()
     assert newest is not None and newest.seq == 2 and newest.state == {"n": 2}
+
+
+def test_a_parquet_sync_of_a_deduplicated_stream_merges_in_its_own_process_without_pyspark(spark, demo_api, tmp_path):
+    """Two syncs in real processes, the second merging into the table, neither importing pyspark. Found by a benchmark:
+    such a sync (a few hundred records) failed at its first commit, which came while Spark was still starting in the
+    background: two threads importing pyspark at once ("cannot import name 'SQLContext' from partially initialized
+    module")."""
+    config = config_for(demo_api, tmp_path / "warehouse")
+    config["destination"].update(table_format="parquet", spark_master="local[1]")
+    config_path = write_json(tmp_path / "config.json", config)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("orders", overrides={"orders": {"destination_sync_mode": "append_dedup"}}))
+    state: list[str] = []
+    for _ in range(2):
+        process = subprocess.run([sys.executable, "-X", "importtime", MAIN, "read", "--config", config_path, "--catalog",
+                                  catalog_path, *state], capture_output=True, cwd=ROOT, timeout=300)
+        stderr = process.stderr.decode(errors="replace")
+        assert process.returncode == 0, stderr[-3000:]
+        assert not re.findall(r"^import time:.*\|\s+(pyspark\S*)\s*$", stderr, flags=re.M), "the sync imported pyspark"
+        states = [json.loads(line)["state"] for line in process.stdout.splitlines() if json.loads(line)["type"] == "STATE"]
+        state = ["--state", write_json(tmp_path / "state.json", states[-1:])]
+    ids = [row["id"] for row in landed_rows(spark, str(tmp_path / "warehouse" / "demo" / "orders"))]
+    assert len(ids) == len(set(ids)) == 1500  # (the demo API's orders)

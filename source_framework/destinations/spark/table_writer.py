@@ -316,10 +316,11 @@ class TableWriter:
         """The table's rows plus the new ones, one per key: the latest cursor, then the last read (never by the clock)."""
         from functools import reduce
 
+        # Spark first: the thread starting it imports pyspark, and a second thread importing it meanwhile fails (a circular import)
+        spark = self.table.spark
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        spark = self.table.spark
         frames = [self.table.read_staged(item).select("*", F.lit(part).alias(_PART), F.col("_metadata.row_index").alias(_ROW))
                   for part, item in enumerate(staged)]
         rows = arrow.append_column(_ROW, pa.array(range(arrow.num_rows), pa.int64()))
