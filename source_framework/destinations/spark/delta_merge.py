@@ -1,5 +1,4 @@
-"""``append_dedup`` without Spark: into a Delta table as a delta-rs MERGE, into a Parquet folder as Arrow's rewrite of it; either
-gives the rows Spark's rewrite (``TableWriter._merged``) gives."""
+"""``append_dedup`` without Spark: a delta-rs MERGE, or Arrow's rewrite of a Parquet folder; the rows Spark's (``TableWriter._merged``)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """A class-data archive of Spark's JVM, built once per environment (``scripts/venv.sh``), so the embedded session starts in half
-the time; its name holds the Java executable, pyspark's version and what it records, so a changed JVM, Spark or recording finds
-no archive."""
+the time; named after the Java executable, pyspark's version and what it records: a change to any of them finds no archive."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -34,8 +34,7 @@ def java_options() -> str:
     return f"-XX:SharedArchiveFile={path}" if path and os.path.isfile(path) else ""
 
 
-# What the archive records: a session's start, and a Parquet folder and (with Delta's jars installed) a Delta table written twice
-# and read, as syncs and readers do; the classes of Delta's log replay and transactions are most of a Delta read's start.
+# A session's start, a Parquet folder and (with Delta's jars) a Delta table written and read: a Delta read's start is mostly class loading.
 _RECORDING = """
 import sys, pyarrow as pa
 from source_framework.destinations.spark.session import get_spark, installed_jars
@@ -62,8 +61,6 @@ def build() -> str | None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     partial = f"{path}.{os.getpid()}.partial"
     script = _RECORDING.replace("ARCHIVE", partial)
-    import subprocess
-
     with tempfile.TemporaryDirectory(prefix="sf-jvm-cache-") as folder:
         subprocess.run([sys.executable, "-c", script, folder], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)

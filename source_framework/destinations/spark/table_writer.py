@@ -267,10 +267,8 @@ class TableWriter:
         if merge is not None and not isinstance(self.table, SparkTable):  # a Delta MERGE; new rows: those handed over
             rewrites_table = True
         elif self._mode == APPEND_DEDUP:  # the table rewritten, one row per key: by Arrow, or by Spark where Arrow cannot
-            if merge is not None:
-                data = merge.latest_per_key(self._rows_to_merge(arrow, include_table=not replace, staged=staged))
-            else:
-                data = self._merged(arrow, include_table=not replace, staged=staged)
+            data = (merge.latest_per_key(self._rows_to_merge(arrow, include_table=not replace, staged=staged)) if merge is not None
+                    else self._merged(arrow, include_table=not replace, staged=staged))
             merge, publish, merged_away, replace, rewrites_table = None, [], staged, True, True
         elif self._rewrite_next and not replace:
             data = self._table_rows().unionByName(arrow_frame(self.table.spark, arrow))
