@@ -90,13 +90,12 @@ def spark():
     from source_framework.destinations.spark.jvm_cache import java_options
     from source_framework.destinations.spark.session import get_spark
 
-    # This JVM reads hundreds of small tables back (and writes for the syncs run in this process): it was the suite's
-    # largest use of CPU. All of the JIT (not the syncs' C1 only: it runs for the whole test run), and no plan
-    # optimisations or generated code, which pay off on large data only: together about 30% less CPU per read of a
-    # small Delta table (measured reading 60 two-commit tables in a row). Same rows either way (Spark runs its own
-    # tests under both kinds of code).
+    # This JVM reads hundreds of small tables back (and writes for the syncs run in this process): the suite's largest
+    # use of CPU. The JIT's first tier only, as the syncs' own sessions: the second's compiler threads took the core the
+    # other test worker needed, more than its faster code gave back (bench/RESULTS.md). No plan optimisations or generated
+    # code either, which pay off on large data only. Same rows either way (Spark runs its own tests under both kinds of code).
     session = get_spark("local[2]", app_name="integration-tests", conf={
-        "spark.driver.extraJavaOptions": java_options(),
+        "spark.driver.extraJavaOptions": f"{java_options()} -XX:TieredStopAtLevel=1",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
