@@ -27,8 +27,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 #: The longest test files, started first: the two test workers (pytest.ini: in this order, not by test count) then
 #: share out the rest while one of them runs these, instead of one worker starting the crash test last and alone.
+#: The whole suite's longest come first, then the quick tier's (each file's own tests that ``-m "not slow"`` keeps).
 LONGEST_FIRST = ("test_crash_recovery.py", "test_cdk_conformance.py", "test_spark_cluster.py", "test_data_safety.py",
-                 "test_compare_checkpoints.py")
+                 "test_scaffold_acceptance.py", "test_compare_checkpoints.py", "test_object_store.py", "test_schema_evolution.py",
+                 "test_published_connector.py", "test_lookback_window.py", "test_acceptance_layouts.py", "test_tables_command.py",
+                 "test_progress_output.py", "test_values.py", "test_run_existing_connector.py", "test_failed_partition.py")
 #: Files whose parameter sets may run on different test workers (each set shares its module-scoped fixtures):
 #: the crash test per table format, the airbyte-cdk conformance matrix per connector style.
 SPLIT_BY_PARAMETER = ("test_crash_recovery.py", "test_cdk_conformance.py")
