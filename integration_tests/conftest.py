@@ -95,10 +95,11 @@ def spark():
 
     # This JVM reads hundreds of small tables back (and writes for the syncs run in this process): the suite's largest
     # use of CPU. The JIT's first tier only, as the syncs' own sessions: the second's compiler threads took the core the
-    # other test worker needed, more than its faster code gave back (bench/RESULTS.md). No plan optimisations or generated
-    # code either, which pay off on large data only. Same rows either way (Spark runs its own tests under both kinds of code).
+    # other test worker needed, more than its faster code gave back (bench/RESULTS.md). The parallel collector, not G1,
+    # whose concurrent work cost more CPU than it saved in pauses here. No plan optimisations or generated code either,
+    # which pay off on large data only. Same rows either way (Spark runs its own tests under both kinds of code).
     session = get_spark("local[2]", app_name="integration-tests", conf={
-        "spark.driver.extraJavaOptions": f"{java_options()} -XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions": f"{java_options()} -XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
