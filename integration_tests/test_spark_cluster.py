@@ -41,6 +41,8 @@ pytestmark = [pytest.mark.spark_cluster, pytest.mark.slow]
 
 PYSPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: JVM options of the server and of local-cluster's executors, as the tests' own Spark session has them (conftest.py).
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 STARTED = re.compile(r"Spark Connect server started at: 127\.0\.0\.1:(\d+)")
 
 
@@ -95,6 +97,7 @@ def connect_url(work: Path) -> Iterator[str]:
     args = [
         *daemon, "submit", CONNECT_CLASS, "1", "--name", "Spark Connect server",
         "--master", "local[2]",
+        "--driver-java-options", TEST_JVM_OPTIONS,
         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
         "--conf", f"spark.connect.grpc.binding.port={_free_port()}",
         "--conf", "spark.ui.enabled=false",
@@ -250,7 +253,7 @@ def test_sync_on_local_cluster_executors_equals_embedded_run(spark, api, work, c
         "type": "spark",
         "warehouse": warehouse,
         "spark_master": "local-cluster[2,1,1024]",
-        "spark_conf": {"spark.executor.memory": "512m"},
+        "spark_conf": {"spark.executor.memory": "512m", "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS},
         "writer": "spark",
     }
     config = write_json(work / "local-cluster.json", config_for(api, warehouse, state_checkpoint_interval=250, destination=destination))
