@@ -25,6 +25,9 @@ API_KEY = "it-secret-key-5b1e9"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+#: The tests' own JVMs (their Spark session, the Connect server, local-cluster's executors): the JIT's first tier and the
+#: parallel collector cost the machine less CPU than the JVM's defaults here (bench/RESULTS.md).
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 #: The longest test files, started first: the two test workers (pytest.ini: in this order, not by test count) then
 #: share out the rest while one of them runs these, instead of one worker starting the crash test last and alone.
 #: The whole suite's longest come first, then the quick tier's (each file's own tests that ``-m "not slow"`` keeps).
@@ -95,11 +98,11 @@ def spark():
 
     # This JVM reads hundreds of small tables back (and writes for the syncs run in this process): the suite's largest
     # use of CPU. The JIT's first tier only, as the syncs' own sessions: the second's compiler threads took the core the
-    # other test worker needed, more than its faster code gave back (bench/RESULTS.md). The parallel collector, not G1,
-    # whose concurrent work cost more CPU than it saved in pauses here. No plan optimisations or generated code either,
-    # which pay off on large data only. Same rows either way (Spark runs its own tests under both kinds of code).
+    # other test worker needed, more than its faster code gave back; G1's concurrent work too (bench/RESULTS.md). No plan
+    # optimisations or generated code either, which pay off on large data only. Same rows either way (Spark runs its own
+    # tests under both kinds of code).
     session = get_spark("local[2]", app_name="integration-tests", conf={
-        "spark.driver.extraJavaOptions": f"{java_options()} -XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
+        "spark.driver.extraJavaOptions": f"{java_options()} {TEST_JVM_OPTIONS}",
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",

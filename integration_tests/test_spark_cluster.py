@@ -32,7 +32,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from integration_tests.conftest import API_KEY, MAIN, ROOT, catalog, config_for, read_table, run_main, write_json
+from integration_tests.conftest import API_KEY, MAIN, ROOT, TEST_JVM_OPTIONS, catalog, config_for, read_table, run_main, write_json
 from integration_tests.test_crash_recovery import MODES, Orchestrator, table_rows
 from source_framework.demo.api import DemoApi
 from source_framework.destinations.spark.session import DELTA_CATALOG, DELTA_EXTENSION, installed_jars
@@ -41,8 +41,6 @@ pytestmark = [pytest.mark.spark_cluster, pytest.mark.slow]
 
 PYSPARK_HOME = os.path.dirname(os.path.abspath(pyspark.__file__))
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-#: JVM options of the server and of local-cluster's executors, as the tests' own Spark session has them (conftest.py).
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 STARTED = re.compile(r"Spark Connect server started at: 127\.0\.0\.1:(\d+)")
 
 
