@@ -358,6 +358,51 @@ def test_item_6_state_set_on_a_timestamp_cursor_takes_an_offset_without_seconds(
     assert ids(spark, warehouse, "users") == sorted(r["id"] for r in records)
 
 
+@pytest.mark.parametrize(("table_format", "writer"), [("delta", "arrow"), ("parquet", "arrow"), ("delta", "spark"),
+                                                   ("delta", "arrow, too big"), ("parquet", "arrow, too big")])
+def test_item_6_state_set_keeps_the_rows_before_the_cursor_and_starts_no_jvm_for_a_table_written_with_arrow(
+        spark, demo_api, tmp_path, monkeypatch, table_format, writer):
+    """``state set`` on a table the sync wrote with Arrow runs as a process of its own that starts no
+    JVM (a stand-in ``java`` would leave a trace); on one Spark writes, or one too big to split in
+    memory, in Spark. Either way the table keeps exactly the rows before the cursor, and the next
+    sync reads the rest once."""
+    import subprocess
+    import sys
+
+    from integration_tests.conftest import MAIN
+    from integration_tests.test_tables_command import no_jvm_environment
+    from source_framework.destinations.spark import destination
+    from source_framework.destinations.spark.cursor_order import spark_rows_before
+    from source_framework.streams.cursor import parse_datetime
+
+    warehouse = tmp_path / "warehouse"
+    settings = config_for(demo_api, warehouse)
+    settings["destination"].update(table_format=table_format, writer=writer.partition(",")[0])
+    config = write_json(tmp_path / "config.json", settings)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog("users"))
+    state_file = str(tmp_path / "state.json")
+    read = ("read", "--config", config, "--catalog", catalog_path, "--state-file", state_file)
+    assert run_in_process(*read).returncode == 0
+    records = all_records(demo_api, "users")
+    cursor = sorted(r["updatedAt"] for r in records)[700]
+    command = ["state", "set", "--state-file", state_file, "--config", config, "--stream", "users", "--cursor", cursor]
+    if writer == "arrow":
+        env, marker = no_jvm_environment(tmp_path)
+        moved = subprocess.run([sys.executable, MAIN, *command], capture_output=True, env=env, timeout=300)
+        assert moved.returncode == 0, moved.stderr.decode(errors="replace")[-3000:]
+        assert not marker.exists(), f"state set started Java: {marker.read_text()}"
+    else:
+        split_by_spark = []
+        monkeypatch.setattr(destination, "spark_rows_before", lambda *args: split_by_spark.append(args) or spark_rows_before(*args))
+        if writer.endswith("too big"):
+            monkeypatch.setattr(destination, "ARROW_REWRITE_BYTES", 1000)  # (less than any Parquet file of 1,000 users)
+        assert run_in_process(*command).returncode == 0
+        assert len(split_by_spark) == 1
+    assert ids(spark, warehouse, "users") == sorted(r["id"] for r in records if parse_datetime(r["updatedAt"]) < parse_datetime(cursor))
+    assert run_in_process(*read).returncode == 0
+    assert ids(spark, warehouse, "users") == sorted(r["id"] for r in records)
+
+
 ODD_CURSORS = [
     None, "", "abc", "Z", "9abc", "12345", "2025", "20250301", "20250301T010000Z", "2025-03-01", "2025-02-28",
     "2025-03-01T01:00+02:00", "2025-03-01T01:00:00+02:00", "2025-03-01 00:59:59", "2025-02-28T23:00:00.000001Z",
@@ -371,11 +416,50 @@ ODD_CURSORS = [
 @pytest.mark.parametrize("cursor", ["2025-03-01T01:00+02:00", "2025-02-28T23:00:00Z", "20250301", "abd", "9"])
 def test_item_6_a_text_columns_rows_before_a_cursor_are_those_the_sync_orders_before_it(spark, cursor):
     """Whatever a text cursor column holds, the rows ``state set`` keeps are exactly those
-    ``cursor_sort_key`` orders before the cursor (and those without a value)."""
-    from source_framework.destinations.spark.cursor_order import before_cursor
+    ``cursor_sort_key`` orders before the cursor (and those without a value): split by Spark (a table
+    Spark writes) and by Arrow (a table written with Arrow) alike."""
+    import pyarrow as pa
+
+    from source_framework.destinations.spark.cursor_order import arrow_rows_before, spark_rows_before
     from source_framework.streams.cursor import cursor_sort_key
 
     frame = spark.createDataFrame([(i, value) for i, value in enumerate(ODD_CURSORS)], "i int, updatedAt string")
-    kept = sorted(row["i"] for row in frame.where(before_cursor(frame, "updatedAt", cursor)).collect())
+    kept = sorted(row["i"] for row in spark_rows_before(frame, "updatedAt", cursor).collect())
     key = cursor_sort_key(cursor)
     assert kept == [i for i, value in enumerate(ODD_CURSORS) if value is None or cursor_sort_key(value) < key]
+    rows = pa.table({"i": pa.array(range(len(ODD_CURSORS)), pa.int32()), "updatedAt": pa.array(ODD_CURSORS, pa.string())})
+    assert sorted(arrow_rows_before(rows, "updatedAt", cursor)["i"].to_pylist()) == kept
+
+
+_UTC = dt.UTC
+TYPED_CURSORS = {
+    "updatedAt": [None, dt.datetime(1, 1, 1, tzinfo=_UTC), dt.datetime(2025, 2, 28, 22, 59, 59, 999999, tzinfo=_UTC),
+                  dt.datetime(2025, 2, 28, 23, tzinfo=_UTC), dt.datetime(2025, 2, 28, 23, 0, 0, 1, tzinfo=_UTC),
+                  dt.datetime(2025, 3, 1, tzinfo=_UTC), dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=_UTC)],
+    "version": [None, -5, 0, 8, 9, 10, 12345],
+    "score": [None, -1.5, 0.0, 2.4999, 2.5, 2.5001, 1e300],
+}
+
+
+@pytest.mark.parametrize(("column", "cursor"), [
+    ("updatedAt", "2025-03-01T01:00+02:00"), ("updatedAt", "2025-02-28T23:00:00Z"), ("updatedAt", "2025-02-28T23:00:00.000001Z"),
+    ("updatedAt", "abd"), ("updatedAt", "9"), ("version", "9"), ("version", "-5"), ("version", "12346"), ("score", "2.5"),
+    ("score", "-2"),
+])
+def test_item_6_time_stamp_and_number_columns_split_alike_by_spark_and_by_arrow(spark, tmp_path, column, cursor):
+    """The same Parquet file split at the same cursor: the rows Spark keeps (``spark_rows_before``) are
+    the rows Arrow keeps (``arrow_rows_before``), nulls included."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from source_framework.destinations.spark.arrow_columns import TIMESTAMP
+    from source_framework.destinations.spark.cursor_order import arrow_rows_before, spark_rows_before
+
+    values = TYPED_CURSORS[column]
+    kind = {"updatedAt": TIMESTAMP, "version": pa.int64(), "score": pa.float64()}[column]
+    rows = pa.table({"i": pa.array(range(len(values)), pa.int32()), column: pa.array(values, kind)})
+    pq.write_table(rows, tmp_path / "rows.parquet")
+    frame = spark.read.parquet(str(tmp_path / "rows.parquet"))
+    by_spark = sorted(row["i"] for row in spark_rows_before(frame, column, cursor).select("i").collect())
+    assert by_spark[:1] == [0], by_spark  # (a row without a value is kept)
+    assert sorted(arrow_rows_before(pq.read_table(tmp_path / "rows.parquet"), column, cursor)["i"].to_pylist()) == by_spark

@@ -599,7 +599,7 @@ def test_append_dedup_rewrites_a_parquet_folder_in_this_process_one_row_per_key_
                                             primary_key=[["id"]], cursor_field=["n"]),
                         arrow_schema(wider), recorded_schema=table.recorded_schema())
     assert grown.needs_spark  # a first commit adding a column: Spark rewrites the table with it
-    monkeypatch.setattr(table_writer, "ARROW_MERGE_BYTES", table.live_bytes() - 1)
+    monkeypatch.setattr(table_writer, "ARROW_REWRITE_BYTES", table.live_bytes() - 1)
     assert writer.needs_spark  # a table too large to rewrite in memory: Spark merges it
 
 

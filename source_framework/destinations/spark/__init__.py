@@ -1,15 +1,4 @@
-"""Spark destination: land stream records in Delta or Parquet tables that plain Spark reads safely.
-
-Usage::
-
-    from source_framework.destinations.spark import SparkTable, arrow_schema, get_spark, records_to_arrow
-
-    spark = get_spark()
-    schema = arrow_schema(stream_json_schema)
-    table = SparkTable(spark, "warehouse/demo/users")
-    batch = records_to_arrow(records, schema, extracted_at_ms=now_ms, sync_id=sync_id, checkpoint=3)
-    table.commit(batch, state={"updatedAt": "2025-02-01T00:00:00Z"}, seq=3)
-"""
+"""Spark destination: land stream records in Delta or Parquet tables that plain Spark reads safely (``destination.py``)."""
 
 from importlib import import_module
 from typing import Any

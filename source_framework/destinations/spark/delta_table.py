@@ -316,16 +316,17 @@ class DeltaLakeTable:
     def rows_where(self, schema: pa.Schema, columns: list[str], where: Any) -> pa.Table:
         import pyarrow.dataset as ds
         import pyarrow.fs as pafs
-        table = self._open()
-        files = table.file_uris() if table is not None else []
+
+        files = self.live_files()
         if not files:
             return schema.empty_table().select(columns)
-        filesystem = None
-        if self.remote:
-            filesystem, _ = pafs.FileSystem.from_uri(files[0])
-            files = [uri.split("://", 1)[1] for uri in files]
-        dataset = ds.dataset(files, schema=schema, format="parquet", filesystem=filesystem)
-        return dataset.to_table(columns=columns, filter=where)
+        filesystem = pafs.FileSystem.from_uri(files[0])[0] if self.remote else None
+        paths = [uri.split("://", 1)[1] for uri in files] if self.remote else files
+        return ds.dataset(paths, schema=schema, format="parquet", filesystem=filesystem).to_table(columns=columns, filter=where)
+
+    def live_bytes(self) -> int:
+        table = self._open()
+        return sum(pa.table(table.get_add_actions()).column("size_bytes").to_pylist()) if table is not None else 0
 
     def live_rows(self) -> int:
         table = self._open()

@@ -1,7 +1,7 @@
 """The Spark destination: one table per stream, one atomic commit per checkpoint.
 
 Commits' Parquet files are written here with Arrow, as handing them to a local Spark cost more CPU than reading the records;
-Spark starts in the background only when a sync needs it (merges, rewrites, ``state set``)."""
+Spark starts in the background only when a sync needs it (merges, rewrites)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from source_framework.destinations.spark.atomic_files import fsync_directory
 from source_framework.destinations.spark.buffer import STAGE_ROWS, StreamBuffer
 from source_framework.destinations.spark.commit_parts import CommitInfo
 from source_framework.destinations.spark.committer import BackgroundCommitter
-from source_framework.destinations.spark.cursor_order import before_cursor
+from source_framework.destinations.spark.cursor_order import arrow_rows_before, spark_rows_before
 from source_framework.destinations.spark.delta_table import DeltaLakeTable, delete_delta_table, is_delta_table
 from source_framework.destinations.spark.layout import is_object_store, table_path, warehouse_for
 from source_framework.destinations.spark.page_conversion import ConverterPool
 from source_framework.destinations.spark.session import CONNECT_RETRY_SECONDS, get_spark
 from source_framework.destinations.spark.table import DEFAULT_RETENTION_SECONDS, SparkTable
 from source_framework.destinations.spark.table_lock import TableLock, no_commit_in_flight
-from source_framework.destinations.spark.table_writer import TableWriter
+from source_framework.destinations.spark.table_writer import ARROW_REWRITE_BYTES, TableWriter
 from source_framework.helpers.faults import fault_point
 from source_framework.helpers.tuning import TUNING
 
@@ -306,8 +306,10 @@ class SparkDestination(Destination):
         last = table.last_checkpoint()
         if last is None:
             return None
-        frame = table.read()
-        kept = frame.where(before_cursor(frame, cursor_field, cursor))  # ordered as the sync orders cursors
+        # A table this process writes is split in its memory if it fits: no JVM for one command.
+        schema = table.recorded_schema() if table.arrow_writes and table.live_bytes() <= ARROW_REWRITE_BYTES else None
+        kept = (arrow_rows_before(table.rows_where(schema, schema.names, None), cursor_field, cursor) if schema is not None
+                else spark_rows_before(table.read(), cursor_field, cursor))
         notes = ResumeNotes(start_state=dict(old_state), boundary={})
         info = table.commit(
             kept, dict(new_state), last.seq + 1, replace=True, notes=notes, schema=last.schema, reset_id=table.pending_reset(),

@@ -44,8 +44,9 @@ from source_framework.destinations.spark.table_schema import (
 
 logger = logging.getLogger("source_framework.spark")
 
-#: Up to this size of files a Parquet folder's ``append_dedup`` is rewritten in memory; Spark, which spills, merges a larger one.
-ARROW_MERGE_BYTES = 128 * 1024 * 1024
+#: Up to this size of files a table is rewritten in this process's memory (a Parquet folder's ``append_dedup``, ``state set``);
+#: Spark, which spills, rewrites a larger one.
+ARROW_REWRITE_BYTES = 128 * 1024 * 1024
 
 
 class TableWriter:
@@ -95,7 +96,7 @@ class TableWriter:
         change = self.schema_change
         if (first or self.commits == 0) and not self._replace_next and (change.added or change.needs_rewrite):
             return None
-        if isinstance(self.table, SparkTable) and self.table.live_bytes() > ARROW_MERGE_BYTES:
+        if isinstance(self.table, SparkTable) and self.table.live_bytes() > ARROW_REWRITE_BYTES:
             return None
         return DedupMerge(tuple(path[0] for path in keys), cursor[0] if cursor else None)
 
