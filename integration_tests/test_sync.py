@@ -83,14 +83,18 @@ def test_full_sync_writes_every_record_once(spark, demo_api, full_sync):
     assert counted == len(expected["users"])
 
 
-def test_a_sync_whose_rows_the_page_converter_writes_never_imports_pandas_or_pyspark(demo_api, tmp_path):
-    """pandas costs a sync 0.2 s to import and none of it is needed when the page converter
+@pytest.mark.parametrize(("table_format", "orders"), [("delta", "append"), ("delta", "append_dedup"), ("parquet", "append_dedup")])
+def test_a_sync_whose_rows_the_page_converter_writes_never_imports_pandas_or_pyspark(demo_api, tmp_path, table_format, orders):
+    """pandas costs a sync 0.2-0.5 s to import and none of it is needed when the page converter
     converts every stream's records (the demo's): the sync's process, and the converter's, start
     and commit without it (``PYTHONPROFILEIMPORTTIME`` has every Python process list the modules
-    it imports, on stderr). Nor pyspark (0.1 s), where no table needs Spark."""
+    it imports, on stderr), merges by key included (Arrow's, and delta-rs's MERGE). Nor pyspark
+    (0.1 s), where no table needs Spark."""
     warehouse = tmp_path / "warehouse"
-    config = write_json(tmp_path / "config.json", config_for(demo_api, warehouse))
-    catalog_path = write_json(tmp_path / "catalog.json", catalog())
+    settings = config_for(demo_api, warehouse)
+    settings["destination"]["table_format"] = table_format
+    config = write_json(tmp_path / "config.json", settings)
+    catalog_path = write_json(tmp_path / "catalog.json", catalog(overrides={"orders": {"destination_sync_mode": orders}}))
     done = subprocess.run([sys.executable, MAIN, "read", "--config", config, "--catalog", catalog_path],
                           capture_output=True, timeout=300, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     stderr = done.stderr.decode(errors="replace")
