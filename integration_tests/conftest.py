@@ -28,8 +28,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 #: The tests' own JVMs (their Spark session, the Connect server, local-cluster's executors): the JIT's first tier and the
 #: parallel collector cost the machine less CPU than the JVM's defaults here (bench/RESULTS.md).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
-#: The longest test files, started first: the two test workers (pytest.ini: in this order, not by test count) then
-#: share out the rest while one of them runs these, instead of one worker starting the crash test last and alone.
+#: The longest test files, started first: the test workers (pytest.ini: in this order, not by test count) then
+#: share out the rest while some of them run these, instead of one worker starting the crash test last and alone.
 #: The whole suite's longest come first, then the quick tier's (each file's own tests that ``-m "not slow"`` keeps).
 LONGEST_FIRST = ("test_crash_recovery.py", "test_cdk_conformance.py", "test_spark_cluster.py", "test_data_safety.py",
                  "test_scaffold_acceptance.py", "test_compare_checkpoints.py", "test_object_store.py", "test_schema_evolution.py",

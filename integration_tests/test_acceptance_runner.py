@@ -355,7 +355,7 @@ def test_expected_records_tool_takes_a_module_and_class_from_the_current_folder(
 
 def test_command_line_takes_pytest_settings_from_the_connectors_folder_not_the_frameworks(tmp_path):
     """With source_framework installed from a checkout (pip install -e), pytest took the
-    checkout's own pytest.ini (``-n 2``): ``-p no:xdist`` then failed on "-n"."""
+    checkout's own pytest.ini (``-n 3``): ``-p no:xdist`` then failed on "-n"."""
     connector = tmp_path / "connector"
     shutil.copytree(TINY, connector)
     process = subprocess.run(
