@@ -25,8 +25,8 @@ API_KEY = "it-secret-key-5b1e9"
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
-#: The tests' own JVMs (their Spark session, the Connect server, local-cluster's executors): the JIT's first tier and the
-#: parallel collector cost the machine less CPU than the JVM's defaults here (bench/RESULTS.md).
+#: The tests' own JVMs (their Spark session, the separate application's, the Connect server, local-cluster's executors): the
+#: JIT's first tier and the parallel collector cost the machine less CPU than the JVM's defaults here (bench/RESULTS.md).
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 #: The longest test files, started first: the test workers (pytest.ini: in this order, not by test count) then
 #: share out the rest while some of them run these, instead of one worker starting the crash test last and alone.
@@ -154,7 +154,7 @@ def new_application():
     from source_framework.destinations.spark.session import installed_jars
 
     process = subprocess.Popen(
-        [sys.executable, "-c", NEW_APPLICATION, java_options(), ",".join(installed_jars())],
+        [sys.executable, "-c", NEW_APPLICATION, f"{java_options()} {TEST_JVM_OPTIONS}", ",".join(installed_jars())],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
 
